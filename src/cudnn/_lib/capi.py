@@ -1,0 +1,100 @@
+"""ctypes signatures for the generated C function tables, bound on first use.
+
+``capi.graph.cudnnBackendFinalize`` is the ctypes function with argtypes/restype taken from
+the header's prototype. Binding happens when an attribute is first read, so `import cudnn`
+opens no library, and a function missing from an older libcudnn fails only when called,
+with the version that introduced it in the message.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+from . import enums as _enums
+from . import loader
+from .api_graph import FUNCTIONS as GRAPH_FUNCTIONS
+from .errors import FeatureUnavailableError
+
+_SCALARS: dict[str, Any] = {
+    "int": ctypes.c_int,
+    "unsigned": ctypes.c_uint,
+    "unsigned int": ctypes.c_uint,
+    "long": ctypes.c_long,
+    "unsigned long long": ctypes.c_ulonglong,
+    "long long": ctypes.c_longlong,
+    "int32_t": ctypes.c_int32,
+    "uint32_t": ctypes.c_uint32,
+    "int64_t": ctypes.c_int64,
+    "uint64_t": ctypes.c_uint64,
+    "size_t": ctypes.c_size_t,
+    "float": ctypes.c_float,
+    "double": ctypes.c_double,
+    "char": ctypes.c_char,
+    "libraryPropertyType": ctypes.c_int,  # a CUDA enum
+}
+
+ENUM_NAMES: set[str] = {
+    name for name, obj in vars(_enums).items() if isinstance(obj, type) and name.startswith("cudnn")
+}
+
+
+def ctype_of(ctype: str, enum_names: set[str] = ENUM_NAMES) -> Any:
+    """C type text from the headers -> ctypes type (None for void)."""
+    base = ctype.replace("const ", "").strip()
+    stars = base.count("*")
+    base = base.replace("*", "").strip()
+    if stars == 0:
+        if base == "void":
+            return None
+        if base in _SCALARS:
+            return _SCALARS[base]
+        if base in enum_names:
+            return ctypes.c_int
+        return ctypes.c_void_p  # opaque handles and descriptors (typedef'd pointers)
+    if stars == 1 and base == "char":
+        return ctypes.c_char_p
+    if stars == 1 and base in _SCALARS:
+        return ctypes.POINTER(_SCALARS[base])
+    if stars == 1 and base in enum_names:
+        return ctypes.POINTER(ctypes.c_int)
+    if stars == 1 and base != "void":
+        return ctypes.POINTER(ctypes.c_void_p)  # out-parameter of an opaque handle type
+    return ctypes.c_void_p
+
+
+class Api:
+    """Lazily bound functions of one generated table."""
+
+    def __init__(self, functions: dict[str, tuple[str, tuple[tuple[str, str], ...], int | None, bool]],
+                 enum_names: set[str] = ENUM_NAMES) -> None:
+        self._functions = functions
+        self._enum_names = enum_names
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            restype, params, since, _deprecated = self._functions[name]
+        except KeyError:
+            raise AttributeError(f"{name} is not a function of the cuDNN headers") from None
+        library = loader.lib()
+        try:
+            fn = getattr(library, name)
+        except AttributeError:
+            raise FeatureUnavailableError(name, since, loader.report().version) from None
+        fn.restype = ctype_of(restype, self._enum_names)
+        fn.argtypes = [ctype_of(t, self._enum_names) for t, _ in params]
+        setattr(self, name, fn)  # next lookups skip __getattr__
+        return fn
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._functions
+
+    def signature(self, name: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+        restype, params, _, _ = self._functions[name]
+        return restype, params
+
+    def names(self) -> list[str]:
+        return list(self._functions)
+
+
+graph = Api(GRAPH_FUNCTIONS)

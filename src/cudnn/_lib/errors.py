@@ -1,0 +1,148 @@
+"""cuDNN status codes as Python exceptions.
+
+Every C call goes through `check` (or the inlined ``if status: raise_status(...)`` on hot
+paths). The exception carries the status, its name, cuDNN's own last error message and what
+we were doing, so a failure reads like ``conv_fprop.0: finalizing CONVOLUTION_FORWARD
+operation: CUDNN_STATUS_NOT_SUPPORTED_SHAPE (3002): <cuDNN's explanation>``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+
+from .enums import cudnnStatus_t
+
+
+class CudnnError(RuntimeError):
+    """A cuDNN call returned a status other than CUDNN_STATUS_SUCCESS."""
+
+    def __init__(self, status: int, context: str = "", message: str = "", hint: str = "") -> None:
+        self.status = int(status)
+        self.status_name = status_name(status)
+        self.message = message
+        self.context = context
+        self.hint = hint
+        text = f"{self.status_name} ({self.status})"
+        if context:
+            text = f"{context}: {text}"
+        if message:
+            text += f": {message}"
+        if hint:
+            text += f"\n  hint: {hint}"
+        super().__init__(text)
+
+
+class CudnnInitError(CudnnError):
+    """1xxx: the library is not initialized, or its parts do not match (no GPU, bad install)."""
+
+
+class CudnnBadParamError(CudnnError, ValueError):
+    """2xxx: cuDNN rejected a parameter value."""
+
+
+class CudnnNotSupportedError(CudnnError):
+    """3xxx: the request is valid but not supported here (shape, layout, arch, ...)."""
+
+
+class cudnnGraphNotSupportedError(CudnnNotSupportedError):  # noqa: N801 (documented name)
+    """No engine supports this graph (raised by check_support / build)."""
+
+
+class CudnnInternalError(CudnnError):
+    """4xxx: cuDNN failed internally (compilation, allocation, ...)."""
+
+
+class CudnnExecutionError(CudnnError):
+    """5xxx: a kernel launch or a library cuDNN relies on failed while executing."""
+
+
+class LibraryNotFoundError(OSError):
+    """libcudnn (or a library it needs) could not be loaded; the message lists every try."""
+
+
+class FeatureUnavailableError(CudnnNotSupportedError):
+    """The loaded cuDNN is too old for the requested function, enum value or op."""
+
+    def __init__(self, what: str, needed: int | None, loaded: int) -> None:
+        need = f"cuDNN >= {version_string(needed)}" if needed else "a newer cuDNN"
+        self.needed, self.loaded = needed, loaded
+        super().__init__(
+            int(cudnnStatus_t.CUDNN_STATUS_NOT_SUPPORTED),
+            what,
+            f"needs {need}; the loaded libcudnn is {version_string(loaded)}",
+        )
+
+
+class DescriptorClosedError(ValueError):
+    """A descriptor or handle was used after close() / destroy_handle()."""
+
+
+_CATEGORIES: dict[int, type[CudnnError]] = {
+    1000: CudnnInitError,
+    2000: CudnnBadParamError,
+    3000: CudnnNotSupportedError,
+    4000: CudnnInternalError,
+    5000: CudnnExecutionError,
+}
+
+
+def status_name(status: int) -> str:
+    try:
+        return cudnnStatus_t(status).name
+    except ValueError:
+        return f"CUDNN_STATUS_UNKNOWN_{int(status)}"
+
+
+def version_string(version: int) -> str:
+    """92800 -> '9.28.0'."""
+    return f"{version // 10000}.{version // 100 % 100}.{version % 100}"
+
+
+def exception_class(status: int) -> type[CudnnError]:
+    return _CATEGORIES.get(int(status) // 1000 * 1000, CudnnError)
+
+
+# Set by the loader once libcudnn is open: reads cudnnGetLastErrorString.
+_last_error: Callable[[], str] = lambda: ""  # noqa: E731
+# Hints for statuses whose cause is usually outside cuDNN.
+_HINTS: dict[int, Callable[[int], str]] = {}
+
+
+def last_error_string() -> str:
+    """cuDNN's message for the most recent failure on this thread (may be empty)."""
+    return _last_error()
+
+
+def install_last_error_reader(fn: Callable[[], str]) -> None:
+    global _last_error
+    _last_error = fn
+
+
+def install_hint(status_category: int, fn: Callable[[int], str]) -> None:
+    """Register a hint provider for a status category (e.g. 1000: no GPU found)."""
+    _HINTS[status_category] = fn
+
+
+def raise_status(status: int, context: str | Callable[[], str] = "") -> None:
+    """Raise the exception for a failed status; ``context`` may be a callable (lazy)."""
+    ctx = context() if callable(context) else context
+    category = int(status) // 1000 * 1000
+    hint_fn = _HINTS.get(category)
+    hint = hint_fn(int(status)) if hint_fn else ""
+    raise exception_class(status)(status, ctx, _last_error(), hint)
+
+
+def check(status: int, context: str | Callable[[], str] = "") -> None:
+    """Raise a CudnnError subclass unless ``status`` is CUDNN_STATUS_SUCCESS."""
+    if status:
+        raise_status(status, context)
+
+
+def make_last_error_reader(fn: ctypes._CFuncPtr) -> Callable[[], str]:  # type: ignore[name-defined]
+    def read() -> str:
+        buf = ctypes.create_string_buffer(4096)  # per call: the reader may run on any thread
+        fn(buf, len(buf))
+        return buf.value.decode(errors="replace").strip()
+
+    return read

@@ -1,0 +1,155 @@
+"""Find and open libcudnn 9 and the libraries its engines open later; lazily, once.
+
+Search order: the file or folder named by $CUDNN_PY_LIBRARY (no fallback when it is set:
+the user asked for that one), then cuda-pathfinder (pip wheels, conda, the system loader,
+CUDA_HOME), then the system loader directly. cuDNN opens its sub-libraries from its own
+folder, but it opens NVRTC (runtime-compiled engines) and cuBLASLt (some matmul engines) by
+soname; from pip wheels those are not on the loader path, so they are opened here first:
+a later dlopen by soname then finds the copy already in the process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import (
+    LibraryNotFoundError,
+    install_last_error_reader,
+    make_last_error_reader,
+    version_string,
+)
+
+ENV_VAR = "CUDNN_PY_LIBRARY"
+MIN_VERSION = 90000
+_SONAME = "cudnn64_9.dll" if sys.platform == "win32" else "libcudnn.so.9"
+# Libraries cuDNN's engines dlopen by soname; missing ones only disable those engines.
+_DEPENDENCIES = ("nvrtc", "cublasLt", "cublas")
+
+
+@dataclass
+class LoadReport:
+    """Where libcudnn came from and what was opened beside it (`cudnn.library_info()`)."""
+
+    path: str
+    found_via: str
+    version: int
+    cudart_version: int
+    dependencies: dict[str, str] = field(default_factory=dict)  # name -> path or error
+
+    def __str__(self) -> str:
+        lines = [
+            f"libcudnn {version_string(self.version)} (CUDA runtime {self.cudart_version // 1000}.{self.cudart_version % 1000 // 10})",
+            f"  path: {self.path} (via {self.found_via})",
+        ]
+        lines += [f"  {name}: {where}" for name, where in self.dependencies.items()]
+        return "\n".join(lines)
+
+
+_lock = threading.Lock()
+_lib: ctypes.CDLL | None = None
+_report: LoadReport | None = None
+
+
+def lib() -> ctypes.CDLL:
+    """The opened libcudnn; the first call loads it (raises LibraryNotFoundError)."""
+    if _lib is None:
+        _load()
+    assert _lib is not None
+    return _lib
+
+
+def report() -> LoadReport:
+    lib()
+    assert _report is not None
+    return _report
+
+
+def is_loaded() -> bool:
+    return _lib is not None
+
+
+def _load() -> None:
+    global _lib, _report
+    with _lock:
+        if _lib is not None:
+            return
+        handle, path, via = _open_cudnn()
+        handle.cudnnGetVersion.restype = ctypes.c_size_t
+        handle.cudnnGetVersion.argtypes = []
+        handle.cudnnGetCudartVersion.restype = ctypes.c_size_t
+        handle.cudnnGetCudartVersion.argtypes = []
+        version = int(handle.cudnnGetVersion())
+        if version < MIN_VERSION:
+            raise LibraryNotFoundError(
+                f"{path} is cuDNN {version_string(version)}; cudnn-py needs cuDNN 9. "
+                f"Install nvidia-cudnn-cu12 or nvidia-cudnn-cu13, or point ${ENV_VAR} at a cuDNN 9 library."
+            )
+        reader = handle.cudnnGetLastErrorString
+        reader.restype, reader.argtypes = None, [ctypes.c_char_p, ctypes.c_size_t]
+        install_last_error_reader(make_last_error_reader(reader))
+        cudart = int(handle.cudnnGetCudartVersion())
+        _report = LoadReport(path, via, version, cudart, _open_dependencies())
+        _lib = handle
+
+
+def _open_cudnn() -> tuple[ctypes.CDLL, str, str]:
+    tried: list[str] = []
+    override = os.environ.get(ENV_VAR)
+    if override:
+        target = Path(override)
+        path = target / _SONAME if target.is_dir() else target
+        try:
+            return _dlopen(str(path)), str(path), f"${ENV_VAR}"
+        except OSError as exc:
+            tried.append(f"${ENV_VAR}={override}: {exc}")
+            raise LibraryNotFoundError(_not_found(tried)) from exc
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+    except ImportError:
+        tried.append("cuda-pathfinder: not installed (pip install cuda-pathfinder)")
+    else:
+        try:
+            loaded = load_nvidia_dynamic_lib("cudnn")
+            return _dlopen(loaded.abs_path), loaded.abs_path, f"cuda-pathfinder, {loaded.found_via}"
+        except Exception as exc:  # pathfinder's errors list the folders it searched
+            tried.append(f"cuda-pathfinder: {exc}")
+    try:
+        handle = _dlopen(_SONAME)
+        return handle, _SONAME, "system loader"
+    except OSError as exc:
+        tried.append(f"system loader ({_SONAME}): {exc}")
+    raise LibraryNotFoundError(_not_found(tried))
+
+
+def _not_found(tried: list[str]) -> str:
+    lines = "\n".join(f"  - {t}" for t in tried)
+    return (
+        "cuDNN 9 (libcudnn) could not be loaded. Tried:\n"
+        f"{lines}\n"
+        f"Install it with `pip install cudnn-py[cu13]` (or [cu12]), or set ${ENV_VAR} to the "
+        "library file or its folder."
+    )
+
+
+def _dlopen(path: str) -> ctypes.CDLL:
+    mode = getattr(os, "RTLD_NOW", 0) | getattr(os, "RTLD_GLOBAL", 0)
+    return ctypes.CDLL(path, mode=mode)
+
+
+def _open_dependencies() -> dict[str, str]:
+    found: dict[str, str] = {}
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+    except ImportError:
+        return {name: "not opened (cuda-pathfinder missing)" for name in _DEPENDENCIES}
+    for name in _DEPENDENCIES:
+        try:
+            found[name] = load_nvidia_dynamic_lib(name).abs_path
+        except Exception as exc:
+            found[name] = f"not found ({str(exc).splitlines()[0]})"
+    return found

@@ -1,0 +1,357 @@
+"""Backend descriptors: create, set and get attributes, finalize, close.
+
+A faithful, thin object over ``cudnnBackendDescriptor_t``. Values are converted by the
+attribute *type* (the backend's ``cudnnBackendAttributeType_t``), which may be given or
+inferred from the Python value. Descriptors set into another descriptor are kept alive by
+it, so a plan keeps its engine config, op graph, operations and tensors; ``close()`` of a
+descriptor still held by an open parent is deferred until that parent goes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from collections.abc import Iterable, Sequence
+from enum import IntEnum
+from typing import Any, Union
+
+from .._lib import capi, enums
+from .._lib.enums import cudnnBackendAttributeName_t as Attr
+from .._lib.enums import cudnnBackendAttributeType_t as AttrType
+from .._lib.enums import cudnnBackendDescriptorType_t as DescType
+from .._lib.errors import DescriptorClosedError, raise_status
+
+
+class Fraction(ctypes.Structure):
+    """cudnnFraction_t: numerator / denominator (resample window and strides)."""
+
+    _fields_ = [("numerator", ctypes.c_int64), ("denominator", ctypes.c_int64)]
+
+    def __repr__(self) -> str:
+        return f"Fraction({self.numerator}, {self.denominator})"
+
+
+# Attribute type -> (ctypes element type, Python enum for values read back or None).
+_ELEMENT: dict[AttrType, tuple[Any, type[IntEnum] | None]] = {
+    AttrType.CUDNN_TYPE_HANDLE: (ctypes.c_void_p, None),
+    AttrType.CUDNN_TYPE_DATA_TYPE: (ctypes.c_int, enums.cudnnDataType_t),
+    AttrType.CUDNN_TYPE_BOOLEAN: (ctypes.c_bool, None),
+    AttrType.CUDNN_TYPE_INT64: (ctypes.c_int64, None),
+    AttrType.CUDNN_TYPE_FLOAT: (ctypes.c_float, None),
+    AttrType.CUDNN_TYPE_DOUBLE: (ctypes.c_double, None),
+    AttrType.CUDNN_TYPE_VOID_PTR: (ctypes.c_void_p, None),
+    AttrType.CUDNN_TYPE_CONVOLUTION_MODE: (ctypes.c_int, enums.cudnnConvolutionMode_t),
+    AttrType.CUDNN_TYPE_HEUR_MODE: (ctypes.c_int, enums.cudnnBackendHeurMode_t),
+    AttrType.CUDNN_TYPE_KNOB_TYPE: (ctypes.c_int, enums.cudnnBackendKnobType_t),
+    AttrType.CUDNN_TYPE_NAN_PROPOGATION: (ctypes.c_int, enums.cudnnNanPropagation_t),
+    AttrType.CUDNN_TYPE_NUMERICAL_NOTE: (ctypes.c_int, enums.cudnnBackendNumericalNote_t),
+    AttrType.CUDNN_TYPE_LAYOUT_TYPE: (ctypes.c_int, enums.cudnnBackendLayoutType_t),
+    AttrType.CUDNN_TYPE_ATTRIB_NAME: (ctypes.c_int, enums.cudnnBackendAttributeName_t),
+    AttrType.CUDNN_TYPE_POINTWISE_MODE: (ctypes.c_int, enums.cudnnPointwiseMode_t),
+    AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR: (ctypes.c_void_p, None),
+    AttrType.CUDNN_TYPE_GENSTATS_MODE: (ctypes.c_int, enums.cudnnGenStatsMode_t),
+    AttrType.CUDNN_TYPE_BN_FINALIZE_STATS_MODE: (ctypes.c_int, enums.cudnnBnFinalizeStatsMode_t),
+    AttrType.CUDNN_TYPE_REDUCTION_OPERATOR_TYPE: (ctypes.c_int, enums.cudnnReduceTensorOp_t),
+    AttrType.CUDNN_TYPE_BEHAVIOR_NOTE: (ctypes.c_int, enums.cudnnBackendBehaviorNote_t),
+    AttrType.CUDNN_TYPE_TENSOR_REORDERING_MODE: (ctypes.c_int, enums.cudnnBackendTensorReordering_t),
+    AttrType.CUDNN_TYPE_RESAMPLE_MODE: (ctypes.c_int, enums.cudnnResampleMode_t),
+    AttrType.CUDNN_TYPE_PADDING_MODE: (ctypes.c_int, enums.cudnnPaddingMode_t),
+    AttrType.CUDNN_TYPE_INT32: (ctypes.c_int32, None),
+    AttrType.CUDNN_TYPE_CHAR: (ctypes.c_char, None),
+    AttrType.CUDNN_TYPE_SIGNAL_MODE: (ctypes.c_int, enums.cudnnSignalMode_t),
+    AttrType.CUDNN_TYPE_FRACTION: (Fraction, None),
+    AttrType.CUDNN_TYPE_NORM_MODE: (ctypes.c_int, enums.cudnnBackendNormMode_t),
+    AttrType.CUDNN_TYPE_NORM_FWD_PHASE: (ctypes.c_int, enums.cudnnBackendNormFwdPhase_t),
+    AttrType.CUDNN_TYPE_RNG_DISTRIBUTION: (ctypes.c_int, enums.cudnnRngDistribution_t),
+    AttrType.CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE: (ctypes.c_int, enums.cudnnMoeGroupedMatmulMode_t),
+    AttrType.CUDNN_TYPE_RESHAPE_MODE: (ctypes.c_int, enums.cudnnBackendReshapeMode_t),
+    AttrType.CUDNN_TYPE_OPERATIONGRAPH_MODE: (ctypes.c_int, enums.cudnnBackendOperationGraphMode_t),
+    AttrType.CUDNN_TYPE_CUDA_GRAPH_RETENTION: (ctypes.c_int, enums.cudnnCudaGraphRetention_t),
+}
+# Python enum class (C or public) -> the attribute type its values are set with.
+_TYPE_OF_ENUM: dict[type, AttrType] = {cls: t for t, (_, cls) in _ELEMENT.items() if cls is not None}
+_TYPE_OF_ENUM.update({
+    enums.data_type: AttrType.CUDNN_TYPE_DATA_TYPE,
+    enums.heur_mode: AttrType.CUDNN_TYPE_HEUR_MODE,
+    enums.knob_type: AttrType.CUDNN_TYPE_KNOB_TYPE,
+    enums.numerical_note: AttrType.CUDNN_TYPE_NUMERICAL_NOTE,
+    enums.behavior_note: AttrType.CUDNN_TYPE_BEHAVIOR_NOTE,
+    enums.layout_type: AttrType.CUDNN_TYPE_LAYOUT_TYPE,
+    enums.convolution_mode: AttrType.CUDNN_TYPE_CONVOLUTION_MODE,
+    enums.pointwise_mode: AttrType.CUDNN_TYPE_POINTWISE_MODE,
+    enums.reduction_mode: AttrType.CUDNN_TYPE_REDUCTION_OPERATOR_TYPE,
+    enums.tensor_reordering: AttrType.CUDNN_TYPE_TENSOR_REORDERING_MODE,
+    enums.resample_mode: AttrType.CUDNN_TYPE_RESAMPLE_MODE,
+    enums.padding_mode: AttrType.CUDNN_TYPE_PADDING_MODE,
+    enums.norm_mode: AttrType.CUDNN_TYPE_NORM_MODE,
+    enums.norm_forward_phase: AttrType.CUDNN_TYPE_NORM_FWD_PHASE,
+    enums.rng_distribution: AttrType.CUDNN_TYPE_RNG_DISTRIBUTION,
+    enums.reshape_mode: AttrType.CUDNN_TYPE_RESHAPE_MODE,
+})
+
+Value = Union[int, float, bool, IntEnum, "Descriptor", Fraction, str, bytes]
+
+
+def type_label(desc_type: DescType) -> str:
+    """CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR -> 'CONVOLUTION_FORWARD operation'."""
+    name = desc_type.name.removeprefix("CUDNN_BACKEND_").removesuffix("_DESCRIPTOR")
+    if name.startswith("OPERATION_"):
+        return f"{name.removeprefix('OPERATION_')} operation"
+    return f"{name} descriptor"
+
+
+def attr_label(attr: Attr | int) -> str:
+    try:
+        return Attr(attr).name
+    except ValueError:
+        return f"attribute {int(attr)}"
+
+
+def _coerce_enum(cls: type[IntEnum], value: Any) -> IntEnum:
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        try:
+            return cls[value]
+        except KeyError:
+            raise ValueError(f"unknown {cls.__name__} name {value!r}") from None
+    return cls(value)
+
+
+class Descriptor:
+    """One backend descriptor. ``label`` names the user's thing in error messages."""
+
+    __slots__ = ("_ptr", "type", "label", "finalized", "_children", "_holders", "_closing",
+                 "_finalizer", "__weakref__")
+
+    def __init__(self, desc_type: DescType | int | str, label: str = "") -> None:
+        self.type = _coerce_enum(DescType, desc_type)  # type: ignore[assignment]
+        self.label = label
+        self.finalized = False
+        self._children: list[Descriptor] = []
+        self._holders = 0
+        self._closing = False
+        ptr = ctypes.c_void_p()
+        status = capi.graph.cudnnBackendCreateDescriptor(int(self.type), ctypes.byref(ptr))
+        if status:
+            raise_status(status, self._context("creating"))
+        self._ptr: int = ptr.value or 0
+        self._finalizer = weakref.finalize(self, _destroy, self._ptr, self._children)
+
+    # -- identity and lifetime ------------------------------------------------------------
+
+    @property
+    def ptr(self) -> int:
+        """The C pointer; raises DescriptorClosedError after close()."""
+        if self._closing:
+            raise DescriptorClosedError(f"{self._what()} was used after close()")
+        return self._ptr
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        """Destroy the C descriptor (deferred while an open parent still holds it)."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._holders == 0:
+            self._finalizer()
+
+    def __enter__(self) -> Descriptor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _what(self) -> str:
+        return f"{self.label}: {type_label(self.type)}" if self.label else type_label(self.type)
+
+    def _context(self, doing: str, attr: Attr | int | None = None) -> str:
+        where = f"{self.label}: " if self.label else ""
+        text = f"{where}{doing} {type_label(self.type)}"
+        return f"{text} ({attr_label(attr)})" if attr is not None else text
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closing else ("finalized" if self.finalized else "open")
+        label = f" {self.label!r}" if self.label else ""
+        return f"<Descriptor {self.type.name}{label} {state}>"
+
+    # -- attributes -----------------------------------------------------------------------
+
+    def set(self, attr: Attr | int | str, values: Value | Sequence[Value],
+            attr_type: AttrType | int | str | None = None) -> Descriptor:
+        """Set one attribute (a value or a sequence); returns self for chaining."""
+        attr = _coerce_enum(Attr, attr)  # type: ignore[assignment]
+        ptr = self.ptr
+        if self.finalized:
+            raise DescriptorClosedError(
+                f"{self._what()} is finalized; {attr_label(attr)} can no longer be set")
+        items = _as_list(values)
+        if attr_type is None:
+            attr_type = _infer_type(items, self._context("setting", attr))
+        attr_type = _coerce_enum(AttrType, attr_type)  # type: ignore[assignment]
+        array = _to_array(items, attr_type, self._context("setting", attr))
+        status = capi.graph.cudnnBackendSetAttribute(ptr, int(attr), int(attr_type), len(items), array)
+        if status:
+            raise_status(status, self._context("setting", attr))
+        if attr_type == AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR:
+            for child in items:
+                child._holders += 1
+                self._children.append(child)
+        return self
+
+    def get(self, attr: Attr | int | str, attr_type: AttrType | int | str,
+            descriptor_type: DescType | int | str | None = None) -> Any:
+        """Read a one-element attribute as a Python value (int, float, enum, Descriptor)."""
+        values = self.get_array(attr, attr_type, 1, descriptor_type)
+        return values[0] if values else None
+
+    def get_array(self, attr: Attr | int | str, attr_type: AttrType | int | str,
+                  count: int | None = None,
+                  descriptor_type: DescType | int | str | None = None) -> list[Any]:
+        """Read an attribute as a list; ``count=None`` asks the backend how many there are.
+
+        Descriptor-valued attributes need ``descriptor_type``: cuDNN fills descriptors the
+        caller created, which come back as new Descriptor objects.
+        """
+        attr = _coerce_enum(Attr, attr)  # type: ignore[assignment]
+        attr_type = _coerce_enum(AttrType, attr_type)  # type: ignore[assignment]
+        ptr = self.ptr
+        context = self._context("getting", attr)
+        n = ctypes.c_int64(0)
+        get = capi.graph.cudnnBackendGetAttribute
+        if count is None:
+            status = get(ptr, int(attr), int(attr_type), 0, ctypes.byref(n), None)
+            if status:
+                raise_status(status, context)
+            count = n.value
+        if count <= 0:
+            return []
+        elem, enum_cls = _ELEMENT[attr_type]
+        if attr_type == AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR:
+            if descriptor_type is None:
+                raise TypeError(f"{context}: descriptor-valued attributes need descriptor_type=")
+            out = [Descriptor(descriptor_type, self.label) for _ in range(count)]
+            array = (ctypes.c_void_p * count)(*[d._ptr for d in out])
+            status = get(ptr, int(attr), int(attr_type), count, ctypes.byref(n), array)
+            if status:
+                raise_status(status, context)
+            for d in out[n.value:]:
+                d.close()
+            for d in out[: n.value]:
+                d.finalized = True
+            return out[: n.value]
+        array = (elem * count)()
+        status = get(ptr, int(attr), int(attr_type), count, ctypes.byref(n), array)
+        if status:
+            raise_status(status, context)
+        if attr_type == AttrType.CUDNN_TYPE_CHAR:
+            return [bytes(array[: n.value]).split(b"\0", 1)[0].decode(errors="replace")]
+        values = list(array[: n.value]) if elem is not Fraction else [array[i] for i in range(n.value)]
+        if enum_cls is not None:
+            values = [_to_enum(enum_cls, v) for v in values]
+        elif elem is ctypes.c_void_p:
+            values = [v or 0 for v in values]
+        return values
+
+    def finalize(self) -> Descriptor:
+        """Validate and freeze the descriptor (cudnnBackendFinalize); returns self."""
+        status = capi.graph.cudnnBackendFinalize(self.ptr)
+        if status:
+            raise_status(status, self._context("finalizing"))
+        self.finalized = True
+        return self
+
+
+def _to_enum(cls: type[IntEnum], value: int) -> Any:
+    try:
+        return cls(value)
+    except ValueError:  # a value newer than our headers: keep the number
+        return value
+
+
+def _as_list(values: Any) -> list[Any]:
+    if isinstance(values, (str, bytes)):
+        return [values]
+    if isinstance(values, Iterable):
+        return list(values)
+    return [values]
+
+
+def _infer_type(items: list[Any], context: str) -> AttrType:
+    if not items:
+        raise TypeError(f"{context}: give attr_type= to set an empty attribute")
+    first = items[0]
+    if isinstance(first, Descriptor):
+        return AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR
+    if isinstance(first, bool):
+        return AttrType.CUDNN_TYPE_BOOLEAN
+    if isinstance(first, IntEnum):
+        try:
+            return _TYPE_OF_ENUM[type(first)]
+        except KeyError:
+            raise TypeError(f"{context}: cannot infer the attribute type of {type(first).__name__}; "
+                            "give attr_type=") from None
+    if isinstance(first, int):
+        return AttrType.CUDNN_TYPE_INT64
+    if isinstance(first, float):
+        return AttrType.CUDNN_TYPE_DOUBLE
+    if isinstance(first, (str, bytes)):
+        return AttrType.CUDNN_TYPE_CHAR
+    if isinstance(first, Fraction):
+        return AttrType.CUDNN_TYPE_FRACTION
+    if hasattr(first, "__int__") and hasattr(first, "device"):  # a Handle
+        return AttrType.CUDNN_TYPE_HANDLE
+    raise TypeError(f"{context}: cannot infer an attribute type for {type(first).__name__}; give attr_type=")
+
+
+def _to_array(items: list[Any], attr_type: AttrType, context: str) -> Any:
+    elem, enum_cls = _ELEMENT[attr_type]
+    n = len(items)
+    try:
+        if attr_type == AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR:
+            for item in items:
+                if not isinstance(item, Descriptor):
+                    raise TypeError(f"expected Descriptor values, got {type(item).__name__}")
+            return (ctypes.c_void_p * n)(*[d.ptr for d in items])
+        if attr_type == AttrType.CUDNN_TYPE_CHAR:
+            data = b"".join(i.encode() if isinstance(i, str) else bytes(i) for i in items)
+            return ctypes.create_string_buffer(data, len(data))
+        if attr_type == AttrType.CUDNN_TYPE_FRACTION:
+            fr = [i if isinstance(i, Fraction) else Fraction(*i) for i in items]
+            return (Fraction * n)(*fr)
+        if enum_cls is not None:
+            return (elem * n)(*[int(_coerce_enum(enum_cls, i)) if not isinstance(i, IntEnum) else int(i)
+                                for i in items])
+        if elem in (ctypes.c_int64, ctypes.c_int32):
+            for item in items:
+                if isinstance(item, bool) or not isinstance(item, int) and not hasattr(item, "__index__"):
+                    raise TypeError(f"expected int values, got {type(item).__name__} {item!r}")
+            return (elem * n)(*[int(i) for i in items])
+        if elem in (ctypes.c_float, ctypes.c_double):
+            for item in items:
+                if not isinstance(item, (int, float)) or isinstance(item, bool):
+                    raise TypeError(f"expected float values, got {type(item).__name__} {item!r}")
+            return (elem * n)(*[float(i) for i in items])
+        if elem is ctypes.c_bool:
+            return (elem * n)(*[bool(i) for i in items])
+        # Pointers: handles, void pointers.
+        return (elem * n)(*[int(i) for i in items])
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise TypeError(f"{context} as {attr_type.name}: {exc}") from None
+
+
+def _destroy(ptr: int, children: list[Descriptor]) -> None:
+    """Finalizer: destroy the C descriptor, then release the children it held."""
+    if ptr:
+        try:
+            capi.graph.cudnnBackendDestroyDescriptor(ptr)
+        except Exception:  # interpreter shutdown
+            pass
+    for child in children:
+        child._holders -= 1
+        if child._holders == 0 and child._closing:
+            child._finalizer()
+    children.clear()

@@ -1,0 +1,165 @@
+"""cuDNN handles: one per device (and per thread when shared), bound to a stream.
+
+A handle belongs to the device that was current when it was created; work issued through it
+runs there. ``default_handle()`` gives each (device, thread) its own lazily created handle
+for APIs called with ``handle=None``, since a handle must not be used by two threads at once.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from typing import Any
+
+from .._lib import capi, cuda
+from .._lib.errors import DescriptorClosedError, raise_status
+from ..interop.streams import stream_ptr
+
+
+class Handle:
+    """An owned ``cudnnHandle_t``. ``int(handle)`` is the C pointer."""
+
+    __slots__ = ("_ptr", "device", "_stream", "_stream_ref", "_finalizer", "__weakref__")
+
+    def __init__(self, device: int | None = None) -> None:
+        ptr = ctypes.c_void_p()
+        if device is None:
+            status = capi.graph.cudnnCreate(ctypes.byref(ptr))
+        else:
+            previous = cuda.current_device()
+            cuda.set_device(device)
+            try:
+                status = capi.graph.cudnnCreate(ctypes.byref(ptr))
+            finally:
+                cuda.set_device(previous)
+        if status:
+            where = "the current device" if device is None else f"device {device}"
+            raise_status(status, f"creating a cuDNN handle on {where}")
+        self._ptr: int = ptr.value or 0
+        self._finalizer = weakref.finalize(self, _destroy, self._ptr)
+        self._stream = 0
+        self._stream_ref: Any = None  # keeps a framework stream object alive while in use
+        self.device = cuda.current_device() if device is None else device
+
+    @property
+    def ptr(self) -> int:
+        if not self._ptr:
+            raise DescriptorClosedError("this cuDNN handle was destroyed (destroy_handle / close)")
+        return self._ptr
+
+    def __int__(self) -> int:
+        return self.ptr
+
+    __index__ = __int__
+
+    @property
+    def closed(self) -> bool:
+        return not self._ptr
+
+    def close(self) -> None:
+        """Destroy the handle (idempotent)."""
+        self._ptr = 0
+        self._finalizer()
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def set_stream(self, stream: Any) -> None:
+        """Issue this handle's work on ``stream`` (int or framework stream)."""
+        raw = stream_ptr(stream)
+        status = capi.graph.cudnnSetStream(self.ptr, raw)
+        if status:
+            raise_status(status, f"setting stream {raw:#x} on the cuDNN handle of device {self.device}")
+        self._stream = raw
+        self._stream_ref = stream if not isinstance(stream, int) else None
+
+    @property
+    def stream(self) -> int:
+        """The stream work is issued on (as cuDNN reports it)."""
+        out = ctypes.c_void_p()
+        status = capi.graph.cudnnGetStream(self.ptr, ctypes.byref(out))
+        if status:
+            raise_status(status, "getting the stream of a cuDNN handle")
+        return out.value or 0
+
+    def __repr__(self) -> str:
+        state = "destroyed" if self.closed else f"{self._ptr:#x}"
+        return f"<cudnn.Handle device={self.device} {state} stream={self._stream:#x}>"
+
+
+def _destroy(ptr: int) -> None:
+    try:
+        capi.graph.cudnnDestroy(ptr)
+    except Exception:  # interpreter shutdown
+        pass
+
+
+def as_handle_ptr(handle: Handle | int | None) -> int:
+    """C pointer of a Handle, a raw int handle, or the default handle when None."""
+    if handle is None:
+        return default_handle().ptr
+    if isinstance(handle, Handle):
+        return handle.ptr
+    if isinstance(handle, int) and not isinstance(handle, bool):
+        if handle == 0:
+            raise ValueError("a cuDNN handle cannot be 0 (NULL)")
+        return handle
+    raise TypeError(f"expected a cudnn handle (from cudnn.create_handle()), got {type(handle).__name__}")
+
+
+_local = threading.local()
+
+
+def default_handle(device: int | None = None) -> Handle:
+    """This thread's handle for ``device`` (the current device when None), created once."""
+    dev = cuda.current_device() if device is None else device
+    handles: dict[int, Handle] | None = getattr(_local, "handles", None)
+    if handles is None:
+        handles = _local.handles = {}
+    h = handles.get(dev)
+    if h is None or h.closed:
+        h = handles[dev] = Handle(dev)
+    return h
+
+
+# -- the documented module-level functions ------------------------------------------------
+
+def create_handle() -> Handle:
+    """A new cuDNN handle on the current device."""
+    return Handle()
+
+
+def destroy_handle(handle: Handle | int) -> None:
+    """Destroy a handle from create_handle() (idempotent for Handle objects)."""
+    if isinstance(handle, Handle):
+        handle.close()
+        return
+    status = capi.graph.cudnnDestroy(as_handle_ptr(handle))
+    if status:
+        raise_status(status, "destroying a cuDNN handle")
+
+
+def set_stream(handle: Handle | int, stream: Any) -> None:
+    """Make ``handle`` issue its work on ``stream``."""
+    if isinstance(handle, Handle):
+        handle.set_stream(stream)
+        return
+    raw = stream_ptr(stream)
+    status = capi.graph.cudnnSetStream(as_handle_ptr(handle), raw)
+    if status:
+        raise_status(status, f"setting stream {raw:#x} on a cuDNN handle")
+
+
+def get_stream(handle: Handle | int) -> int:
+    """The raw ``cudaStream_t`` ``handle`` issues its work on."""
+    if isinstance(handle, Handle):
+        return handle.stream
+    out = ctypes.c_void_p()
+    status = capi.graph.cudnnGetStream(as_handle_ptr(handle), ctypes.byref(out))
+    if status:
+        raise_status(status, "getting the stream of a cuDNN handle")
+    return out.value or 0

@@ -1,0 +1,61 @@
+"""Execution plans, variant packs, and execution.
+
+`VariantPack` is built once per set of device pointers; `execute` is one C call with
+pointers prepared ahead, which is what keeps the per-call cost of a graph near the bare
+``cudnnBackendExecute``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+
+from .._lib import capi
+from .._lib.enums import cudnnBackendAttributeName_t as A
+from .._lib.enums import cudnnBackendAttributeType_t as T
+from .._lib.enums import cudnnBackendDescriptorType_t as D
+from .._lib.errors import raise_status
+from .descriptor import Descriptor
+from .handle import Handle
+
+
+def execution_plan(handle: Handle | int, engine_config: Descriptor, label: str = "") -> Descriptor:
+    """A finalized EXECUTION_PLAN for ``engine_config`` (this is where kernels compile)."""
+    plan = Descriptor(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, label)
+    plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
+    plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, engine_config)
+    return plan.finalize()
+
+
+def workspace_size(plan: Descriptor) -> int:
+    return int(plan.get(A.CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64))
+
+
+def plan_json(plan: Descriptor) -> str:
+    """The backend's JSON text of a plan (used for serialization and plan names)."""
+    values = plan.get_array(A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, T.CUDNN_TYPE_CHAR)
+    return values[0] if values else ""
+
+
+def variant_pack(uids: Sequence[int], pointers: Sequence[int], workspace: int = 0,
+                 label: str = "") -> Descriptor:
+    """A finalized VARIANT_PACK binding tensor uids to device pointers."""
+    if len(uids) != len(pointers):
+        raise ValueError(f"{len(uids)} uids but {len(pointers)} pointers")
+    pack = Descriptor(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, label)
+    pack.set(A.CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, [int(u) for u in uids], T.CUDNN_TYPE_INT64)
+    pack.set(A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, [int(p) for p in pointers], T.CUDNN_TYPE_VOID_PTR)
+    pack.set(A.CUDNN_ATTR_VARIANT_PACK_WORKSPACE, int(workspace), T.CUDNN_TYPE_VOID_PTR)
+    return pack.finalize()
+
+
+def execute(handle: Handle | int, plan: Descriptor, pack: Descriptor, label: str = "") -> None:
+    """Run ``plan`` on the handle's stream with the pointers of ``pack``."""
+    status = capi.graph.cudnnBackendExecute(int(handle), plan.ptr, pack.ptr)
+    if status:
+        raise_status(status, f"{label + ': ' if label else ''}executing the plan")
+
+
+def raw_execute_function() -> ctypes._CFuncPtr:  # type: ignore[name-defined]
+    """The bound ``cudnnBackendExecute`` for hot paths that hold raw pointers."""
+    return capi.graph.cudnnBackendExecute

@@ -1,0 +1,98 @@
+"""Descriptor lifetime: created once, destroyed once, children outlive their parents."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+import cudnn
+from cudnn._lib.enums import cudnnBackendAttributeName_t as A
+from cudnn._lib.enums import cudnnBackendAttributeType_t as T
+from cudnn.backend import Descriptor, Fraction
+
+
+def _tensor(label: str = "t") -> Descriptor:
+    return (Descriptor("CUDNN_BACKEND_TENSOR_DESCRIPTOR", label)
+            .set(A.CUDNN_ATTR_TENSOR_DIMENSIONS, [2, 3])
+            .set(A.CUDNN_ATTR_TENSOR_STRIDES, [3, 1])
+            .set(A.CUDNN_ATTR_TENSOR_DATA_TYPE, cudnn.data_type.HALF)
+            .set(A.CUDNN_ATTR_TENSOR_UNIQUE_ID, 7)
+            .set(A.CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16)
+            .set(A.CUDNN_ATTR_TENSOR_IS_VIRTUAL, False))
+
+
+def test_close_is_idempotent_and_use_after_close_raises() -> None:
+    d = _tensor("x")
+    assert d.ptr
+    d.close()
+    d.close()
+    assert d.closed
+    with pytest.raises(cudnn.DescriptorClosedError, match="x: TENSOR descriptor was used after close"):
+        d.set(A.CUDNN_ATTR_TENSOR_UNIQUE_ID, 1)
+    with pytest.raises(cudnn.DescriptorClosedError):
+        d.finalize()
+
+
+def test_context_manager_closes() -> None:
+    with _tensor() as d:
+        assert not d.closed
+    assert d.closed
+
+
+def test_garbage_collection_destroys_once() -> None:
+    d = _tensor()
+    fin = d._finalizer
+    ref = weakref.ref(d)
+    del d
+    gc.collect()
+    assert ref() is None
+    assert not fin.alive
+
+
+def test_parent_keeps_child_alive_and_defers_its_close() -> None:
+    x, y = _tensor("x"), _tensor("y")
+    op = Descriptor("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR", "relu")
+    op.set(A.CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x).set(A.CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y)
+    x.close()  # the user is done with it, but the operation still holds it
+    assert x.closed and x._finalizer.alive
+    with pytest.raises(cudnn.DescriptorClosedError):
+        x.ptr  # noqa: B018
+    x_fin = x._finalizer
+    y_ref = weakref.ref(y)
+    del x, y
+    gc.collect()
+    assert x_fin.alive and y_ref() is not None  # held by op
+    op.close()
+    assert not x_fin.alive  # released with its last holder
+    gc.collect()
+    assert y_ref() is None
+
+
+def test_set_infers_attribute_types_from_values() -> None:
+    d = Descriptor("CUDNN_BACKEND_POINTWISE_DESCRIPTOR")
+    d.set(A.CUDNN_ATTR_POINTWISE_MODE, cudnn.pointwise_mode.ADD)  # public enum -> POINTWISE_MODE
+    d.set(A.CUDNN_ATTR_POINTWISE_MATH_PREC, cudnn.data_type.FLOAT)  # -> DATA_TYPE
+    d.set(A.CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, 0.25)  # float -> DOUBLE
+    d.set(A.CUDNN_ATTR_POINTWISE_AXIS, 2)  # int -> INT64
+    d.set("CUDNN_ATTR_POINTWISE_SWISH_BETA", 1.0, "CUDNN_TYPE_DOUBLE")  # names work too
+
+
+def test_fraction_values() -> None:
+    d = Descriptor("CUDNN_BACKEND_RESAMPLE_DESCRIPTOR")
+    d.set(A.CUDNN_ATTR_RESAMPLE_WINDOW_DIMS, [Fraction(2, 1), (3, 1)], T.CUDNN_TYPE_FRACTION)
+    assert repr(Fraction(2, 1)) == "Fraction(2, 1)"
+
+
+def test_repr_names_type_label_and_state() -> None:
+    d = _tensor("conv::X")
+    assert repr(d) == "<Descriptor CUDNN_BACKEND_TENSOR_DESCRIPTOR 'conv::X' open>"
+    d.close()
+    assert repr(d).endswith("closed>")
+
+
+def test_getting_a_descriptor_attribute_needs_its_type() -> None:
+    d = _tensor()
+    with pytest.raises(TypeError, match="descriptor_type"):
+        d.get_array(A.CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, T.CUDNN_TYPE_BACKEND_DESCRIPTOR, 1)

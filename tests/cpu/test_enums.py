@@ -1,0 +1,106 @@
+"""Generated enums: current with the installed headers, exact values, documented names."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+import cudnn
+from cudnn._lib import enums
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tool(name: str):  # type: ignore[no-untyped-def]
+    sys.path.insert(0, str(ROOT / "tools"))
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def _include_or_skip() -> Path:
+    cheader = _tool("cheader")
+    include = cheader.find_include_dir()
+    if include is None:
+        pytest.skip("nvidia-cudnn wheel headers are not installed")
+    version = cheader.header_version(include)
+    if version[0] * 10000 + version[1] * 100 + version[2] != enums.HEADER_VERSION:
+        pytest.skip(f"installed headers are {version}, the committed tables {enums.HEADER_VERSION}; "
+                    "install the dev extra to compare like with like")
+    return include
+
+
+@pytest.mark.parametrize("tool", ["gen_enums", "gen_api"])
+def test_generated_files_are_current(tool: str) -> None:
+    include = _include_or_skip()
+    module = _tool(tool)
+    generated = module.generate(include)
+    outputs = generated if isinstance(generated, dict) else {module.OUTPUT: generated}
+    for path, text in outputs.items():
+        assert Path(path).read_text() == text, f"{path} is stale: run python tools/{tool}.py"
+
+
+def test_every_header_enum_is_there_with_exact_values() -> None:
+    include = _include_or_skip()
+    cheader = _tool("cheader")
+    parsed = cheader.parse_enums((include / "cudnn_graph_v9.h").read_text())
+    assert len(parsed) >= 30
+    for enum in parsed:
+        cls = getattr(enums, enum.name)
+        for member in enum.members:
+            assert cls[member.name] == member.value, f"{enum.name}.{member.name}"
+
+
+def test_explicit_and_out_of_order_values() -> None:
+    pw = enums.cudnnPointwiseMode_t
+    assert pw.CUDNN_POINTWISE_ADD == 0 and pw.CUDNN_POINTWISE_MUL == 1 and pw.CUDNN_POINTWISE_SQRT == 4
+    assert pw.CUDNN_POINTWISE_RELU_FWD == 100 and pw.CUDNN_POINTWISE_BINARY_SELECT == 601
+    heur = enums.cudnnBackendHeurMode_t
+    assert (heur.CUDNN_HEUR_MODE_INSTANT, heur.CUDNN_HEUR_MODE_B, heur.CUDNN_HEUR_MODE_FALLBACK,
+            heur.CUDNN_HEUR_MODE_A) == (0, 1, 2, 3)
+    status = enums.cudnnStatus_t
+    # Deprecated aliases keep the value they alias.
+    assert status.CUDNN_STATUS_ALLOC_FAILED == status.CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED == 4003
+    assert status.CUDNN_STATUS_INVALID_VALUE == 2001
+    assert enums.cudnnResampleMode_t.CUDNN_RESAMPLE_AVGPOOL_INCLUDE_PADDING == 2
+
+
+def test_deprecated_members_and_versions_are_recorded() -> None:
+    assert "CUDNN_DATA_INT8x4" in enums.DEPRECATED["cudnnDataType_t"]
+    assert "CUDNN_STATUS_ALLOC_FAILED" in enums.DEPRECATED["cudnnStatus_t"]
+    assert "CUDNN_KNOB_TYPE_SPLIT_K" in enums.DEPRECATED["cudnnBackendKnobType_t"]
+    assert "CUDNN_DATA_HALF" not in enums.DEPRECATED["cudnnDataType_t"]
+    assert enums.SINCE["cudnnDataType_t"]["CUDNN_DATA_FP8_E8M0"] == 90700
+    assert enums.SINCE["cudnnBackendDescriptorType_t"]["CUDNN_BACKEND_OPERATION_TRANSPOSE_DESCRIPTOR"] == 92200
+
+
+def test_documented_public_names() -> None:
+    dt = cudnn.data_type
+    assert (dt.FLOAT, dt.DOUBLE, dt.HALF, dt.INT8, dt.BFLOAT16, dt.FP8_E4M3, dt.FP8_E5M2) == (0, 1, 2, 3, 9, 12, 13)
+    assert dt.NOT_SET < 0
+    assert cudnn.heur_mode.A == enums.cudnnBackendHeurMode_t.CUDNN_HEUR_MODE_A
+    assert {m.name for m in cudnn.heur_mode} >= {"A", "B", "FALLBACK"}
+    assert cudnn.tensor_reordering.F16x16 == 2
+    assert cudnn.norm_forward_phase.TRAINING == 1 and cudnn.norm_forward_phase.INFERENCE == 0
+    assert cudnn.reduction_mode.ADD == 0 and cudnn.reduction_mode.AMAX == enums.cudnnReduceTensorOp_t.CUDNN_REDUCE_TENSOR_AMAX
+    assert cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API == 3
+    assert cudnn.numerical_note.TENSOR_CORE == 0
+    assert cudnn.knob_type.TILE_SIZE == 2
+    assert {m.name for m in cudnn.build_plan_policy} == {"HEURISTICS_CHOICE", "ALL"}
+    # Sentinel counts are not user-facing members.
+    assert "TYPE_COUNT" not in cudnn.numerical_note.__members__
+    assert "COUNTS" not in cudnn.knob_type.__members__
+
+
+def test_unknown_enum_name_is_a_clear_error() -> None:
+    with pytest.raises(KeyError):
+        cudnn.data_type["HALFF"]
+    from cudnn.backend import Descriptor
+
+    with pytest.raises(ValueError, match="unknown cudnnBackendDescriptorType_t name 'NOT_A_DESCRIPTOR'"):
+        Descriptor("NOT_A_DESCRIPTOR")

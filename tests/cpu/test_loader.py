@@ -1,0 +1,66 @@
+"""Loading libcudnn: from the installed wheel, lazily, and with useful failures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cudnn
+from cudnn._lib import loader
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def _run(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "PYTHONPATH": SRC, **env}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full_env, timeout=120)
+
+
+def test_import_opens_nothing_and_needs_no_torch() -> None:
+    out = _run(
+        "import sys, cudnn; from cudnn._lib import loader;"
+        "print(loader.is_loaded(), 'torch' in sys.modules, 'cuda.bindings.runtime' in sys.modules)"
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False", "False"]
+
+
+def test_loads_cudnn9_from_wheel_and_reports_versions() -> None:
+    version = cudnn.backend_version()
+    assert 90000 <= version < 100000
+    major, minor, patch = version // 10000, version // 100 % 100, version % 100
+    assert cudnn.backend_version_string() == f"{major}.{minor}.{patch}"
+    report = cudnn.library_info()
+    assert Path(report.path).name.startswith("libcudnn.so.9")
+    assert report.cudart_version >= 12000
+    assert "cuda-pathfinder" in report.found_via or "CUDNN_PY_LIBRARY" in report.found_via
+    assert set(report.dependencies) == {"nvrtc", "cublasLt", "cublas"}
+    assert cudnn.__version__
+
+
+def test_override_variable_pointing_nowhere_lists_what_was_tried(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "libcudnn.so.9"
+    out = _run(
+        "import cudnn\ntry:\n    cudnn.backend_version()\nexcept cudnn.LibraryNotFoundError as e:\n    print(e)",
+        CUDNN_PY_LIBRARY=str(missing),
+    )
+    assert out.returncode == 0, out.stderr
+    assert str(missing) in out.stdout
+    assert "CUDNN_PY_LIBRARY" in out.stdout
+
+
+def test_override_variable_accepts_the_library_folder() -> None:
+    folder = str(Path(loader.report().path).parent)
+    out = _run("import cudnn; print(cudnn.backend_version(), cudnn.library_info().found_via)",
+               CUDNN_PY_LIBRARY=folder)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == str(cudnn.backend_version())
+    assert "$CUDNN_PY_LIBRARY" in out.stdout
+
+
+def test_report_is_readable() -> None:
+    text = str(cudnn.library_info())
+    assert cudnn.backend_version_string() in text
+    assert "path:" in text
