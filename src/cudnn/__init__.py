@@ -41,6 +41,8 @@ from ._lib.errors import (
 )
 from ._version import __version__
 from .backend import Handle, create_handle, destroy_handle, get_stream, set_stream
+from .graph import ExecutionInputError, GraphError, GraphStateError, pygraph
+from .graph import Tensor as tensor
 
 
 def backend_version() -> int:
@@ -66,6 +68,9 @@ __all__ = [
     "CudnnInternalError",
     "CudnnNotSupportedError",
     "DescriptorClosedError",
+    "ExecutionInputError",
+    "GraphError",
+    "GraphStateError",
     "FeatureUnavailableError",
     "Handle",
     "LibraryNotFoundError",
@@ -89,10 +94,12 @@ __all__ = [
     "numerical_note",
     "padding_mode",
     "pointwise_mode",
+    "pygraph",
     "reduction_mode",
     "resample_mode",
     "reshape_mode",
     "rng_distribution",
     "set_stream",
+    "tensor",
     "tensor_reordering",
 ]

@@ -1,0 +1,19 @@
+"""Errors the graph layer raises before anything reaches cuDNN."""
+
+from __future__ import annotations
+
+
+class GraphError(ValueError):
+    """A graph is malformed: a shape, dtype, name or attribute is wrong or missing.
+
+    The message names the node and the tensor port (``conv_fprop 'conv2d': W``) and says
+    what was expected and what was given.
+    """
+
+
+class GraphStateError(RuntimeError):
+    """A pipeline step was called out of order (e.g. execute before build)."""
+
+
+class ExecutionInputError(ValueError):
+    """A variant pack or workspace given to execute does not fit the built graph."""

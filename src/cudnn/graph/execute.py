@@ -1,0 +1,280 @@
+"""Executing a built plan: from a variant pack of tensors to one ``cudnnBackendExecute``.
+
+A call with the same buffer objects as an earlier one is a dict lookup and one C call:
+the backend variant pack for that set of objects was made (and the buffers checked) the
+first time. Cache entries hold weak references and vanish when a buffer object dies, so an
+id can never be confused with a new object's. Raw int pointers key by value.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._lib import capi, cuda
+from .._lib.errors import raise_status
+from .._lib.host import HostScalar
+from ..backend import plan as backend_plan
+from ..backend.descriptor import Descriptor
+from .errors import ExecutionInputError
+from .tensor import Tensor
+
+_CACHE_SIZE = 8
+
+
+@dataclass
+class Binding:
+    """A non-virtual tensor of the built graph: what a buffer for it must look like."""
+
+    uid: int
+    tensor: Tensor
+    node: str  # 'conv_fprop 'conv2d'' - for messages
+    port: str
+    constant: HostScalar | None = None  # graph-carried by-value constant
+
+    @property
+    def label(self) -> str:
+        return f"{self.node}: {self.port} tensor {self.tensor.label()} (uid {self.uid})"
+
+
+class _Entry:
+    __slots__ = ("pack", "keep", "__weakref__")
+
+    def __init__(self, pack: Descriptor, keep: list[Any]) -> None:
+        self.pack = pack
+        self.keep = keep  # host scalars and weakrefs that must live as long as the pack
+
+
+class Runner:
+    """Runs one execution plan; made at build time, used by every execute()."""
+
+    def __init__(self, label: str, plan: Descriptor, workspace_size: int, bindings: list[Binding],
+                 default_handle: Callable[[], int], device: int | None) -> None:
+        self.label = label
+        self.plan = plan
+        self.plan_ptr = plan.ptr
+        self.workspace_size = workspace_size
+        self.device = device
+        self.default_handle = default_handle
+        self.by_uid = {b.uid: b for b in bindings}
+        self.by_tensor = {id(b.tensor): b for b in bindings}
+        self.required = [b for b in bindings if b.constant is None]
+        self._cache: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
+        self._execute = capi.graph.cudnnBackendExecute
+
+    # -- the hot path -----------------------------------------------------------------------
+
+    def run(self, variant_pack: Mapping[Any, Any], workspace: Any, handle: Any) -> None:
+        values = list(variant_pack.values())
+        values.append(workspace)
+        entry = self._cache.get(tuple(map(id, values)))
+        if entry is None:
+            entry = self._lookup_or_prepare(variant_pack, workspace, values)
+        if handle is None:
+            h = self.default_handle()
+        elif type(handle) is int:
+            h = handle
+        else:
+            h = handle.ptr
+        status = self._execute(h, self.plan_ptr, entry.pack._ptr)
+        if status:
+            raise_status(status, f"{self.label}: executing the plan")
+
+    # -- the first call with a set of buffers ------------------------------------------------
+
+    def _lookup_or_prepare(self, variant_pack: Mapping[Any, Any], workspace: Any, values: list[Any]) -> _Entry:
+        stable = _stable_key(values)
+        if stable is not None:
+            entry = self._cache.get(stable)
+            if entry is not None:
+                return entry
+        entry = self._prepare(variant_pack, workspace)
+        self._remember(values, stable, entry)
+        return entry
+
+    def _prepare(self, variant_pack: Mapping[Any, Any], workspace: Any) -> _Entry:
+        uids: list[int] = []
+        ptrs: list[int] = []
+        keep: list[Any] = []
+        seen: set[int] = set()
+        for key, value in variant_pack.items():
+            if key is None:
+                continue
+            binding = self._binding(key)
+            if binding.uid in seen:
+                raise ExecutionInputError(f"{self.label}: {binding.label} is given twice in the variant pack")
+            seen.add(binding.uid)
+            ptr, scalar = self._pointer(binding, value)
+            if scalar is not None:
+                keep.append(scalar)
+            uids.append(binding.uid)
+            ptrs.append(ptr)
+        missing = [b.label for b in self.required if b.uid not in seen]
+        if missing:
+            raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing))
+        for b in self.by_uid.values():
+            if b.constant is not None and b.uid not in seen:
+                uids.append(b.uid)
+                ptrs.append(b.constant.ptr)
+                keep.append(b.constant)
+        pack = backend_plan.variant_pack(uids, ptrs, self._workspace_pointer(workspace), self.label)
+        return _Entry(pack, keep)
+
+    def _remember(self, values: list[Any], stable: tuple[Any, ...] | None, entry: _Entry) -> None:
+        """Cache by object identity while every object lives (weak references evict the entry
+        when one dies, so an id is never mistaken for a newer object's); int pointers key by value."""
+        key = stable if stable is not None else tuple(map(id, values))
+        refs = []
+        evict = self._evictor(key)
+        try:
+            for v in values:
+                if type(v) is not int and v is not None:
+                    refs.append(weakref.ref(v, evict))
+        except TypeError:
+            return  # an object without weak references: not cached, checked on every call
+        entry.keep.extend(refs)
+        self._store(key, entry)
+
+    def _store(self, key: tuple[Any, ...], entry: _Entry) -> None:
+        self._cache[key] = entry
+        while len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+    def _evictor(self, key: tuple[Any, ...]) -> Callable[[Any], None]:
+        cache_ref = weakref.ref(self._cache)
+
+        def evict(_: Any) -> None:
+            cache = cache_ref()
+            if cache is not None:
+                cache.pop(key, None)
+
+        return evict
+
+    def _binding(self, key: Any) -> Binding:
+        if isinstance(key, Tensor):
+            binding = self.by_tensor.get(id(key))
+            if binding is None:
+                what = "an intermediate (virtual) tensor" if key.get_is_virtual() else "not a tensor of this graph"
+                raise ExecutionInputError(f"{self.label}: variant pack key {key.label()} is {what}")
+            return binding
+        if isinstance(key, int) and not isinstance(key, bool):
+            binding = self.by_uid.get(key)
+            if binding is None:
+                raise ExecutionInputError(f"{self.label}: variant pack key uid {key} is not a uid of this graph "
+                                          f"(known: {sorted(self.by_uid)})")
+            return binding
+        raise ExecutionInputError(f"{self.label}: variant pack keys must be cudnn.tensor objects or int uids, "
+                                  f"got {type(key).__name__}")
+
+    def _pointer(self, b: Binding, value: Any) -> tuple[int, HostScalar | None]:
+        t = b.tensor
+        if t.get_is_pass_by_value():
+            if isinstance(value, (int, float, bool)) and not isinstance(value, type(None)):
+                scalar = HostScalar(value, t.get_data_type())
+                return scalar.ptr, scalar
+            info = self._describe(b, value)
+            if info.device_type not in ("cpu", "cuda_host"):
+                raise ExecutionInputError(f"{self.label}: {b.label} is passed by value and needs a host "
+                                          f"tensor or a Python number, got memory on {info.device_type}")
+            self._check_layout(b, info)
+            return info.ptr, None
+        if type(value) is int:
+            self._check_raw_pointer(b.label, value, _needed_bytes(t))
+            return value, None
+        info = self._describe(b, value)
+        if info.device_type not in ("cuda", "cuda_managed"):
+            raise ExecutionInputError(f"{self.label}: {b.label} must be in GPU memory, got a "
+                                      f"{info.framework} tensor on {info.device_type}")
+        if self.device is not None and info.device_id != self.device:
+            raise ExecutionInputError(f"{self.label}: {b.label} is on cuda:{info.device_id} but the graph was "
+                                      f"built for cuda:{self.device}")
+        self._check_layout(b, info)
+        if info.ptr % t.get_alignment():
+            raise ExecutionInputError(f"{self.label}: {b.label} starts at {info.ptr:#x}, which is not "
+                                      f"{t.get_alignment()}-byte aligned")
+        return info.ptr, None
+
+    def _describe(self, b: Binding, value: Any) -> Any:
+        from ..interop import tensors as interop
+
+        try:
+            return interop.describe(value)
+        except TypeError as exc:
+            raise ExecutionInputError(f"{self.label}: {b.label}: {exc}") from None
+
+    def _check_layout(self, b: Binding, info: Any) -> None:
+        t = b.tensor
+        if info.dtype != t.get_data_type():
+            raise ExecutionInputError(f"{self.label}: {b.label} expects {t.get_data_type().name} data, "
+                                      f"got {info.framework} {info.dtype.name}")
+        dims, strides = t.get_dim(), t.get_stride()
+        if (list(info.shape), list(info.strides)) != (dims, strides) and \
+                _squeezed(info.shape, info.strides) != _squeezed(dims, strides):
+            raise ExecutionInputError(f"{self.label}: {b.label} expects dims {dims} strides {strides}, got a "
+                                      f"buffer with shape {list(info.shape)} strides {list(info.strides)}")
+        needed = _needed_bytes(t)
+        if info.extent_bytes is not None and info.extent_bytes < needed:
+            raise ExecutionInputError(f"{self.label}: {b.label} needs {needed} bytes for dims {dims} strides "
+                                      f"{strides}; the buffer has {info.extent_bytes}")
+
+    def _check_raw_pointer(self, label: str, ptr: int, needed: int) -> None:
+        if ptr <= 0:
+            raise ExecutionInputError(f"{self.label}: {label}: pointer {ptr} is not a device address")
+        try:
+            where = cuda.pointer_info(ptr)
+        except Exception:
+            return  # memory CUDA cannot describe (e.g. from a foreign allocator): trust the caller
+        if not where.is_device:
+            raise ExecutionInputError(f"{self.label}: {label}: {ptr:#x} is not GPU memory")
+        if self.device is not None and where.device != self.device:
+            raise ExecutionInputError(f"{self.label}: {label}: {ptr:#x} is on cuda:{where.device}, the graph "
+                                      f"on cuda:{self.device}")
+        if where.size and where.end < ptr + needed:
+            raise ExecutionInputError(f"{self.label}: {label} needs {needed} bytes at {ptr:#x}; its allocation "
+                                      f"ends {where.end - ptr} bytes after it")
+
+    def _workspace_pointer(self, workspace: Any) -> int:
+        need = self.workspace_size
+        if workspace is None:
+            if need:
+                raise ExecutionInputError(f"{self.label}: the plan needs a workspace of {need} bytes; got None")
+            return 0
+        if type(workspace) is int:
+            if need:
+                self._check_raw_pointer("workspace", workspace, need)
+            return workspace
+        from ..interop import tensors as interop
+
+        try:
+            info = interop.describe(workspace)
+        except TypeError as exc:
+            raise ExecutionInputError(f"{self.label}: workspace: {exc}") from None
+        size = info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
+        if size < need:
+            raise ExecutionInputError(f"{self.label}: the workspace has {size} bytes; the plan needs {need}")
+        if need and info.device_type not in ("cuda", "cuda_managed"):
+            raise ExecutionInputError(f"{self.label}: the workspace must be GPU memory, got {info.device_type}")
+        return info.ptr
+
+
+def _stable_key(values: list[Any]) -> tuple[Any, ...] | None:
+    """A key for packs holding raw int pointers (compared by value), else None.
+
+    None needs no such key: it is a singleton, so its id is stable."""
+    if not any(type(v) is int for v in values):
+        return None
+    return tuple(("ptr", v) if type(v) is int else id(v) for v in values)
+
+
+def _needed_bytes(t: Tensor) -> int:
+    from ..interop.tensors import itemsize
+
+    span = sum((d - 1) * s for d, s in zip(t.get_dim(), t.get_stride())) + 1
+    return span * itemsize(t.get_data_type())
+
+
+def _squeezed(dims: Any, strides: Any) -> list[tuple[int, int]]:
+    return [(int(d), int(s)) for d, s in zip(dims, strides) if d != 1]

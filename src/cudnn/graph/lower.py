@@ -1,0 +1,75 @@
+"""Lowering: graph tensors and nodes -> backend descriptors, gated on the loaded version.
+
+One `Lowering` per build: it makes each tensor's descriptor once (nodes share them by
+identity) and refuses descriptor types and attributes newer than the loaded libcudnn with
+a message that names the node and the version needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._lib import enums
+from .._lib.enums import cudnnBackendAttributeName_t as A
+from .._lib.enums import cudnnBackendAttributeType_t as T
+from .._lib.enums import cudnnBackendDescriptorType_t as D
+from .._lib.errors import FeatureUnavailableError
+from ..backend.descriptor import Descriptor, type_label
+from .tensor import NOT_SET, Tensor
+
+_SINCE_TYPE = enums.SINCE.get("cudnnBackendDescriptorType_t", {})
+_SINCE_ATTR = enums.SINCE.get("cudnnBackendAttributeName_t", {})
+
+
+class Lowering:
+    """State of one build: the handle, the backend version, the tensor descriptors made."""
+
+    def __init__(self, handle: int, version: int) -> None:
+        self.handle = handle
+        self.version = version
+        self._tensors: dict[int, Descriptor] = {}
+        self.tensor_objects: list[Tensor] = []
+
+    def require(self, what: str, since: int | None) -> None:
+        """Raise FeatureUnavailableError when the loaded cuDNN predates ``since``."""
+        if since and self.version < since:
+            raise FeatureUnavailableError(what, since, self.version)
+
+    def descriptor(self, desc_type: D, label: str) -> Descriptor:
+        self.require(f"{label}: {type_label(desc_type)}", _SINCE_TYPE.get(desc_type.name))
+        return Descriptor(desc_type, label)
+
+    def set(self, desc: Descriptor, attr: A, value: Any, attr_type: T | None = None) -> Descriptor:
+        """``desc.set`` with the attribute gated on the loaded version."""
+        self.require(f"{desc.label}: {attr.name}", _SINCE_ATTR.get(attr.name))
+        return desc.set(attr, value, attr_type)
+
+    def tensor(self, t: Tensor) -> Descriptor:
+        """The finalized TENSOR descriptor of ``t`` (made on first use)."""
+        desc = self._tensors.get(id(t))
+        if desc is not None:
+            return desc
+        if t.get_data_type() == NOT_SET:
+            raise ValueError(f"tensor {t.label()} reached lowering without a data type")
+        desc = Descriptor(D.CUDNN_BACKEND_TENSOR_DESCRIPTOR, t.get_name())
+        desc.set(A.CUDNN_ATTR_TENSOR_UNIQUE_ID, t.get_uid())
+        desc.set(A.CUDNN_ATTR_TENSOR_DIMENSIONS, t.get_dim())
+        desc.set(A.CUDNN_ATTR_TENSOR_STRIDES, t.get_stride())
+        desc.set(A.CUDNN_ATTR_TENSOR_DATA_TYPE, t.get_data_type())
+        desc.set(A.CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, t.get_alignment())
+        desc.set(A.CUDNN_ATTR_TENSOR_IS_VIRTUAL, t.get_is_virtual())
+        if t.get_is_pass_by_value():
+            desc.set(A.CUDNN_ATTR_TENSOR_IS_BY_VALUE, True)
+        if t.get_reordering_type() != enums.tensor_reordering.NONE:
+            desc.set(A.CUDNN_ATTR_TENSOR_REORDERING_MODE, t.get_reordering_type())
+        ragged = t.get_ragged_offset()
+        if ragged is not None:
+            desc.set(A.CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, self.tensor(ragged))
+        desc.finalize()
+        self._tensors[id(t)] = desc
+        self.tensor_objects.append(t)  # keeps ids stable while descriptors are cached
+        return desc
+
+    def scalar_type(self, compute: enums.data_type) -> T:
+        """Attribute type for alpha/beta style scalars: double for double math, else float."""
+        return T.CUDNN_TYPE_DOUBLE if compute == enums.data_type.DOUBLE else T.CUDNN_TYPE_FLOAT

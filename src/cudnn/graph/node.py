@@ -1,0 +1,210 @@
+"""The node protocol and the shape/stride/dtype helpers nodes share.
+
+A node is data plus small methods: ``infer`` fills what the user left unset and checks the
+rest, ``lower`` emits finalized backend operation descriptors, ``attributes`` gives the
+op-specific JSON. Errors name the node and port: ``conv_fprop 'conv2d': W ...``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from .._lib.enums import data_type
+from .errors import GraphError
+from .tensor import NOT_SET, Tensor, as_data_type
+
+if TYPE_CHECKING:
+    from ..backend.descriptor import Descriptor
+    from .lower import Lowering
+
+
+@dataclass
+class Context:
+    """Graph-wide defaults: what unset data types of tensors and nodes resolve to."""
+
+    io_data_type: data_type = NOT_SET
+    intermediate_data_type: data_type = NOT_SET
+    compute_data_type: data_type = NOT_SET
+
+
+# Accumulator type a node computes in when neither the node nor the graph names one.
+_DEFAULT_COMPUTE = {
+    data_type.DOUBLE: data_type.DOUBLE,
+    data_type.INT8: data_type.INT32,
+    data_type.UINT8: data_type.INT32,
+    data_type.INT32: data_type.INT32,
+    data_type.INT64: data_type.INT64,
+    data_type.BOOLEAN: data_type.FLOAT,
+}
+
+
+class Node:
+    """One operation of a graph. Subclasses set ``op`` (method name) and ``tag`` (JSON)."""
+
+    op: ClassVar[str] = ""
+    tag: ClassVar[str] = ""
+
+    def __init__(self, name: str, compute_data_type: Any = NOT_SET) -> None:
+        self.name = name
+        self.compute_data_type = as_data_type(compute_data_type, f"{self.op}: compute_data_type")
+        self.inputs: dict[str, Tensor] = {}
+        self.outputs: dict[str, Tensor] = {}
+
+    # -- naming -----------------------------------------------------------------------------
+
+    def label(self) -> str:
+        return f"{self.op} {self.name!r}"
+
+    def at(self, port: str) -> str:
+        """'conv_fprop 'conv2d': W' - the prefix of every message about a port."""
+        return f"{self.label()}: {port}"
+
+    # -- the protocol -----------------------------------------------------------------------
+
+    def infer(self, ctx: Context) -> None:
+        """Fill unset attributes of inputs, outputs and the node; raise GraphError on misuse."""
+        for port, t in self.inputs.items():
+            resolve_input(self, port, t, ctx)
+        self.resolve_compute_type(ctx)
+
+    def lower(self, lw: Lowering) -> list[Descriptor]:
+        raise NotImplementedError
+
+    def attributes(self) -> dict[str, Any]:
+        """Op-specific JSON keys (besides compute_data_type, inputs, outputs, name, tag)."""
+        return {}
+
+    def to_json(self) -> dict[str, Any]:
+        ct = self.compute_data_type
+        return {
+            **self.attributes(),
+            "compute_data_type": None if ct == NOT_SET else ct.name,
+            "inputs": {port: t.get_name() for port, t in self.inputs.items()},
+            "outputs": {port: t.get_name() for port, t in self.outputs.items()},
+            "name": self.name,
+            "tag": self.tag,
+        }
+
+    # -- helpers for subclasses -------------------------------------------------------------
+
+    def resolve_compute_type(self, ctx: Context) -> data_type:
+        if self.compute_data_type == NOT_SET:
+            if ctx.compute_data_type != NOT_SET:
+                self.compute_data_type = ctx.compute_data_type
+            else:
+                first = next((t.get_data_type() for t in self.inputs.values()), NOT_SET)
+                self.compute_data_type = _DEFAULT_COMPUTE.get(first, data_type.FLOAT)
+        return self.compute_data_type
+
+    def output_type(self, t: Tensor, ctx: Context, like: Tensor | None = None) -> data_type:
+        """Data type for an unset output: intermediates compute in the intermediate type,
+        graph outputs are stored in the io type; else the type of ``like`` (the main input)."""
+        if t.get_data_type() != NOT_SET:
+            return t.get_data_type()
+        if t.get_is_virtual():
+            choice = ctx.intermediate_data_type
+            if choice == NOT_SET:
+                choice = self.compute_data_type if self.compute_data_type != NOT_SET else data_type.FLOAT
+        else:
+            choice = ctx.io_data_type
+            if choice == NOT_SET and like is not None:
+                choice = like.get_data_type()
+        if choice == NOT_SET:
+            raise GraphError(f"{self.at(port_of(self, t))} has no data type and none can be inferred: "
+                             "call set_data_type() or give the graph io_data_type=")
+        return choice
+
+    def set_output(self, port: str, t: Tensor, ctx: Context, dims: Sequence[int] | None,
+                   strides: Sequence[int] | None, like: Tensor | None = None) -> None:
+        """Fill the output's unset dims/strides/dtype with the inferred ones; check set ones."""
+        if dims is not None:
+            if not t.get_dim():
+                t.set_dim(dims)
+            elif list(t.get_dim()) != list(dims):
+                raise GraphError(f"{self.at(port)}: dims {t.get_dim()} do not match the inferred {list(dims)}")
+        if not t.get_dim():
+            raise GraphError(f"{self.at(port)}: dims cannot be inferred; call set_dim() on the output")
+        if not t.get_stride():
+            t.set_stride(strides if strides is not None and dims is not None else row_major(t.get_dim()))
+        check_layout(self, port, t)
+        t.set_data_type(self.output_type(t, ctx, like))
+
+
+def port_of(node: Node, t: Tensor) -> str:
+    for port, x in {**node.inputs, **node.outputs}.items():
+        if x is t:
+            return port
+    return "?"
+
+
+def resolve_input(node: Node, port: str, t: Tensor, ctx: Context) -> None:
+    """An input needs dims and strides from the user; an unset data type takes the io type."""
+    if not t.get_dim():
+        raise GraphError(f"{node.at(port)} tensor {t.label()} has no dims; give dim= or set_dim()")
+    if not t.get_stride():
+        t.set_stride(row_major(t.get_dim()))
+    check_layout(node, port, t)
+    if t.get_data_type() == NOT_SET:
+        if ctx.io_data_type == NOT_SET:
+            raise GraphError(f"{node.at(port)} tensor {t.label()} has no data type: give data_type= "
+                             "or the graph io_data_type=")
+        t.set_data_type(ctx.io_data_type)
+
+
+def check_layout(node: Node, port: str, t: Tensor) -> None:
+    dims, strides = t.get_dim(), t.get_stride()
+    if len(strides) != len(dims):
+        raise GraphError(f"{node.at(port)}: {len(dims)} dims {dims} but {len(strides)} strides {strides}")
+    if any(d <= 0 for d in dims):
+        raise GraphError(f"{node.at(port)}: dims must be positive, got {dims}")
+    if any(s < 0 for s in strides):
+        raise GraphError(f"{node.at(port)}: strides must be non-negative, got {strides}")
+
+
+# -- layouts ---------------------------------------------------------------------------------
+
+def row_major(dims: Sequence[int]) -> list[int]:
+    """Packed strides, last dim fastest."""
+    strides, acc = [0] * len(dims), 1
+    for i in range(len(dims) - 1, -1, -1):
+        strides[i] = acc
+        acc *= max(dims[i], 1)
+    return strides
+
+
+def stride_order(dims: Sequence[int], strides: Sequence[int]) -> list[int]:
+    """Dim indices from fastest to slowest varying (ties: the later dim is faster)."""
+    return sorted(range(len(dims)), key=lambda i: (strides[i], -i))
+
+
+def packed_in_order(dims: Sequence[int], order: Sequence[int]) -> list[int]:
+    """Packed strides where ``order`` lists dims from fastest to slowest."""
+    strides, acc = [0] * len(dims), 1
+    for i in order:
+        strides[i] = acc
+        acc *= max(dims[i], 1)
+    return strides
+
+
+def channels_last(dims: Sequence[int]) -> list[int]:
+    """Packed N, spatial..., C strides for [N, C, spatial...] dims (NHWC / NDHWC)."""
+    order = [1] + list(range(len(dims) - 1, 1, -1)) + [0]
+    return packed_in_order(dims, order)
+
+
+def broadcast(node: Node, shapes: dict[str, Sequence[int]]) -> list[int]:
+    """Numpy broadcasting of same-rank shapes; raises naming the ports that disagree."""
+    ranks = {len(s) for s in shapes.values()}
+    if len(ranks) != 1:
+        detail = ", ".join(f"{p} {list(s)}" for p, s in shapes.items())
+        raise GraphError(f"{node.label()}: inputs must have the same rank; got {detail}")
+    out: list[int] = []
+    for i in range(ranks.pop()):
+        sizes = {s[i] for s in shapes.values()} - {1}
+        if len(sizes) > 1:
+            detail = ", ".join(f"{p} {list(s)}" for p, s in shapes.items())
+            raise GraphError(f"{node.label()}: dims do not broadcast at axis {i}: {detail}")
+        out.append(sizes.pop() if sizes else 1)
+    return out

@@ -1,0 +1,1 @@
+"""One module per op family; each node is data plus infer / lower / attributes."""

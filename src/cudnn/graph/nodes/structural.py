@@ -1,0 +1,237 @@
+"""Reduction, reshape, genstats and the structural ops (transpose, slice, concatenate)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..._lib.enums import cudnnBackendAttributeName_t as A
+from ..._lib.enums import cudnnBackendAttributeType_t as T
+from ..._lib.enums import cudnnBackendDescriptorType_t as D
+from ..._lib.enums import cudnnGenStatsMode_t, reduction_mode
+from ...backend.descriptor import Descriptor
+from ..errors import GraphError
+from ..lower import Lowering
+from ..node import Context, Node, channels_last, packed_in_order, row_major, stride_order
+from ..tensor import Tensor
+
+
+def _reduction_mode(value: Any) -> reduction_mode:
+    try:
+        mode = value if isinstance(value, reduction_mode) else reduction_mode[getattr(value, "name", value)]
+    except (KeyError, TypeError):
+        mode = None
+    if mode is None or mode == reduction_mode.NOT_SET:
+        names = ", ".join(m.name for m in reduction_mode if m != reduction_mode.NOT_SET)
+        raise GraphError(f"reduction: mode must be one of cudnn.reduction_mode {names}; got {value!r}")
+    return mode
+
+
+class Reduction(Node):
+    """Y = reduce(X) over the dims where Y has size 1 (set Y's dims to choose them)."""
+
+    op, tag = "reduction", "REDUCTION"
+
+    def __init__(self, name: str, x: Tensor, mode: Any, compute_data_type: Any,
+                 is_deterministic: bool = False) -> None:
+        super().__init__(name, compute_data_type)
+        self.inputs = {"X": x}
+        self.mode = _reduction_mode(mode)
+        self.is_deterministic = bool(is_deterministic)
+
+    def infer(self, ctx: Context) -> None:
+        super().infer(ctx)
+        x = self.inputs["X"]
+        y = self.outputs["Y"]
+        dims = y.get_dim() or x.get_dim()
+        if len(dims) != len(x.get_dim()) or any(d not in (1, xd) for d, xd in zip(dims, x.get_dim())):
+            raise GraphError(f"{self.at('Y')}: dims {dims} must equal X's {x.get_dim()} or be 1 where reduced")
+        strides = packed_in_order(dims, stride_order(x.get_dim(), x.get_stride()))
+        self.set_output("Y", y, ctx, dims, strides, like=x)
+
+    def attributes(self) -> dict[str, Any]:
+        return {"is_deterministic": self.is_deterministic, "mode": self.mode.name}
+
+    def lower(self, lw: Lowering) -> list[Descriptor]:
+        red = lw.descriptor(D.CUDNN_BACKEND_REDUCTION_DESCRIPTOR, self.name)
+        red.set(A.CUDNN_ATTR_REDUCTION_OPERATOR, self.mode)
+        red.set(A.CUDNN_ATTR_REDUCTION_COMP_TYPE, self.compute_data_type)
+        if self.is_deterministic:
+            lw.set(red, A.CUDNN_ATTR_REDUCTION_IS_DETERMINISTIC, True)
+        red.finalize()
+        op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, self.name)
+        op.set(A.CUDNN_ATTR_OPERATION_REDUCTION_XDESC, lw.tensor(self.inputs["X"]))
+        op.set(A.CUDNN_ATTR_OPERATION_REDUCTION_YDESC, lw.tensor(self.outputs["Y"]))
+        op.set(A.CUDNN_ATTR_OPERATION_REDUCTION_DESC, red)
+        return [op.finalize()]
+
+
+class Reshape(Node):
+    """Y = X viewed with other dims (set Y's dims); the element count must not change."""
+
+    op, tag = "reshape", "RESHAPE"
+
+    def __init__(self, name: str, x: Tensor) -> None:
+        super().__init__(name)
+        self.inputs = {"X": x}
+
+    def infer(self, ctx: Context) -> None:
+        super().infer(ctx)
+        x, y = self.inputs["X"], self.outputs["Y"]
+        if not y.get_dim():
+            raise GraphError(f"{self.at('Y')}: call set_dim() on the reshape output to give its shape")
+        if y.element_count() != x.element_count():
+            raise GraphError(f"{self.at('Y')}: dims {y.get_dim()} hold {y.element_count()} elements, "
+                             f"X {x.get_dim()} holds {x.element_count()}")
+        self.set_output("Y", y, ctx, None, None, like=x)
+
+    def attributes(self) -> dict[str, Any]:
+        y = self.outputs["Y"]
+        return {"dim": y.get_dim(), "stride": y.get_stride()}
+
+    def lower(self, lw: Lowering) -> list[Descriptor]:
+        op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, self.name)
+        op.set(A.CUDNN_ATTR_OPERATION_RESHAPE_XDESC, lw.tensor(self.inputs["X"]))
+        op.set(A.CUDNN_ATTR_OPERATION_RESHAPE_YDESC, lw.tensor(self.outputs["Y"]))
+        return [op.finalize()]
+
+
+class GenStats(Node):
+    """Per-channel SUM and SQ_SUM of X (the statistics step of batch norm)."""
+
+    op, tag = "genstats", "GENSTATS"
+
+    def __init__(self, name: str, x: Tensor, compute_data_type: Any) -> None:
+        super().__init__(name, compute_data_type)
+        self.inputs = {"X": x}
+
+    def infer(self, ctx: Context) -> None:
+        super().infer(ctx)
+        x = self.inputs["X"].get_dim()
+        if len(x) < 2:
+            raise GraphError(f"{self.at('X')}: genstats needs [N, C, ...] input, got {x}")
+        dims = [1, x[1]] + [1] * (len(x) - 2)
+        for port in ("SUM", "SQ_SUM"):
+            self.set_output(port, self.outputs[port], ctx, dims, channels_last(dims), like=self.inputs["X"])
+
+    def lower(self, lw: Lowering) -> list[Descriptor]:
+        op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, self.name)
+        op.set(A.CUDNN_ATTR_OPERATION_GENSTATS_MODE, cudnnGenStatsMode_t.CUDNN_GENSTATS_SUM_SQSUM)
+        op.set(A.CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, self.compute_data_type)
+        op.set(A.CUDNN_ATTR_OPERATION_GENSTATS_XDESC, lw.tensor(self.inputs["X"]))
+        op.set(A.CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, lw.tensor(self.outputs["SUM"]))
+        op.set(A.CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, lw.tensor(self.outputs["SQ_SUM"]))
+        return [op.finalize()]
+
+
+class Transpose(Node):
+    """Y = X with its dims permuted (Y[i] = X[permutation[i]])."""
+
+    op, tag = "transpose", "TRANSPOSE"
+
+    def __init__(self, name: str, x: Tensor, permutation: Sequence[int], compute_data_type: Any) -> None:
+        super().__init__(name, compute_data_type)
+        self.inputs = {"X": x}
+        self.permutation = [int(p) for p in permutation]
+
+    def infer(self, ctx: Context) -> None:
+        super().infer(ctx)
+        x = self.inputs["X"].get_dim()
+        if sorted(self.permutation) != list(range(len(x))):
+            raise GraphError(f"{self.label()}: permutation {self.permutation} is not a permutation of "
+                             f"{len(x)} dims")
+        dims = [x[p] for p in self.permutation]
+        self.set_output("Y", self.outputs["Y"], ctx, dims, row_major(dims), like=self.inputs["X"])
+
+    def attributes(self) -> dict[str, Any]:
+        return {"permutation": self.permutation}
+
+    def lower(self, lw: Lowering) -> list[Descriptor]:
+        op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_TRANSPOSE_DESCRIPTOR, self.name)
+        op.set(A.CUDNN_ATTR_OPERATION_TRANSPOSE_XDESC, lw.tensor(self.inputs["X"]))
+        op.set(A.CUDNN_ATTR_OPERATION_TRANSPOSE_YDESC, lw.tensor(self.outputs["Y"]))
+        op.set(A.CUDNN_ATTR_OPERATION_TRANSPOSE_PERMUTATION, self.permutation)
+        return [op.finalize()]
+
+
+class Slice(Node):
+    """Y = X[slices] with Python slice objects (one per leading dim)."""
+
+    op, tag = "slice", "SLICE"
+
+    def __init__(self, name: str, x: Tensor, slices: Sequence[slice], compute_data_type: Any) -> None:
+        super().__init__(name, compute_data_type)
+        self.inputs = {"X": x}
+        for s in slices:
+            if not isinstance(s, slice):
+                raise GraphError(f"{self.label()}: slices must be Python slice objects, got {s!r}")
+        self.slices = list(slices)
+        self.ranges: list[tuple[int, int, int]] = []
+
+    def infer(self, ctx: Context) -> None:
+        super().infer(ctx)
+        x = self.inputs["X"].get_dim()
+        if len(self.slices) > len(x):
+            raise GraphError(f"{self.label()}: {len(self.slices)} slices for {len(x)} dims")
+        full = self.slices + [slice(None)] * (len(x) - len(self.slices))
+        self.ranges = [s.indices(d) for s, d in zip(full, x)]
+        if any(step <= 0 for _, _, step in self.ranges):
+            raise GraphError(f"{self.label()}: slice steps must be positive")
+        dims = [len(range(*r)) for r in self.ranges]
+        if any(d == 0 for d in dims):
+            raise GraphError(f"{self.label()}: slices {self.slices} of X {x} select nothing")
+        self.set_output("Y", self.outputs["Y"], ctx, dims, row_major(dims), like=self.inputs["X"])
+
+    def attributes(self) -> dict[str, Any]:
+        return {"slices": [[a, b] for a, b, _ in self.ranges], "strides": [c for _, _, c in self.ranges]}
+
+    def lower(self, lw: Lowering) -> list[Descriptor]:
+        op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR, self.name)
+        op.set(A.CUDNN_ATTR_OPERATION_SLICE_XDESC, lw.tensor(self.inputs["X"]))
+        op.set(A.CUDNN_ATTR_OPERATION_SLICE_YDESC, lw.tensor(self.outputs["Y"]))
+        op.set(A.CUDNN_ATTR_OPERATION_SLICE_START_INDICES, [a for a, _, _ in self.ranges], T.CUDNN_TYPE_INT64)
+        op.set(A.CUDNN_ATTR_OPERATION_SLICE_LIMIT_INDICES, [b for _, b, _ in self.ranges], T.CUDNN_TYPE_INT64)
+        op.set(A.CUDNN_ATTR_OPERATION_SLICE_STRIDES, [c for _, _, c in self.ranges], T.CUDNN_TYPE_INT64)
+        return [op.finalize()]
+
+
+class Concatenate(Node):
+    """Y = the inputs joined along ``axis``."""
+
+    op, tag = "concatenate", "CONCATENATE"
+
+    def __init__(self, name: str, inputs: Sequence[Tensor], axis: int, in_place_index: int | None,
+                 compute_data_type: Any) -> None:
+        super().__init__(name, compute_data_type)
+        if len(inputs) < 1:
+            raise GraphError(f"{self.label()}: needs at least one input")
+        self.inputs = {f"IN_{i}": t for i, t in enumerate(inputs)}
+        self.axis = int(axis)
+        self.in_place_index = None if in_place_index is None else int(in_place_index)
+
+    def infer(self, ctx: Context) -> None:
+        super().infer(ctx)
+        shapes = [t.get_dim() for t in self.inputs.values()]
+        rank = len(shapes[0])
+        if not 0 <= self.axis < rank:
+            raise GraphError(f"{self.label()}: axis {self.axis} is out of range for rank {rank}")
+        for port, dims in zip(self.inputs, shapes):
+            if len(dims) != rank or any(d != s for i, (d, s) in enumerate(zip(dims, shapes[0])) if i != self.axis):
+                raise GraphError(f"{self.at(port)}: dims {dims} must match {shapes[0]} except on axis {self.axis}")
+        dims = list(shapes[0])
+        dims[self.axis] = sum(s[self.axis] for s in shapes)
+        first = self.inputs["IN_0"]
+        strides = packed_in_order(dims, stride_order(first.get_dim(), first.get_stride()))
+        self.set_output("Y", self.outputs["Y"], ctx, dims, strides, like=first)
+
+    def attributes(self) -> dict[str, Any]:
+        return {"axis": self.axis, "in_place_index": self.in_place_index}
+
+    def lower(self, lw: Lowering) -> list[Descriptor]:
+        op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_CONCAT_DESCRIPTOR, self.name)
+        op.set(A.CUDNN_ATTR_OPERATION_CONCAT_AXIS, self.axis)
+        op.set(A.CUDNN_ATTR_OPERATION_CONCAT_INPUT_DESCS, [lw.tensor(t) for t in self.inputs.values()])
+        if self.in_place_index is not None:
+            op.set(A.CUDNN_ATTR_OPERATION_CONCAT_INPLACE_INDEX, self.in_place_index)
+        op.set(A.CUDNN_ATTR_OPERATION_CONCAT_OUTPUT_DESC, lw.tensor(self.outputs["Y"]))
+        return [op.finalize()]

@@ -1,0 +1,195 @@
+"""Engine-config candidates of a graph and the execution plans built from them.
+
+Heuristics give ranked engine configs; user filters (notes, engine names, workspace)
+narrow them; plans are finalized lazily (finalizing compiles kernels) and remembered with
+their error when they fail, so `check_support` and `build_plans` never do the work twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._lib.enums import behavior_note, build_plan_policy, numerical_note
+from .._lib.errors import CudnnError, cudnnGraphNotSupportedError
+from ..backend import engine as eng
+from ..backend import plan as backend_plan
+from ..backend.descriptor import Descriptor
+from .errors import GraphStateError
+
+
+@dataclass
+class Candidate:
+    """One engine config and, once built, its execution plan."""
+
+    config: Descriptor
+    engine_index: int
+    knobs: dict[int, int]
+    numerical_notes: list[Any]
+    behavior_notes: list[Any]
+    source: str  # the heuristic mode that proposed it, or "manual"
+    plan: Descriptor | None = None
+    error: CudnnError | None = None
+    workspace: int | None = None
+
+    @property
+    def name(self) -> str:
+        """'eng12_k2=3_k5=0': engine global index and knob choices (knob type=value)."""
+        return f"eng{self.engine_index}" + "".join(f"_k{k}={v}" for k, v in sorted(self.knobs.items()))
+
+    def build(self, handle: int, label: str) -> Descriptor:
+        """Finalize the plan once; a failure is remembered and re-raised."""
+        if self.plan is None and self.error is None:
+            try:
+                self.plan = backend_plan.execution_plan(handle, self.config, f"{label}: {self.name}")
+                self.workspace = backend_plan.workspace_size(self.plan)
+            except CudnnError as exc:
+                self.error = exc
+        if self.error is not None:
+            raise self.error
+        assert self.plan is not None
+        return self.plan
+
+
+def candidate_from_config(config: Descriptor, source: str) -> Candidate:
+    engine = eng.config_engine(config)
+    try:
+        return Candidate(config, eng.global_index(engine), eng.knob_choices(config),
+                         eng.numerical_notes(engine), eng.behavior_notes(engine), source)
+    finally:
+        engine.close()
+
+
+@dataclass
+class Filters:
+    """What the user asked to keep or drop; applied to heuristics' candidates in order."""
+
+    numeric_select: set[int] = field(default_factory=set)
+    numeric_deselect: set[int] = field(default_factory=set)
+    behavior_select: set[int] = field(default_factory=set)
+    behavior_deselect: set[int] = field(default_factory=set)
+    engines_deselect: set[str] = field(default_factory=set)
+    max_workspace: int | None = None
+
+    def keeps(self, c: Candidate) -> bool:
+        num = {int(n) for n in c.numerical_notes}
+        beh = {int(n) for n in c.behavior_notes}
+        if not self.numeric_select <= num or num & self.numeric_deselect:
+            return False
+        if not self.behavior_select <= beh or beh & self.behavior_deselect:
+            return False
+        if c.name in self.engines_deselect or f"eng{c.engine_index}" in self.engines_deselect:
+            return False
+        if self.max_workspace is not None:
+            size = c.workspace
+            if size is None:
+                size = _config_workspace(c.config)
+            if size is not None and size > self.max_workspace:
+                return False
+        return True
+
+
+def _config_workspace(config: Descriptor) -> int | None:
+    from .._lib.enums import cudnnBackendAttributeName_t as A
+    from .._lib.enums import cudnnBackendAttributeType_t as T
+
+    try:
+        return int(config.get(A.CUDNN_ATTR_ENGINECFG_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64))
+    except CudnnError:
+        return None
+
+
+class PlanSet:
+    """The candidates of one operation graph, in heuristic order, after filtering."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.all: list[Candidate] = []
+        self.filters = Filters()
+        self.selected: Candidate | None = None
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [c for c in self.all if self.filters.keeps(c)]
+
+    def add(self, configs: Iterable[Descriptor], source: str) -> None:
+        seen = {c.name for c in self.all}
+        for cfg in configs:
+            c = candidate_from_config(cfg, source)
+            if c.name in seen:
+                cfg.close()
+                continue
+            seen.add(c.name)
+            self.all.append(c)
+
+    def at(self, index: int) -> Candidate:
+        cands = self.candidates
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TypeError(f"{self.label}: plan index must be an int, got {index!r}")
+        if not 0 <= index < len(cands):
+            raise IndexError(f"{self.label}: plan index {index} is out of range: there are {len(cands)} "
+                             "candidate plans (get_execution_plan_count())")
+        return cands[index]
+
+    def first_supported(self, handle: int) -> Candidate:
+        """The first candidate whose plan finalizes; raises cudnnGraphNotSupportedError if none."""
+        cands = self.candidates
+        for c in cands:
+            try:
+                c.build(handle, self.label)
+                return c
+            except CudnnError:
+                continue
+        raise self.not_supported(cands)
+
+    def build(self, handle: int, policy: build_plan_policy) -> None:
+        if policy == build_plan_policy.ALL:
+            for c in self.candidates:
+                try:
+                    c.build(handle, self.label)
+                except CudnnError:
+                    pass
+            built = [c for c in self.candidates if c.plan is not None]
+            if not built:
+                raise self.not_supported(self.candidates)
+            self.selected = self.selected if self.selected in built else built[0]
+        else:
+            self.selected = self.first_supported(handle)
+
+    def not_supported(self, tried: list[Candidate]) -> cudnnGraphNotSupportedError:
+        if not self.all:
+            detail = "heuristics returned no engine configs"
+        elif not tried:
+            detail = f"all {len(self.all)} engine configs were filtered out (notes/engines/workspace filters)"
+        else:
+            reasons = "; ".join(f"{c.name}: {c.error.status_name if c.error else 'not built'}"
+                                for c in tried[:8])
+            more = f" (+{len(tried) - 8} more)" if len(tried) > 8 else ""
+            detail = f"no engine config could be built: {reasons}{more}"
+        return cudnnGraphNotSupportedError(3000, self.label, detail)
+
+    def require_selected(self) -> Candidate:
+        if self.selected is None or self.selected.plan is None:
+            raise GraphStateError(f"{self.label}: no plan is built yet; call build() or build_plans()")
+        return self.selected
+
+    def close(self) -> None:
+        for c in self.all:
+            if c.plan is not None:
+                c.plan.close()
+            c.config.close()
+        self.all.clear()
+        self.selected = None
+
+
+def notes_of(values: Iterable[Any], kind: type) -> set[int]:
+    out = set()
+    for v in values:
+        if not isinstance(v, (kind, int)) or isinstance(v, bool):
+            raise TypeError(f"expected cudnn.{kind.__name__} values, got {v!r}")
+        out.add(int(v))
+    return out
+
+
+__all__ = ["Candidate", "Filters", "PlanSet", "behavior_note", "notes_of", "numerical_note"]

@@ -1,0 +1,214 @@
+"""Tensor attributes of a graph (``cudnn.tensor``): what a tensor is, never where it lives.
+
+Dims, strides (in elements), data type, name, uid, and the flags the backend needs
+(virtual, by-value, reordering). Setters chain, as in the documented API. Attributes left
+unset (empty dims, NOT_SET data type, uid 0) are filled by ``pygraph.validate()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._lib.enums import data_type, tensor_reordering
+from .errors import GraphError
+from .jsonfmt import compact
+
+NOT_SET = data_type.NOT_SET
+
+
+def as_data_type(value: Any, what: str = "data_type") -> data_type:
+    """A cudnn.data_type from a data_type, its name, or a framework dtype (torch, numpy...)."""
+    if isinstance(value, data_type):
+        return value
+    if value is None:
+        return NOT_SET
+    if isinstance(value, str) and value in data_type.__members__:
+        return data_type[value]
+    try:
+        from ..interop.tensors import data_type_of
+    except ImportError:  # pragma: no cover - interop is part of the package
+        data_type_of = None
+    if data_type_of is not None:
+        try:
+            return data_type_of(value)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(f"{what}: expected a cudnn.data_type or a framework dtype, got {value!r}")
+
+
+def _int_list(values: Any, what: str) -> list[int]:
+    if values is None:
+        return []
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__iter__"):
+        raise TypeError(f"{what}: expected a list of ints, got {values!r}")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not hasattr(v, "__index__"):
+            raise TypeError(f"{what}: expected a list of ints, got {list(values)!r}")
+        out.append(int(v))
+    return out
+
+
+class Tensor:
+    """Attributes of one tensor of a graph (exposed as ``cudnn.tensor``)."""
+
+    __slots__ = ("_name", "_dim", "_stride", "_data_type", "_is_virtual", "_is_pass_by_value",
+                 "_value", "_reordering", "_uid", "_uid_assigned", "_ragged_offset", "_alignment",
+                 "_producer", "__weakref__")
+
+    def __init__(self, name: str = "", dim: Sequence[int] | None = None, stride: Sequence[int] | None = None,
+                 data_type: Any = NOT_SET, is_virtual: bool = False, is_pass_by_value: bool = False,
+                 reordering_type: tensor_reordering = tensor_reordering.NONE, uid: int = -1) -> None:
+        self._name = str(name)
+        self._dim = _int_list(dim, "dim")
+        self._stride = _int_list(stride, "stride")
+        self._data_type = as_data_type(data_type)
+        self._is_virtual = bool(is_virtual)
+        self._is_pass_by_value = bool(is_pass_by_value)
+        self._value: int | float | None = None  # a constant carried by the graph (by-value scalar)
+        self._reordering = tensor_reordering(reordering_type)
+        self._uid = 0
+        self._uid_assigned = False
+        self._ragged_offset: Tensor | None = None
+        self._alignment = 16
+        self._producer: Any = None  # the node whose output this is (set by the graph)
+        if uid is not None and int(uid) >= 0:
+            self.set_uid(uid)
+
+    # -- setters (chainable) ----------------------------------------------------------------
+
+    def set_output(self, is_output: bool) -> Tensor:
+        """Mark as a graph output (non-virtual: it gets a buffer) or back to an intermediate."""
+        self._is_virtual = not bool(is_output)
+        return self
+
+    def set_name(self, name: str) -> Tensor:
+        self._name = str(name)
+        return self
+
+    def set_data_type(self, data_type: Any = NOT_SET) -> Tensor:
+        self._data_type = as_data_type(data_type)
+        return self
+
+    def set_dim(self, dim: Sequence[int]) -> Tensor:
+        self._dim = _int_list(dim, "dim")
+        return self
+
+    def set_stride(self, stride: Sequence[int]) -> Tensor:
+        self._stride = _int_list(stride, "stride")
+        return self
+
+    def set_uid(self, uid: int) -> Tensor:
+        if isinstance(uid, bool) or not hasattr(uid, "__index__") or int(uid) < 0:
+            raise TypeError(f"uid: expected a non-negative int, got {uid!r}")
+        self._uid, self._uid_assigned = int(uid), True
+        return self
+
+    def set_is_virtual(self, is_virtual: bool) -> Tensor:
+        self._is_virtual = bool(is_virtual)
+        return self
+
+    def set_is_pass_by_value(self, is_pass_by_value: bool) -> Tensor:
+        self._is_pass_by_value = bool(is_pass_by_value)
+        return self
+
+    def set_reordering_type(self, reordering_type: tensor_reordering) -> Tensor:
+        self._reordering = tensor_reordering(reordering_type)
+        return self
+
+    def set_ragged_offset(self, ragged_offset: Tensor) -> Tensor:
+        if not isinstance(ragged_offset, Tensor):
+            raise TypeError(f"ragged_offset: expected a cudnn.tensor, got {type(ragged_offset).__name__}")
+        self._ragged_offset = ragged_offset
+        return self
+
+    def set_alignment(self, alignment: int) -> Tensor:
+        if int(alignment) <= 0 or int(alignment) & (int(alignment) - 1):
+            raise ValueError(f"alignment must be a power of two, got {alignment}")
+        self._alignment = int(alignment)
+        return self
+
+    # -- getters ----------------------------------------------------------------------------
+
+    def get_name(self) -> str:
+        return self._name
+
+    def get_dim(self) -> list[int]:
+        return list(self._dim)
+
+    def get_stride(self) -> list[int]:
+        return list(self._stride)
+
+    def get_data_type(self) -> data_type:
+        return self._data_type
+
+    def get_uid(self) -> int:
+        return self._uid
+
+    def get_is_virtual(self) -> bool:
+        return self._is_virtual
+
+    def get_is_pass_by_value(self) -> bool:
+        return self._is_pass_by_value
+
+    def get_reordering_type(self) -> tensor_reordering:
+        return self._reordering
+
+    def get_ragged_offset(self) -> Tensor | None:
+        return self._ragged_offset
+
+    def get_alignment(self) -> int:
+        return self._alignment
+
+    def get_value(self) -> int | float | None:
+        """The constant of a by-value scalar made from a Python number, else None."""
+        return self._value
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    @property
+    def is_output(self) -> bool:
+        return not self._is_virtual
+
+    def copy_attributes(self, name: str = "") -> Tensor:
+        """A new tensor with these attributes; uid cleared (``tensor_like``)."""
+        t = Tensor(name, self._dim, self._stride, self._data_type, self._is_virtual,
+                   self._is_pass_by_value, self._reordering)
+        t._value, t._ragged_offset, t._alignment = self._value, self._ragged_offset, self._alignment
+        return t
+
+    def element_count(self) -> int:
+        n = 1
+        for d in self._dim:
+            n *= d
+        return n
+
+    def to_dict(self) -> dict[str, Any]:
+        dt = self._data_type
+        return {
+            "data_type": None if dt == NOT_SET else dt.name,
+            "dim": list(self._dim),
+            "is_pass_by_value": self._is_pass_by_value,
+            "is_virtual": self._is_virtual,
+            "name": self._name,
+            "pass_by_value": self._value,
+            "reordering_type": self._reordering.name,
+            "stride": list(self._stride),
+            "uid": self._uid,
+            "uid_assigned": self._uid_assigned,
+        }
+
+    def __repr__(self) -> str:
+        return "[" + compact(self.to_dict()) + "]"
+
+    __str__ = __repr__
+
+    def label(self) -> str:
+        return repr(self._name) if self._name else "<unnamed tensor>"
+
+
+def require_tensor(value: Any, what: str) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise GraphError(f"{what}: expected a cudnn.tensor, got {type(value).__name__}")
+    return value
