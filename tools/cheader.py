@@ -1,4 +1,4 @@
-"""A small parser for the cuDNN C headers: enums, function prototypes, #define constants.
+"""A small parser for the cuDNN C headers: enums, structs, prototypes, #define constants.
 
 The cuDNN headers are regular enough that a tokenizer plus a few rules covers them; a real
 C front end would be a heavy dependency for what is a table extraction. The parser keeps
@@ -29,6 +29,21 @@ class EnumMember:
 class Enum:
     name: str
     members: list[EnumMember] = field(default_factory=list)
+    deprecated: bool = False
+    header: str = ""
+
+
+@dataclass
+class Field:
+    ctype: str  # normalised C type of one element, e.g. "cudnnStatus_t"
+    name: str
+    count: int | None = None  # array length for ``int reserved[3]``, None for a scalar
+
+
+@dataclass
+class Struct:
+    name: str  # the typedef name, e.g. "cudnnConvolutionFwdAlgoPerf_t"
+    fields: list[Field] = field(default_factory=list)
     deprecated: bool = False
     header: str = ""
 
@@ -130,6 +145,30 @@ def _apply_note(member: EnumMember, note: str, trailing: bool) -> None:
         member.since = since
     if trailing and "@deprecated" in note:
         member.deprecated = True
+
+
+def parse_structs(text: str, header: str = "") -> list[Struct]:
+    """Every ``typedef struct tag { fields } name_t;`` of a header (opaque structs skipped)."""
+    text = _COMMENT.sub(" ", _strip_preprocessor(text))
+    structs = []
+    pattern = re.compile(r"typedef\s+struct\s*\w*\s*\{(.*?)\}\s*(\w+)\s*(CUDNN_DEPRECATED)?\s*;", re.S)
+    for m in pattern.finditer(text):
+        struct = Struct(m[2], deprecated=bool(m[3]), header=header)
+        for decl in filter(None, (d.strip() for d in m[1].split(";"))):
+            fm = re.fullmatch(r"(.*?)(\w+)\s*(?:\[\s*(\d+)\s*\])?", " ".join(decl.split()))
+            if not fm or not fm[1].strip():
+                raise ValueError(f"cannot parse field {decl!r} of {struct.name}")
+            count = int(fm[3]) if fm[3] else None
+            struct.fields.append(Field(_normalise_type(fm[1]), fm[2], count))
+        structs.append(struct)
+    return structs
+
+
+def parse_opaque_types(text: str) -> list[str]:
+    """Typedef names of opaque pointers: ``typedef struct tag *name_t;``, ``typedef void *name_t;``."""
+    text = _COMMENT.sub(" ", _strip_preprocessor(text))
+    pattern = re.compile(r"typedef\s+(?:struct\s+\w+|void)\s*\*\s*(\w+)\s*(?:CUDNN_DEPRECATED)?\s*;")
+    return [m[1] for m in pattern.finditer(text)]
 
 
 def parse_functions(text: str, header: str = "") -> list[Function]:

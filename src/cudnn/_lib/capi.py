@@ -3,12 +3,14 @@
 ``capi.graph.cudnnBackendFinalize`` is the ctypes function with argtypes/restype taken from
 the header's prototype. Binding happens when an attribute is first read, so `import cudnn`
 opens no library, and a function missing from an older libcudnn fails only when called,
-with the version that introduced it in the message.
+with the version that introduced it in the message. ``capi.legacy`` is the classic C API
+(cudnn_ops / cudnn_cnn / cudnn_adv); its table is imported on first access.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Mapping
 from typing import Any
 
 from . import enums as _enums
@@ -39,11 +41,13 @@ ENUM_NAMES: set[str] = {
 }
 
 
-def ctype_of(ctype: str, enum_names: set[str] = ENUM_NAMES) -> Any:
-    """C type text from the headers -> ctypes type (None for void)."""
+def ctype_of(ctype: str, enum_names: set[str] = ENUM_NAMES, structs: Mapping[str, Any] | None = None) -> Any:
+    """C type text from the headers -> ctypes type (None for void); ``structs``: name -> Structure."""
     base = ctype.replace("const ", "").strip()
     stars = base.count("*")
     base = base.replace("*", "").strip()
+    if structs and base in structs:
+        return ctypes.POINTER(structs[base]) if stars == 1 else structs[base] if stars == 0 else ctypes.c_void_p
     if stars == 0:
         if base == "void":
             return None
@@ -67,9 +71,10 @@ class Api:
     """Lazily bound functions of one generated table."""
 
     def __init__(self, functions: dict[str, tuple[str, tuple[tuple[str, str], ...], int | None, bool]],
-                 enum_names: set[str] = ENUM_NAMES) -> None:
+                 enum_names: set[str] = ENUM_NAMES, structs: Mapping[str, Any] | None = None) -> None:
         self._functions = functions
         self._enum_names = enum_names
+        self._structs = structs
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -81,8 +86,8 @@ class Api:
             fn = getattr(library, name)
         except AttributeError:
             raise FeatureUnavailableError(name, since, loader.report().version) from None
-        fn.restype = ctype_of(restype, self._enum_names)
-        fn.argtypes = [ctype_of(t, self._enum_names) for t, _ in params]
+        fn.restype = ctype_of(restype, self._enum_names, self._structs)
+        fn.argtypes = [ctype_of(t, self._enum_names, self._structs) for t, _ in params]
         setattr(self, name, fn)  # next lookups skip __getattr__
         return fn
 
@@ -98,3 +103,16 @@ class Api:
 
 
 graph = Api(GRAPH_FUNCTIONS)
+
+
+def __getattr__(name: str) -> Any:
+    """``legacy``: the classic C API table, imported and wrapped on first use."""
+    if name == "legacy":
+        from . import legacy_enums, structs
+        from .api_legacy import FUNCTIONS as LEGACY_FUNCTIONS
+
+        legacy_names = {n for n, obj in vars(legacy_enums).items() if isinstance(obj, type) and n.startswith("cudnn")}
+        api = Api(LEGACY_FUNCTIONS, ENUM_NAMES | legacy_names, structs.STRUCTS)
+        globals()["legacy"] = api
+        return api
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
