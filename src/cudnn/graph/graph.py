@@ -24,6 +24,7 @@ from .execute import Binding, Runner
 from .jsonfmt import dumps
 from .lower import Lowering
 from .node import Context, Node
+from .norm_ops import NormOpsMixin
 from .ops import OpsMixin
 from .plans import Candidate, PlanSet, candidate_from_config, notes_of
 from .tensor import NOT_SET, Tensor, as_data_type
@@ -32,7 +33,7 @@ _VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 
 
-class pygraph(OpsMixin):  # noqa: N801 (documented name)
+class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
     """A cuDNN operation graph under construction, and once built, runnable."""
 
     def __init__(self, name: str = "", io_data_type: Any = NOT_SET, intermediate_data_type: Any = NOT_SET,
