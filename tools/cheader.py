@@ -8,7 +8,9 @@ uses them to gate features on the installed backend version.
 
 from __future__ import annotations
 
+import argparse
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -249,3 +251,34 @@ def find_include_dir() -> Path | None:
         if (inc / "cudnn_graph_v9.h").exists():
             return inc
     return None
+
+
+# -- shared by the generators ------------------------------------------------------------------
+
+def preamble(first_line: str, imports: tuple[str, ...] = ()) -> list[str]:
+    """Opening lines of a generated module: its docstring, formatter pragmas, imports."""
+    lines = [f'"""{first_line}', "", "Do not edit: change the generator and run it again.", '"""', "",
+             "# fmt: off", "# ruff: noqa: E501", "from __future__ import annotations", ""]
+    return lines + ([*imports, ""] if imports else [])
+
+
+def run_generator(doc: str, generate: Callable[[Path], dict[Path, str]], root: Path) -> int:
+    """Command line of a generator: write its outputs, or with --check report stale ones (exit 1)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--include", type=Path, help="cuDNN include folder (default: the wheel's)")
+    ap.add_argument("--check", action="store_true", help="fail if a committed file is stale")
+    args = ap.parse_args()
+    include = args.include or find_include_dir()
+    if include is None:
+        ap.error("no cuDNN headers found: pip install nvidia-cudnn-cu13, or pass --include")
+    stale = 0
+    for path, text in generate(include).items():
+        rel = path.relative_to(root)
+        if args.check:
+            is_stale = not path.exists() or path.read_text() != text
+            stale |= is_stale
+            print(f"{rel} is {'STALE' if is_stale else 'current'}")
+        else:
+            path.write_text(text)
+            print(f"wrote {rel}")
+    return int(stale)

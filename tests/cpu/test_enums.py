@@ -45,6 +45,14 @@ def test_generated_files_are_current(tool: str) -> None:
         assert Path(path).read_text() == text, f"{path} is stale: run python tools/{tool}.py"
 
 
+def test_classic_api_tables_are_among_the_checked_outputs() -> None:
+    include = _include_or_skip()
+    enum_outputs = {Path(p).name for p in _tool("gen_enums").generate(include)}
+    api_outputs = {Path(p).name for p in _tool("gen_api").generate(include)}
+    assert enum_outputs == {"enums.py", "legacy_enums.py"}
+    assert api_outputs == {"api_graph.py", "api_legacy.py", "structs.py"}
+
+
 def test_every_header_enum_is_there_with_exact_values() -> None:
     include = _include_or_skip()
     cheader = _tool("cheader")

@@ -122,18 +122,18 @@ def test_python_signatures_are_the_c_inputs() -> None:
     "cudnnGetTensor4dDescriptor(tensorDesc) -> (dataType, n, c, h, w, nStride, cStride, hStride, wStride)",
     "cudnnGetTensorNdDescriptor(tensorDesc, nbDimsRequested) -> (dataType, nbDims, dimA, strideA)",
     "cudnnGetConvolution2dForwardOutputDim(convDesc, inputTensorDesc, filterDesc) -> (n, c, h, w)",
-    "cudnnGetConvolutionForwardAlgorithm_v7(handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount)"
-    " -> perfResults",
+    ("cudnnGetConvolutionForwardAlgorithm_v7(handle, srcDesc, filterDesc, convDesc, destDesc, requestedAlgoCount)"
+     " -> perfResults"),
     "cudnnFindConvolutionForwardAlgorithm(handle, xDesc, wDesc, convDesc, yDesc, requestedAlgoCount) -> perfResults",
     "cudnnGetConvolutionForwardWorkspaceSize(handle, xDesc, wDesc, convDesc, yDesc, algo) -> sizeInBytes",
-    "cudnnConvolutionForward(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes,"
-    " beta, yDesc, y) -> None",
+    ("cudnnConvolutionForward(handle, alpha, xDesc, x, wDesc, w, convDesc, algo, workSpace, workSpaceSizeInBytes,"
+     " beta, yDesc, y) -> None"),
     "cudnnGetDropoutDescriptor(dropoutDesc, handle) -> (dropout, states, seed)",
     "cudnnGetRNNTempSpaceSizes(handle, rnnDesc, fwdMode, xDesc) -> (workSpaceSize, reserveSpaceSize)",
-    "cudnnGetRNNWeightParams(handle, rnnDesc, pseudoLayer, weightSpaceSize, weightSpace, linLayerID, mDesc, bDesc)"
-    " -> (mAddr, bAddr)",
-    "cudnnGetSeqDataDescriptor(seqDataDesc, nbDimsRequested, seqLengthSizeRequested, paddingFill)"
-    " -> (dataType, nbDims, dimA, axes, seqLengthArraySize, seqLengthArray)",
+    ("cudnnGetRNNWeightParams(handle, rnnDesc, pseudoLayer, weightSpaceSize, weightSpace, linLayerID, mDesc, bDesc)"
+     " -> (mAddr, bAddr)"),
+    ("cudnnGetSeqDataDescriptor(seqDataDesc, nbDimsRequested, seqLengthSizeRequested, paddingFill)"
+     " -> (dataType, nbDims, dimA, axes, seqLengthArraySize, seqLengthArray)"),
     "cudnnGetLastErrorString(max_size) -> message",
     "cudnnGetStream(handle) -> streamId",
     "cudnnGetVersion() -> size_t",
@@ -237,7 +237,7 @@ def test_tensor_filter_convolution_descriptors_round_trip() -> None:
                                       L.cudnnDataType["CUDNN_DATA_FLOAT"])
     assert L.cudnnGetConvolution2dForwardOutputDim(conv, x, w) == (2, 4, 8, 8)
     assert L.cudnnGetConvolutionNdForwardOutputDim(conv, x, w, 4) == [2, 4, 8, 8]
-    length, pads, strides, dilations, mode, dtype = L.cudnnGetConvolutionNdDescriptor(conv, 4)
+    length, pads, strides, dilations, mode, _ = L.cudnnGetConvolutionNdDescriptor(conv, 4)
     assert (length, pads, strides, dilations) == (2, [1, 1], [2, 2], [1, 1])  # lists cut to arrayLength
     assert mode is L.cudnnConvolutionMode_t.CUDNN_CROSS_CORRELATION
     L.cudnnSetConvolutionGroupCount(conv, 2)

@@ -148,7 +148,7 @@ def data_pointer(obj: Any) -> tuple[int, bool | None]:
         return ctypes_address(obj), None
     try:
         iface = obj.__cuda_array_interface__
-    except Exception:  # absent, or refused (a torch tensor that requires grad)
+    except Exception:  # noqa: BLE001  (absent, or refused: a torch tensor that requires grad)
         iface = None
     if isinstance(iface, dict):
         return int(iface["data"][0] or 0), False
@@ -178,8 +178,11 @@ def data_pointer(obj: Any) -> tuple[int, bool | None]:
 
 # -- descriptor queries -------------------------------------------------------------------------
 
-def tensor_data_type(api: Any, desc: int, is_filter: bool) -> int | None:
+def tensor_data_type(desc: int, is_filter: bool) -> int | None:
     """cudnnDataType_t of a tensor (or filter) descriptor, None if cuDNN cannot say."""
+    from . import capi
+
+    api = capi.legacy
     dtype, nb = ctypes.c_int(), ctypes.c_int()
     dims = (ctypes.c_int * 8)()
     if is_filter:

@@ -48,8 +48,10 @@ from .._lib import enums as graph_enums
 from .._lib.api_graph import FUNCTIONS as _GRAPH_TABLE
 from .._lib.api_legacy import FUNCTIONS as _LEGACY_TABLE
 from ._call import Binding, make_function
-from ._objects import NULL, Opaque
-from ._signature import Kind, Signature, classify_table
+from ._objects import NULL as NULL  # re-exported
+from ._objects import Opaque as Opaque  # re-exported
+from ._signature import Kind as Kind  # re-exported
+from ._signature import Signature, classify_table
 
 # Graph-library functions that belong to the classic API too (handles, streams, versions,
 # errors, callbacks); the backend descriptor functions stay with cudnn.backend.
@@ -82,7 +84,7 @@ def _build() -> dict[str, Any]:
 class _LazyApi:
     """capi.graph or capi.legacy, looked up on the first call (no library opens at import)."""
 
-    __slots__ = ("_graph", "_api")
+    __slots__ = ("_api", "_graph")
 
     def __init__(self, graph: bool) -> None:
         self._graph = graph

@@ -245,7 +245,7 @@ class Binding:
         pointer = self._handle(desc_param, desc)
         if not pointer:
             return None
-        return lc.tensor_data_type(self._api, pointer, desc_param.base == "cudnnFilterDescriptor_t")
+        return lc.tensor_data_type(pointer, desc_param.base == "cudnnFilterDescriptor_t")
 
     def _pointer(self, p: Param, value: Any, argtype: Any, given: dict[str, Any]) -> int | None:
         if isinstance(value, Opaque):

@@ -17,7 +17,7 @@ from .._lib.errors import DescriptorClosedError
 class Opaque:
     """A cuDNN handle or descriptor: the C pointer and its C type name."""
 
-    __slots__ = ("ctype", "_value", "_destroyed", "__weakref__")
+    __slots__ = ("__weakref__", "_destroyed", "_value", "ctype")
 
     def __init__(self, ctype: str, value: int) -> None:
         self.ctype = ctype
