@@ -41,7 +41,9 @@ from ._lib.errors import (
 )
 from ._version import __version__
 from .backend import Handle, create_handle, destroy_handle, get_stream, set_stream
-from .graph import ExecutionInputError, GraphError, GraphStateError, pygraph
+from .backend.engine import KnobInfo as knob
+from .backend.kernel_cache import create_kernel_cache
+from .graph import ExecutionInputError, GraphError, GraphStateError, SerializationError, plan_cache, pygraph
 from .graph import Tensor as tensor
 
 
@@ -53,6 +55,14 @@ def backend_version() -> int:
 def backend_version_string() -> str:
     """The loaded libcudnn's version as text (e.g. '9.19.0')."""
     return _version_string(backend_version())
+
+
+def get_last_error_string() -> str:
+    """cuDNN's message for the most recent failure on this thread."""
+    _loader.lib()
+    from ._lib.errors import last_error_string
+
+    return last_error_string()
 
 
 def library_info() -> _loader.LoadReport:
@@ -71,6 +81,7 @@ __all__ = [
     "ExecutionInputError",
     "GraphError",
     "GraphStateError",
+    "SerializationError",
     "FeatureUnavailableError",
     "Handle",
     "LibraryNotFoundError",
@@ -81,11 +92,14 @@ __all__ = [
     "build_plan_policy",
     "convolution_mode",
     "create_handle",
+    "create_kernel_cache",
     "cudnnGraphNotSupportedError",
     "data_type",
     "destroy_handle",
+    "get_last_error_string",
     "get_stream",
     "heur_mode",
+    "knob",
     "knob_type",
     "layout_type",
     "library_info",
@@ -93,6 +107,7 @@ __all__ = [
     "norm_mode",
     "numerical_note",
     "padding_mode",
+    "plan_cache",
     "pointwise_mode",
     "pygraph",
     "reduction_mode",

@@ -17,11 +17,15 @@ from .descriptor import Descriptor
 from .handle import Handle
 
 
-def operation_graph(handle: Handle | int, operations: Sequence[Descriptor], label: str = "") -> Descriptor:
-    """A finalized OPERATIONGRAPH of ``operations`` (finalized operation descriptors)."""
+def operation_graph(handle: Handle | int, operations: Sequence[Descriptor], label: str = "",
+                    dynamic_shape: bool = False) -> Descriptor:
+    """A finalized OPERATIONGRAPH of ``operations`` (finalized operation descriptors).
+    ``dynamic_shape`` lets plans share compiled kernels through a kernel cache."""
     graph = Descriptor(D.CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, label)
     graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
     graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_OPS, list(operations))
+    if dynamic_shape:
+        graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED, True)
     return graph.finalize()
 
 
@@ -90,13 +94,26 @@ def behavior_notes(eng: Descriptor) -> list[cudnnBackendBehaviorNote_t]:
 
 @dataclass(frozen=True)
 class KnobInfo:
-    """One tunable knob of an engine: the values it takes are minimum..maximum by stride."""
+    """One tunable knob of an engine: the values it takes are minimum..maximum by stride.
+
+    ``min_value`` / ``max_value`` are the documented API's names for the bounds."""
 
     type: cudnnBackendKnobType_t | int
     minimum: int
     maximum: int
     stride: int
     default: int | None = None
+
+    @property
+    def min_value(self) -> int:
+        return self.minimum
+
+    @property
+    def max_value(self) -> int:
+        return self.maximum
+
+    def allows(self, value: int) -> bool:
+        return self.minimum <= value <= self.maximum and (value - self.minimum) % max(self.stride, 1) == 0
 
 
 def knob_infos(eng: Descriptor) -> list[KnobInfo]:

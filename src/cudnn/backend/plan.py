@@ -19,11 +19,24 @@ from .descriptor import Descriptor
 from .handle import Handle
 
 
-def execution_plan(handle: Handle | int, engine_config: Descriptor, label: str = "") -> Descriptor:
-    """A finalized EXECUTION_PLAN for ``engine_config`` (this is where kernels compile)."""
+def execution_plan(handle: Handle | int, engine_config: Descriptor, label: str = "",
+                   kernel_cache: Descriptor | None = None) -> Descriptor:
+    """A finalized EXECUTION_PLAN for ``engine_config`` (this is where kernels compile);
+    a finalized kernel cache lets runtime-compiled engines reuse kernels across shapes."""
     plan = Descriptor(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, label)
     plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
     plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, engine_config)
+    if kernel_cache is not None:
+        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE, kernel_cache)
+    return plan.finalize()
+
+
+def plan_from_json(handle: Handle | int, text: str, label: str = "") -> Descriptor:
+    """A finalized EXECUTION_PLAN rebuilt from its JSON (see `plan_json`): no heuristics,
+    no operation graph needed."""
+    plan = Descriptor(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, label)
+    plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
+    plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, text.encode() + b"\0", T.CUDNN_TYPE_CHAR)
     return plan.finalize()
 
 
@@ -47,6 +60,16 @@ def variant_pack(uids: Sequence[int], pointers: Sequence[int], workspace: int = 
     pack.set(A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, [int(p) for p in pointers], T.CUDNN_TYPE_VOID_PTR)
     pack.set(A.CUDNN_ATTR_VARIANT_PACK_WORKSPACE, int(workspace), T.CUDNN_TYPE_VOID_PTR)
     return pack.finalize()
+
+
+def populate_cuda_graph(handle: Handle | int, plan: Descriptor, pack: Descriptor, cuda_graph: int,
+                        update: bool = False, label: str = "") -> None:
+    """Add the plan's kernels to a CUDA graph (or update them with a new pack's pointers)."""
+    fn = capi.graph.cudnnBackendUpdateCudaGraph if update else capi.graph.cudnnBackendPopulateCudaGraph
+    status = fn(int(handle), plan.ptr, pack.ptr, int(cuda_graph))
+    if status:
+        doing = "updating" if update else "populating"
+        raise_status(status, f"{label + ': ' if label else ''}{doing} a CUDA graph")
 
 
 def execute(handle: Handle | int, plan: Descriptor, pack: Descriptor, label: str = "") -> None:

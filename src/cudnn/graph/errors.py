@@ -17,3 +17,7 @@ class GraphStateError(RuntimeError):
 
 class ExecutionInputError(ValueError):
     """A variant pack or workspace given to execute does not fit the built graph."""
+
+
+class SerializationError(ValueError):
+    """Serialized plan data is damaged, of another format, or from another cuDNN or GPU."""

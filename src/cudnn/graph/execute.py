@@ -202,7 +202,7 @@ class Runner:
 
         try:
             return interop.describe(value)
-        except TypeError as exc:
+        except (TypeError, ValueError, BufferError) as exc:
             raise ExecutionInputError(f"{self.label}: {b.label}: {exc}") from None
 
     def _check_layout(self, b: Binding, info: Any) -> None:
@@ -250,7 +250,7 @@ class Runner:
 
         try:
             info = interop.describe(workspace)
-        except TypeError as exc:
+        except (TypeError, ValueError, BufferError) as exc:
             raise ExecutionInputError(f"{self.label}: workspace: {exc}") from None
         size = info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
         if size < need:
@@ -270,10 +270,11 @@ def _stable_key(values: list[Any]) -> tuple[Any, ...] | None:
 
 
 def _needed_bytes(t: Tensor) -> int:
-    from ..interop.tensors import itemsize
+    """Bytes the tensor's dims and strides reach (sub-byte types count packed bits)."""
+    from ..interop.tensors import nbytes
 
     span = sum((d - 1) * s for d, s in zip(t.get_dim(), t.get_stride())) + 1
-    return span * itemsize(t.get_data_type())
+    return nbytes(t.get_data_type(), span)
 
 
 def _squeezed(dims: Any, strides: Any) -> list[tuple[int, int]]:

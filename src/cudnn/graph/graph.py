@@ -21,6 +21,7 @@ from ..backend.descriptor import Descriptor
 from ..backend.handle import Handle, as_handle_ptr, default_handle
 from .errors import GraphError, GraphStateError
 from .execute import Binding, Runner
+from .serialize import PlanRecord, TensorRecord, device_identity
 from .jsonfmt import dumps
 from .lower import Lowering
 from .node import Context, Node
@@ -28,6 +29,7 @@ from .norm_ops import NormOpsMixin
 from .ops import OpsMixin
 from .plans import Candidate, PlanSet, candidate_from_config, notes_of
 from .tensor import NOT_SET, Tensor, as_data_type
+from .._lib.enums import data_type
 
 _VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
@@ -195,7 +197,8 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
         ops: list[Descriptor] = []
         for node in self.nodes:
             ops += node.lower(lowering)
-        self._op_graph = eng.operation_graph(self._handle_ptr(), ops, self.name or "graph")
+        dynamic = self.kernel_cache is not None
+        self._op_graph = eng.operation_graph(self._handle_ptr(), ops, self.name or "graph", dynamic_shape=dynamic)
         self._bindings = self._make_bindings()
         self._plans = None
         self._runners = {}
@@ -247,7 +250,7 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
         modes = [heur_modes] if isinstance(heur_modes, (heur_mode, int)) else list(heur_modes)
         if not modes:
             raise GraphError("create_execution_plans: give at least one cudnn.heur_mode")
-        plans = self._plans if self._plans is not None else PlanSet(self._label())
+        plans = self._plans if self._plans is not None else self._new_planset()
         for mode in modes:
             if not isinstance(mode, heur_mode):
                 raise GraphError(f"create_execution_plans: expected cudnn.heur_mode values, got {mode!r}")
@@ -270,12 +273,180 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
         self._require_plans().build(self._handle_ptr(), build_plan_policy(policy))
 
     def build(self, heur_modes: Iterable[heur_mode] | heur_mode = DEFAULT_HEURISTICS) -> None:
-        """validate, build_operation_graph, create_execution_plans, check_support, build_plans."""
+        """validate, build_operation_graph, create_execution_plans, check_support, build_plans.
+
+        The plan cache (``cudnn.plan_cache``) is consulted after validation: a graph built
+        before, in this process or another, reuses its chosen plan and skips the rest."""
         self.validate()
+        modes = [heur_modes] if isinstance(heur_modes, (heur_mode, int)) else list(heur_modes)
+        if self._adopt_cached_plan(modes):
+            return
         self.build_operation_graph()
-        self.create_execution_plans(heur_modes)
+        self.create_execution_plans(modes)
         self.check_support()
         self.build_plans()
+        self._store_plan(modes, autotuned=False)
+
+    # -- the plan cache -----------------------------------------------------------------------
+
+    def _cache_keys(self, modes: Sequence[heur_mode]) -> tuple[str, str] | None:
+        """(autotuned key, heuristic key) of this validated graph, or None if it cannot be cached."""
+        from .cache import plan_cache
+
+        if not plan_cache.enabled or self.kernel_cache is not None:
+            return None
+        self._handle_ptr()  # a missing GPU surfaces as cuDNN's error, with its hint
+        self._assign_uids()
+        uids = tuple(t.get_uid() for t in self._all_tensors())
+        device = self._device()
+        ident = (self.key(), uids, self.sm_count, device_identity(device), loader.report().version)
+        return plan_cache.key("tuned", ident), plan_cache.key("heuristic", ident, tuple(int(m) for m in modes))
+
+    def _device(self) -> int:
+        h = self.handle if self.handle is not None else self._handle_obj
+        if isinstance(h, Handle):
+            return h.device
+        from .._lib import cuda
+
+        return cuda.current_device()
+
+    def _adopt_cached_plan(self, modes: Sequence[heur_mode]) -> bool:
+        from .cache import plan_cache
+
+        keys = self._cache_keys(modes)
+        if keys is None:
+            return False
+        for key in keys:
+            hit = plan_cache.lookup_memory(key)
+            if hit is not None:
+                record, plan = hit
+                self._restore(record, plan)
+                plan_cache.hits += 1
+                return True
+        for key in keys:
+            record = plan_cache.lookup_disk(key)
+            if record is None:
+                continue
+            try:
+                record.check_compatible(self._device())
+                plan = self._plan_from_record(record)
+            except (CudnnError, GraphError) as exc:
+                import logging
+
+                logging.getLogger("cudnn.plan_cache").warning("plan cache: entry %s unusable (%s); rebuilding",
+                                                               key, exc)
+                plan_cache.forget(key)
+                continue
+            plan_cache.remember(key, record, plan)
+            self._restore(record, plan)
+            plan_cache.hits += 1
+            plan_cache.disk_hits += 1
+            return True
+        plan_cache.misses += 1
+        return False
+
+    def _store_plan(self, modes: Sequence[heur_mode], autotuned: bool) -> None:
+        from .cache import plan_cache
+
+        keys = self._cache_keys(modes)
+        plans = self._plans
+        if keys is None or plans is None or plans.selected is None or plans.selected.plan is None:
+            return
+        record = self._record(plans.selected, autotuned)
+        plan_cache.store(keys[0] if autotuned else keys[1], record, plans.selected.plan)
+
+    def _plan_from_record(self, record: PlanRecord) -> Descriptor:
+        from ..backend import plan as backend_plan
+
+        return backend_plan.plan_from_json(self._handle_ptr(), record.plan_json, f"{self._label()}: {record.plan_name}")
+
+    def _record(self, cand: Candidate, autotuned: bool) -> PlanRecord:
+        from ..backend import plan as backend_plan
+
+        assert cand.plan is not None
+        name, cc = device_identity(self._device())
+        tensors = [TensorRecord(b.uid, b.tensor.get_name(), b.tensor.get_dim(), b.tensor.get_stride(),
+                                b.tensor.get_data_type().name, b.tensor.get_is_pass_by_value(),
+                                b.tensor.get_value(), b.node, b.port) for b in self._bindings]
+        return PlanRecord(cand.name, backend_plan.plan_json(cand.plan), int(cand.workspace or 0), tensors,
+                          loader.report().version, name, cc, autotuned, f"{self.key():x}")
+
+    def _restore(self, record: PlanRecord, plan: Descriptor) -> None:
+        """Make ``plan`` this graph's selected plan, bound by the record's uids."""
+        if self.nodes:
+            self._assign_uids()
+            self._bindings = self._make_bindings()
+        else:
+            self._bindings = [Binding(t.uid, t.tensor(), t.node, t.port,
+                                      HostScalar(t.value, data_type[t.data_type]) if t.value is not None else None)
+                              for t in record.tensors]
+        plans = PlanSet(self._label())
+        cand = Candidate(None, -1, {}, [], [], "cache", plan=plan, workspace=record.workspace,
+                         restored_name=record.plan_name)
+        plans.all.append(cand)
+        plans.selected = cand
+        self._plans = plans
+        self._runners = {}
+
+    # -- serialization, autotuning, CUDA graphs -------------------------------------------------
+
+    def serialize(self) -> bytes:
+        """The selected plan and what binds it, as bytes for ``deserialize`` (any process)."""
+        return self._record(self._require_plans().require_selected(), False).to_bytes()
+
+    def deserialize(self, *args: Any) -> None:
+        """``deserialize(handle, data)`` or ``deserialize(data)``: restore a serialized plan.
+
+        Refused (SerializationError) when made by another cuDNN version or on another GPU."""
+        if len(args) == 1:
+            handle, data = None, args[0]
+        elif len(args) == 2:
+            handle, data = args
+        else:
+            raise TypeError("deserialize(handle, data) or deserialize(data)")
+        if handle is not None:
+            as_handle_ptr(handle)
+            self.handle = handle
+        record = PlanRecord.from_bytes(data)
+        record.check_compatible(self._device())
+        self._restore(record, self._plan_from_record(record))
+
+    def autotune(self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None,
+                 warmup: int = 3, repeats: int = 10, progress: bool | None = None) -> Any:
+        """Time every candidate plan on these buffers, select the fastest, cache the choice;
+        returns the table (fastest first)."""
+        from .autotune import autotune
+
+        report = autotune(self, variant_pack, workspace, handle, warmup, repeats, progress)
+        self._store_plan(DEFAULT_HEURISTICS, autotuned=True)
+        return report
+
+    def _cuda_graph_call(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any, cuda_graph: Any,
+                         update: bool) -> None:
+        from ..backend import plan as backend_plan
+
+        cand = self._require_plans().require_selected()
+        if cand.config is not None and int(behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API) not in {
+                int(n) for n in cand.behavior_notes}:
+            raise GraphError(f"{self._label()}: plan {cand.name} does not support the native CUDA graph API "
+                             "(no SUPPORTS_CUDA_GRAPH_NATIVE_API note); select such a plan with "
+                             "select_behavior_notes([cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API]) "
+                             "before build_plans, or capture execute() with stream capture instead")
+        runner = self._runner(cand)
+        pack = runner._prepare(variant_pack, workspace).pack
+        graph_ptr = _cuda_graph_pointer(cuda_graph)
+        h = as_handle_ptr(handle) if handle is not None else self._handle_ptr()
+        backend_plan.populate_cuda_graph(h, runner.plan, pack, graph_ptr, update, self._label())
+
+    def populate_cuda_graph(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any,
+                            cuda_graph: Any) -> None:
+        """Add the selected plan's work to an empty CUDA graph (cudaGraph_t, int or object)."""
+        self._cuda_graph_call(handle, variant_pack, workspace, cuda_graph, update=False)
+
+    def update_cuda_graph(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any,
+                          cuda_graph: Any) -> None:
+        """Point a CUDA graph populated by this plan at new buffers."""
+        self._cuda_graph_call(handle, variant_pack, workspace, cuda_graph, update=True)
 
     # -- plans ------------------------------------------------------------------------------
 
@@ -358,12 +529,18 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
                 raise GraphError(f"create_execution_plan: knob {name}={value} is outside {info.minimum}.."
                                  f"{info.maximum} step {info.stride} for engine {engine_id}")
         cfg = eng.engine_config(e, {int(k): int(v) for k, v in knobs.items()}, self._label())
-        plans = self._plans if self._plans is not None else PlanSet(self._label())
+        plans = self._plans if self._plans is not None else self._new_planset()
         cand = candidate_from_config(cfg, "manual")
         plans.all.insert(0, cand)
         self._plans = plans
-        cand.build(self._handle_ptr(), self._label())
+        cand.build(self._handle_ptr(), self._label(), plans.kernel_cache)
         plans.selected = cand
+
+    def _new_planset(self) -> PlanSet:
+        plans = PlanSet(self._label())
+        if self.kernel_cache is not None:
+            plans.kernel_cache = self.kernel_cache.descriptor_for(self._require_op_graph())
+        return plans
 
     def _check_engine_id(self, engine_id: int) -> None:
         count = self.get_engine_count()
@@ -402,7 +579,7 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
         return f"graph {self.name!r}" if self.name else "graph"
 
     def query_tensor_attributes_of_uid(self, uid: int) -> Tensor:
-        for t in self._all_tensors():
+        for t in self._all_tensors() + [b.tensor for b in self._bindings]:
             if t._uid_assigned and t.get_uid() == uid:
                 return t
         raise GraphError(f"no tensor of this graph has uid {uid}")
@@ -456,3 +633,20 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
             parts.append(repr((sorted(body.items()), ports)))
         digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=8).digest()
         return int.from_bytes(digest, "little") >> 1
+
+
+def _cuda_graph_pointer(cuda_graph: Any) -> int:
+    """cudaGraph_t from an int, a cuda-bindings graph, or a torch.cuda.CUDAGraph."""
+    if isinstance(cuda_graph, int) and not isinstance(cuda_graph, bool):
+        return cuda_graph
+    raw = getattr(cuda_graph, "raw_cuda_graph", None)
+    if callable(raw):
+        return int(raw())
+    getptr = getattr(cuda_graph, "getPtr", None)
+    if callable(getptr):
+        return int(getptr())
+    try:
+        return int(cuda_graph)
+    except (TypeError, ValueError):
+        raise TypeError(f"expected a cudaGraph_t (int, cuda.bindings graph or torch.cuda.CUDAGraph), "
+                        f"got {type(cuda_graph).__name__}") from None

@@ -23,7 +23,7 @@ from .errors import GraphStateError
 class Candidate:
     """One engine config and, once built, its execution plan."""
 
-    config: Descriptor
+    config: Descriptor | None  # None for a plan restored from serialized data
     engine_index: int
     knobs: dict[int, int]
     numerical_notes: list[Any]
@@ -32,17 +32,22 @@ class Candidate:
     plan: Descriptor | None = None
     error: CudnnError | None = None
     workspace: int | None = None
+    restored_name: str = ""
 
     @property
     def name(self) -> str:
         """'eng12_k2=3_k5=0': engine global index and knob choices (knob type=value)."""
+        if self.restored_name:
+            return self.restored_name
         return f"eng{self.engine_index}" + "".join(f"_k{k}={v}" for k, v in sorted(self.knobs.items()))
 
-    def build(self, handle: int, label: str) -> Descriptor:
+    def build(self, handle: int, label: str, kernel_cache: Descriptor | None = None) -> Descriptor:
         """Finalize the plan once; a failure is remembered and re-raised."""
         if self.plan is None and self.error is None:
+            if self.config is None:
+                raise GraphStateError(f"{label}: {self.name} has no engine config to build from")
             try:
-                self.plan = backend_plan.execution_plan(handle, self.config, f"{label}: {self.name}")
+                self.plan = backend_plan.execution_plan(handle, self.config, f"{label}: {self.name}", kernel_cache)
                 self.workspace = backend_plan.workspace_size(self.plan)
             except CudnnError as exc:
                 self.error = exc
@@ -108,6 +113,7 @@ class PlanSet:
         self.all: list[Candidate] = []
         self.filters = Filters()
         self.selected: Candidate | None = None
+        self.kernel_cache: Descriptor | None = None
 
     @property
     def candidates(self) -> list[Candidate]:
@@ -137,7 +143,7 @@ class PlanSet:
         cands = self.candidates
         for c in cands:
             try:
-                c.build(handle, self.label)
+                c.build(handle, self.label, self.kernel_cache)
                 return c
             except CudnnError:
                 continue
@@ -147,7 +153,7 @@ class PlanSet:
         if policy == build_plan_policy.ALL:
             for c in self.candidates:
                 try:
-                    c.build(handle, self.label)
+                    c.build(handle, self.label, self.kernel_cache)
                 except CudnnError:
                     pass
             built = [c for c in self.candidates if c.plan is not None]
@@ -178,7 +184,8 @@ class PlanSet:
         for c in self.all:
             if c.plan is not None:
                 c.plan.close()
-            c.config.close()
+            if c.config is not None:
+                c.config.close()
         self.all.clear()
         self.selected = None
 

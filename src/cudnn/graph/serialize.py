@@ -1,0 +1,99 @@
+"""Built plans as bytes: what ``serialize()`` writes and ``deserialize()`` and the plan cache read.
+
+A record holds the backend's JSON of the execution plan, the plan's name and workspace,
+the non-virtual tensors (uid, dims, strides, type, by-value constant) needed to check and
+bind buffers, and what the plan is valid for: the cuDNN version and the GPU. A record from
+another cuDNN or GPU is refused, never used silently.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .._lib import cuda, loader
+from .._lib.enums import data_type
+from .._lib.errors import version_string
+from .errors import SerializationError
+from .tensor import Tensor
+
+FORMAT = "cudnn-py-plan"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class TensorRecord:
+    uid: int
+    name: str
+    dim: list[int]
+    stride: list[int]
+    data_type: str
+    is_pass_by_value: bool
+    value: float | int | None
+    node: str
+    port: str
+
+    def tensor(self) -> Tensor:
+        t = Tensor(self.name, self.dim, self.stride, data_type[self.data_type], False, self.is_pass_by_value)
+        t.set_uid(self.uid)
+        t._value = self.value
+        return t
+
+
+@dataclass
+class PlanRecord:
+    plan_name: str
+    plan_json: str
+    workspace: int
+    tensors: list[TensorRecord]
+    cudnn_version: int
+    device_name: str
+    compute_capability: list[int]
+    autotuned: bool = False
+    graph_key: str = ""
+    format: str = FORMAT
+    format_version: int = FORMAT_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | str | list[int]) -> PlanRecord:
+        if isinstance(data, list):
+            data = bytes(data)
+        text = data.decode(errors="replace") if isinstance(data, (bytes, bytearray)) else str(data)
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SerializationError(f"not a serialized cudnn-py plan (invalid JSON: {exc})") from None
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            if isinstance(raw, dict) and "nodes" in raw and "tensors" in raw:
+                raise SerializationError("this is a graph's JSON (print(graph)), not a serialized plan: "
+                                         "deserialize the bytes that graph.serialize() returns")
+            raise SerializationError("not a serialized cudnn-py plan (no 'format' marker)")
+        if raw.get("format_version") != FORMAT_VERSION:
+            raise SerializationError(f"serialized plan format {raw.get('format_version')} is not "
+                                     f"{FORMAT_VERSION}; rebuild and serialize again")
+        try:
+            raw["tensors"] = [TensorRecord(**t) for t in raw["tensors"]]
+            return cls(**raw)
+        except (TypeError, KeyError) as exc:
+            raise SerializationError(f"serialized plan is incomplete or damaged: {exc}") from None
+
+    def check_compatible(self, device: int) -> None:
+        """Raise SerializationError unless this record was made by this cuDNN on this GPU."""
+        version = loader.report().version
+        if self.cudnn_version != version:
+            raise SerializationError(f"the plan was serialized with cuDNN {version_string(self.cudnn_version)}; "
+                                     f"this process runs cuDNN {version_string(version)}: rebuild it")
+        here = device_identity(device)
+        if (self.device_name, list(self.compute_capability)) != here:
+            raise SerializationError(f"the plan was serialized on {self.device_name} (sm "
+                                     f"{self.compute_capability}); this is {here[0]} (sm {here[1]}): rebuild it")
+
+
+def device_identity(device: int) -> tuple[str, list[int]]:
+    info = cuda.device_info(device)
+    return info.name, list(info.compute_capability)
