@@ -45,6 +45,13 @@ from .backend.engine import KnobInfo as knob
 from .backend.kernel_cache import create_kernel_cache
 from .graph import ExecutionInputError, GraphError, GraphStateError, SerializationError, plan_cache, pygraph
 from .graph import Tensor as tensor
+from .helpers import graph_cache, jit
+from .helpers import make_callable as _make_callable
+from .wrapper import Graph
+
+# `cudnn.graph` is the builder subpackage and the documented context manager at once: the
+# module object is made callable (helpers.py says why), so `import cudnn.graph.tensor` still works.
+_make_callable(graph)  # noqa: F821 - bound by the `from .graph import` above
 
 
 def backend_version() -> int:
@@ -83,6 +90,7 @@ __all__ = [
     "GraphStateError",
     "SerializationError",
     "FeatureUnavailableError",
+    "Graph",
     "Handle",
     "LibraryNotFoundError",
     "__version__",
@@ -98,7 +106,10 @@ __all__ = [
     "destroy_handle",
     "get_last_error_string",
     "get_stream",
+    "graph",
+    "graph_cache",
     "heur_mode",
+    "jit",
     "knob",
     "knob_type",
     "layout_type",
