@@ -41,13 +41,16 @@ def conv_graph(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, pad: in
     return g, feeds, Y
 
 
-def host_us_per_call(fn: Callable[[], None], calls: int = 2000, repeats: int = 7) -> float:
-    """Median host microseconds per call with the stream kept busy by a sleep kernel."""
+def host_us_per_call(fn: Callable[[], None], calls: int = 200, repeats: int = 21) -> float:
+    """Median host microseconds per call with the stream kept busy by a sleep kernel.
+
+    ``calls`` stays well under the GPU's launch queue depth (about 1000): past it each
+    launch waits for a free slot and the loop would time the GPU, not the host."""
     fn()
     torch.cuda.synchronize()
     samples = []
     for _ in range(repeats):
-        torch.cuda._sleep(int(2e8))  # ~100 ms of GPU work queued ahead of the calls
+        torch.cuda._sleep(int(5e7))  # ~25 ms of GPU work queued ahead of the calls
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()

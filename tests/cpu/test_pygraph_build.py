@@ -283,3 +283,11 @@ def test_tensor_like_from_tensor_and_shape_description() -> None:
     assert t.get_dim() == [5, 6] and t.get_stride() == [6, 1] and t.get_data_type() == FLOAT
     with pytest.raises(cudnn.GraphError, match="tensor_like: expected"):
         g.tensor_like(object())
+
+
+def test_backend_layout_gives_low_rank_tensors_leading_unit_dims() -> None:
+    from cudnn.graph.lower import backend_layout
+
+    assert backend_layout([8, 256], [256, 1]) == ([1, 8, 256], [2048, 256, 1])
+    assert backend_layout([5], [1]) == ([1, 1, 5], [5, 5, 1])
+    assert backend_layout([2, 3, 4], [12, 4, 1]) == ([2, 3, 4], [12, 4, 1])

@@ -193,7 +193,8 @@ class Descriptor:
             attr_type = _infer_type(items, self._context("setting", attr))
         attr_type = _coerce_enum(AttrType, attr_type)  # type: ignore[assignment]
         array = _to_array(items, attr_type, self._context("setting", attr))
-        status = capi.graph.cudnnBackendSetAttribute(ptr, int(attr), int(attr_type), len(items), array)
+        count = len(array) if attr_type == AttrType.CUDNN_TYPE_CHAR else len(items)  # CHAR: bytes, NUL included
+        status = capi.graph.cudnnBackendSetAttribute(ptr, int(attr), int(attr_type), count, array)
         if status:
             raise_status(status, self._context("setting", attr))
         if attr_type == AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR:

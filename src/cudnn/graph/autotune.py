@@ -60,8 +60,7 @@ def autotune(g: pygraph, variant_pack: Mapping[Any, Any], workspace: Any = None,
     g.build_plans(build_plan_policy.ALL)
     plans = g._require_plans()
     cands = plans.candidates
-    built = [(i, c) for i, c in enumerate(cands) if c.plan is not None]
-    need = max((c.workspace or 0) for _, c in built)
+    need = max([c.workspace or 0 for c in cands if c.plan is not None] + [0])
     own_ws = None
     if workspace is None and need:
         own_ws = cuda.DeviceBuffer(need)
@@ -71,11 +70,11 @@ def autotune(g: pygraph, variant_pack: Mapping[Any, Any], workspace: Any = None,
     results: list[TuneResult] = []
     began = time.perf_counter()
     show = progress
-    for n, (i, c) in enumerate(cands):
+    for i, c in enumerate(cands):
         if show is None and time.perf_counter() - began > 1.0:
             show = True
         if show:
-            print(f"\rautotuning {g._label()}: plan {n + 1}/{len(cands)} {c.name[:40]:40s}", end="",
+            print(f"\rautotuning {g._label()}: plan {i + 1}/{len(cands)} {c.name[:40]:40s}", end="",
                   file=sys.stderr, flush=True)
         if c.plan is None:
             results.append(TuneResult(i, c.name, None, 0, c.error.status_name if c.error else "not built"))

@@ -13,7 +13,13 @@ from typing import Any
 
 from .._lib import loader
 from .._lib.enums import behavior_note, build_plan_policy, heur_mode, knob_type, numerical_note, tensor_reordering
-from .._lib.errors import CudnnError, version_string
+from .._lib.errors import (
+    CudnnError,
+    CudnnNotSupportedError,
+    FeatureUnavailableError,
+    cudnnGraphNotSupportedError,
+    version_string,
+)
 from .._lib.host import HostScalar
 from .._version import __version__
 from ..backend import engine as eng
@@ -196,7 +202,14 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
         lowering = Lowering(self._handle_ptr(), loader.report().version)
         ops: list[Descriptor] = []
         for node in self.nodes:
-            ops += node.lower(lowering)
+            try:
+                ops += node.lower(lowering)
+            except CudnnNotSupportedError as exc:
+                if isinstance(exc, (cudnnGraphNotSupportedError, FeatureUnavailableError)):
+                    raise
+                raise cudnnGraphNotSupportedError(exc.status, f"{self._label()}: {node.label()}: {exc.context}",
+                                                  exc.message or f"cuDNN {version_string(lowering.version)} "
+                                                  "does not support this operation") from exc
         dynamic = self.kernel_cache is not None
         self._op_graph = eng.operation_graph(self._handle_ptr(), ops, self.name or "graph", dynamic_shape=dynamic)
         self._bindings = self._make_bindings()
@@ -636,15 +649,13 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
 
 
 def _cuda_graph_pointer(cuda_graph: Any) -> int:
-    """cudaGraph_t from an int, a cuda-bindings graph, or a torch.cuda.CUDAGraph."""
-    if isinstance(cuda_graph, int) and not isinstance(cuda_graph, bool):
-        return cuda_graph
+    """cudaGraph_t from an int, a cuda-bindings graph (int() gives the handle), or a
+    torch.cuda.CUDAGraph (raw_cuda_graph())."""
+    if isinstance(cuda_graph, bool):
+        raise TypeError("expected a cudaGraph_t, got a bool")
     raw = getattr(cuda_graph, "raw_cuda_graph", None)
     if callable(raw):
         return int(raw())
-    getptr = getattr(cuda_graph, "getPtr", None)
-    if callable(getptr):
-        return int(getptr())
     try:
         return int(cuda_graph)
     except (TypeError, ValueError):

@@ -21,6 +21,22 @@ _SINCE_TYPE = enums.SINCE.get("cudnnBackendDescriptorType_t", {})
 _SINCE_ATTR = enums.SINCE.get("cudnnBackendAttributeName_t", {})
 
 
+MIN_RANK = 3
+
+
+def backend_layout(dims: list[int], strides: list[int]) -> tuple[list[int], list[int]]:
+    """Dims and strides as the backend gets them: rank < 3 gains leading unit dims.
+
+    cuDNN's engines take tensors of rank >= 3; a 2-D pointwise graph finalizes but the
+    runtime-fusion kernel then covers only the first row (seen on 9.19). A leading dim of
+    size 1 changes no element's address, so the user's view stays 2-D."""
+    if len(dims) >= MIN_RANK:
+        return dims, strides
+    extent = max([d * s for d, s in zip(dims, strides)] + [1])
+    pad = MIN_RANK - len(dims)
+    return [1] * pad + list(dims), [extent] * pad + list(strides)
+
+
 class Lowering:
     """State of one build: the handle, the backend version, the tensor descriptors made."""
 
@@ -51,10 +67,11 @@ class Lowering:
             return desc
         if t.get_data_type() == NOT_SET:
             raise ValueError(f"tensor {t.label()} reached lowering without a data type")
+        dims, strides = backend_layout(t.get_dim(), t.get_stride())
         desc = Descriptor(D.CUDNN_BACKEND_TENSOR_DESCRIPTOR, t.get_name())
         desc.set(A.CUDNN_ATTR_TENSOR_UNIQUE_ID, t.get_uid())
-        desc.set(A.CUDNN_ATTR_TENSOR_DIMENSIONS, t.get_dim())
-        desc.set(A.CUDNN_ATTR_TENSOR_STRIDES, t.get_stride())
+        desc.set(A.CUDNN_ATTR_TENSOR_DIMENSIONS, dims)
+        desc.set(A.CUDNN_ATTR_TENSOR_STRIDES, strides)
         desc.set(A.CUDNN_ATTR_TENSOR_DATA_TYPE, t.get_data_type())
         desc.set(A.CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, t.get_alignment())
         desc.set(A.CUDNN_ATTR_TENSOR_IS_VIRTUAL, t.get_is_virtual())

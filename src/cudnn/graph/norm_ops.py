@@ -1,7 +1,250 @@
-"""The normalization op methods of ``pygraph`` (batch, layer, RMS, instance, adaptive layer norm)."""
+"""The normalization op methods of ``pygraph``: batch, layer, RMS, instance and adaptive
+layer norm, forward and backward, with the documented signatures and return orders.
+
+Forward methods return a list with the statistics the phase produces and ``None`` where it
+produces none (``layernorm(INFERENCE, ...)`` -> ``[Y, None, None]``); backward methods return
+``[DX, DSCALE, DBIAS]``. ``epsilon`` and ``momentum`` take a Python float (carried by the
+graph as a by-value constant) or a scalar tensor. Keyword-only extras beyond the documented
+API: ``zero_centered_gamma`` (SCALE is gamma - 1: the graph adds 1 in a fused pointwise op, as
+cuDNN's zero-centered-gamma samples do), ``batchnorm_inference(lowering=)``,
+``instancenorm_backward(epsilon=)``, and ``bn_finalize``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._lib.enums import data_type
+from .errors import GraphError
+from .nodes.norm import FORWARD, BatchNormInference, NormForward, NormNode, forward_phase
+from .nodes.norm_backward import BACKWARD, BNFinalize, NormBackward
+from .tensor import NOT_SET, Tensor
+
+if TYPE_CHECKING:
+    from .node import Node
+
+Maybe = Tensor | None
+
 
 class NormOpsMixin:
-    """Normalization op methods; ``pygraph`` provides ``_add``, ``_input`` and ``_name``."""
+    """Normalization op methods; ``pygraph`` provides ``nodes``, ``_add``, ``_input``, ``_name``
+    and the pointwise ``add``."""
+
+    nodes: list[Node]
+
+    if TYPE_CHECKING:
+        def _add(self, node: Node, ports: Sequence[str]) -> list[Tensor]: ...
+        def _input(self, value: Any, op: str, param: str) -> Tensor: ...
+        def _name(self, name: str) -> str: ...
+        def add(self, a: Any, b: Any, compute_data_type: Any = NOT_SET, name: str = "") -> Tensor: ...
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def _norm(self, node: NormNode, returns: Sequence[str]) -> list[Maybe]:
+        node.graph_nodes = self.nodes  # lowering asks whether other nodes share its tensors
+        self._add(node, node.output_ports())
+        return [node.outputs.get(port) for port in returns]
+
+    def _gamma(self, scale: Tensor, zero_centered: bool, name: str) -> Tensor:
+        """SCALE as given, or gamma + 1 for a zero-centered gamma (a fused pointwise ADD)."""
+        if not zero_centered:
+            return scale
+        return self.add(scale, 1.0, compute_data_type=data_type.FLOAT, name=f"{name}.gamma_plus_one")
+
+    def _maybe(self, value: Any, op: str, param: str) -> Maybe:
+        return None if value is None else self._input(value, op, param)
+
+    def _peers(self, peer_stats: Sequence[Any] | None, op: str) -> dict[str, Maybe]:
+        if peer_stats is None or isinstance(peer_stats, (Tensor, str, bytes)):
+            if peer_stats is None:
+                return {}
+            raise GraphError(f"{op}: peer_stats must be a list of tensors, got {type(peer_stats).__name__}")
+        return {f"PEER_STATS_{i}": self._input(t, op, f"peer_stats[{i}]") for i, t in enumerate(peer_stats)}
+
+    def _forward(self, op: str, phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,  # noqa: A002
+                 compute_data_type: Any, name: str, zero_centered: bool, returns: Sequence[str],
+                 bias_optional: bool = False) -> list[Maybe]:
+        phase = forward_phase(phase, op)
+        name = self._name(name)
+        x = self._input(input, op, "input")
+        gamma = self._gamma(self._input(scale, op, "scale"), zero_centered, name)
+        b = self._maybe(bias, op, "bias") if bias_optional else self._input(bias, op, "bias")
+        eps = self._input(epsilon, op, "epsilon")
+        node = NormForward(name, FORWARD[op], phase, {"X": x, "SCALE": gamma, "BIAS": b, "EPSILON": eps},
+                           compute_data_type)
+        return self._norm(node, returns)
+
+    def _backward(self, op: str, grad: Any, input: Any, scale: Any, stats: dict[str, Any],  # noqa: A002
+                  compute_data_type: Any, name: str, zero_centered: bool = False,
+                  extra: dict[str, Maybe] | None = None, has_dbias: bool = True) -> list[Maybe]:
+        name = self._name(name)
+        inputs: dict[str, Maybe] = {"DY": self._input(grad, op, "grad"), "X": self._input(input, op, "input")}
+        inputs["SCALE"] = self._gamma(self._input(scale, op, "scale"), zero_centered, name)
+        for port, (param, value) in stats.items():
+            inputs[port] = self._maybe(value, op, param)
+        inputs.update(extra or {})
+        node = NormBackward(name, BACKWARD[op], inputs, compute_data_type, has_dbias)
+        return self._norm(node, ["DX", "DSCALE", "DBIAS"])
+
+    def _running_stats(self, label: str, mean: Any, var: Any, momentum: Any, names: tuple[str, str]) -> None:
+        """Running statistics come as a pair, and with a momentum; refuse half of it."""
+        if (mean is None) != (var is None):
+            missing, given = (names[0], names[1]) if mean is None else (names[1], names[0])
+            raise GraphError(f"{label}: {missing} is None but {given} is given: updating the running "
+                             f"statistics needs both {names[0]} and {names[1]}")
+        if mean is not None and momentum is None:
+            raise GraphError(f"{label}: momentum is None but {names[0]} and {names[1]} are given: the running "
+                             "statistics update needs a momentum (e.g. 0.1)")
+        if mean is None and momentum is not None:
+            raise GraphError(f"{label}: momentum is given but {names[0]} and {names[1]} are None: give both "
+                             "running-statistics tensors to update them, or momentum=None to skip the update")
+
+    # -- layer, RMS, instance and adaptive layer norm -------------------------------------------
+
+    def layernorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,  # noqa: A002
+                  compute_data_type: Any = NOT_SET, name: str = "", *,
+                  zero_centered_gamma: bool = False) -> list[Maybe]:
+        """Layer norm over the axes where SCALE is not 1; returns [Y, MEAN, INV_VARIANCE]
+        (TRAINING) or [Y, None, None] (INFERENCE). INV_VARIANCE = 1 / sqrt(var + epsilon)."""
+        return self._forward("layernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
+                             name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"])
+
+    def rmsnorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,  # noqa: A002
+                epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
+                zero_centered_gamma: bool = False) -> list[Maybe]:
+        """RMS norm (bias optional; epsilon required); returns [Y, INV_VARIANCE] (TRAINING) or
+        [Y, None] (INFERENCE). INV_VARIANCE = 1 / sqrt(mean(x^2) + epsilon)."""
+        return self._forward("rmsnorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
+                             name, zero_centered_gamma, ["Y", "INV_VARIANCE"], bias_optional=True)
+
+    def instancenorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any,  # noqa: A002
+                     epsilon: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
+        """Instance norm of [N, C, spatial...] over the spatial axes, SCALE/BIAS [1, C, 1...];
+        returns [Y, MEAN, INV_VARIANCE] (statistics [N, C, 1...]) or [Y, None, None]."""
+        return self._forward("instancenorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
+                             name, False, ["Y", "MEAN", "INV_VARIANCE"])
+
+    def adalayernorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,  # noqa: A002
+                     epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
+                     zero_centered_gamma: bool = False) -> list[Maybe]:
+        """Adaptive layer norm: SCALE/BIAS may differ per sample ([N, 1, D] for X [N, S, D]);
+        returns [Y, MEAN, INV_VARIANCE] or [Y, None, None]. Needs cuDNN >= 9.9 to build."""
+        return self._forward("adalayernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
+                             name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"], bias_optional=True)
+
+    def layernorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,  # noqa: A002
+                           compute_data_type: Any = NOT_SET, name: str = "", *,
+                           zero_centered_gamma: bool = False) -> list[Maybe]:
+        """Layer norm gradients from DY (grad) and the saved statistics; returns [DX, DSCALE, DBIAS]."""
+        return self._backward("layernorm_backward", grad, input, scale,
+                              {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
+                              compute_data_type, name, zero_centered_gamma)
+
+    def rmsnorm_backward(self, grad: Any, input: Any, scale: Any, inv_variance: Any,  # noqa: A002
+                         has_dbias: bool, compute_data_type: Any = NOT_SET, name: str = "", *,
+                         zero_centered_gamma: bool = False) -> list[Maybe]:
+        """RMS norm gradients; returns [DX, DSCALE, DBIAS], DBIAS None unless has_dbias."""
+        if not isinstance(has_dbias, bool):
+            raise GraphError(f"rmsnorm_backward: has_dbias must be True or False, got {has_dbias!r}")
+        out = self._backward("rmsnorm_backward", grad, input, scale, {"INV_VARIANCE": ("inv_variance", inv_variance)},
+                             compute_data_type, name, zero_centered_gamma, has_dbias=has_dbias)
+        node_name = self.nodes[-1].name
+        for t, suffix in zip(out[1:], ("Dscale", "Dbias")):  # the documented tensor names
+            if t is not None:
+                t.set_name(f"{node_name}::{suffix}")
+        return out
+
+    def instancenorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any = None,  # noqa: A002
+                              inv_variance: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
+                              epsilon: Any = None) -> list[Maybe]:
+        """Instance norm gradients; returns [DX, DSCALE, DBIAS]. Without the saved mean and
+        inv_variance, give ``epsilon=`` so cuDNN can recompute them."""
+        label = f"instancenorm_backward {name!r}"
+        if (mean is None) != (inv_variance is None):
+            raise GraphError(f"{label}: give both mean and inv_variance (the TRAINING forward's statistics) "
+                             "or neither")
+        if mean is None and epsilon is None:
+            raise GraphError(f"{label}: without mean and inv_variance cuDNN recomputes the statistics and needs "
+                             "epsilon=; pass the forward's MEAN and INV_VARIANCE, or epsilon")
+        eps = {"EPSILON": self._maybe(epsilon, "instancenorm_backward", "epsilon")}
+        return self._backward("instancenorm_backward", grad, input, scale,
+                              {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
+                              compute_data_type, name, extra=eps)
+
+    def adalayernorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any,  # noqa: A002
+                              inv_variance: Any, compute_data_type: Any = NOT_SET, name: str = "", *,
+                              zero_centered_gamma: bool = False) -> list[Maybe]:
+        """Adaptive layer norm gradients; returns [DX, DSCALE, DBIAS] (DSCALE/DBIAS per sample)."""
+        return self._backward("adalayernorm_backward", grad, input, scale,
+                              {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
+                              compute_data_type, name, zero_centered_gamma)
+
+    # -- batch norm ---------------------------------------------------------------------------
+
+    def batchnorm(self, input: Any, scale: Any, bias: Any, in_running_mean: Any, in_running_var: Any,  # noqa: A002
+                  epsilon: Any, momentum: Any, peer_stats: Sequence[Any] | None = None,
+                  compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
+        """Training batch norm over N and the spatial axes; returns [Y, MEAN, INV_VARIANCE,
+        NEXT_RUNNING_MEAN, NEXT_RUNNING_VAR]. The running statistics are optional (None, None
+        with momentum None: the last two outputs are None); next = (1 - momentum) * prev +
+        momentum * batch statistic."""
+        op = "batchnorm"
+        name = self._name(name)
+        self._running_stats(f"{op} {name!r}", in_running_mean, in_running_var, momentum,
+                            ("in_running_mean", "in_running_var"))
+        inputs: dict[str, Maybe] = {
+            "X": self._input(input, op, "input"), "SCALE": self._input(scale, op, "scale"),
+            "BIAS": self._input(bias, op, "bias"),
+            "PREV_RUNNING_MEAN": self._maybe(in_running_mean, op, "in_running_mean"),
+            "PREV_RUNNING_VAR": self._maybe(in_running_var, op, "in_running_var"),
+            "EPSILON": self._input(epsilon, op, "epsilon"), "MOMENTUM": self._maybe(momentum, op, "momentum"),
+            **self._peers(peer_stats, op)}
+        node = NormForward(name, FORWARD[op], forward_phase("TRAINING", op), inputs, compute_data_type)
+        return self._norm(node, ["Y", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN", "NEXT_RUNNING_VAR"])
+
+    def batchnorm_inference(self, input: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any,  # noqa: A002
+                            compute_data_type: Any = NOT_SET, name: str = "", *, lowering: str = "auto") -> Tensor:
+        """Y = (X - mean) * inv_variance * scale + bias with per-channel [1, C, 1...] tensors."""
+        op = "batchnorm_inference"
+        inputs: dict[str, Maybe] = {
+            "X": self._input(input, op, "input"), "MEAN": self._input(mean, op, "mean"),
+            "INV_VARIANCE": self._input(inv_variance, op, "inv_variance"),
+            "SCALE": self._input(scale, op, "scale"), "BIAS": self._input(bias, op, "bias")}
+        node = BatchNormInference(self._name(name), inputs, compute_data_type, lowering)
+        y = self._norm(node, ["Y"])[0]
+        assert y is not None
+        return y
+
+    def batchnorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,  # noqa: A002
+                           peer_stats: Sequence[Any] | None = None, compute_data_type: Any = NOT_SET,
+                           name: str = "") -> list[Maybe]:
+        """Batch norm gradients from the saved statistics; returns [DX, DSCALE, DBIAS]."""
+        op = "batchnorm_backward"
+        return self._backward(op, grad, input, scale,
+                              {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
+                              compute_data_type, name, extra=self._peers(peer_stats, op))
+
+    def bn_finalize(self, sum: Any, sq_sum: Any, scale: Any, bias: Any, epsilon: Any,  # noqa: A002
+                    accum_count: Any, prev_running_mean: Any = None, prev_running_var: Any = None,
+                    momentum: Any = None, compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
+        """Batch-norm statistics from genstats' per-channel SUM and SQ_SUM over ``accum_count``
+        elements (an int: N*H*W); returns [EQ_SCALE, EQ_BIAS, MEAN, INV_VARIANCE,
+        NEXT_RUNNING_MEAN, NEXT_RUNNING_VAR] (the last two None without running statistics).
+        Not in the documented Python API (the C++ frontend's bn_finalize)."""
+        op = "bn_finalize"
+        name = self._name(name)
+        self._running_stats(f"{op} {name!r}", prev_running_mean, prev_running_var, momentum,
+                            ("prev_running_mean", "prev_running_var"))
+        if isinstance(accum_count, float):
+            raise GraphError(f"{op} {name!r}: accum_count must be an int (elements per channel), got {accum_count}")
+        inputs: dict[str, Maybe] = {
+            "SUM": self._input(sum, op, "sum"), "SQ_SUM": self._input(sq_sum, op, "sq_sum"),
+            "SCALE": self._input(scale, op, "scale"), "BIAS": self._input(bias, op, "bias"),
+            "EPSILON": self._input(epsilon, op, "epsilon"), "ACCUM_COUNT": self._input(accum_count, op, "accum_count"),
+            "PREV_RUNNING_MEAN": self._maybe(prev_running_mean, op, "prev_running_mean"),
+            "PREV_RUNNING_VAR": self._maybe(prev_running_var, op, "prev_running_var"),
+            "MOMENTUM": self._maybe(momentum, op, "momentum")}
+        node = BNFinalize(name, inputs, compute_data_type)
+        return self._norm(node, ["EQ_SCALE", "EQ_BIAS", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN",
+                                 "NEXT_RUNNING_VAR"])
