@@ -4,7 +4,10 @@ Everything that can be known before the first call is in an ``IoPlan`` (uids in 
 what each output looks like). Per input type a ``Frame`` is made once: how to read the
 device, which framework allocates the outputs, which stream is current. A call is then a
 dict of uid -> buffer, one ``empty`` per output, a stream check, and ``pygraph.execute``,
-whose Runner checks each input buffer the first time it sees the object.
+whose Runner checks each buffer object the first time it sees it and keeps the backend variant
+pack for that set of objects. A fresh output tensor per call would defeat that cache, so the
+Runner is given, for each output, a small stable stand-in per address (``OutputAt``): the
+allocator hands the same addresses out again, and the cache hits.
 
 Outputs are allocated by the inputs' framework, except that while PyTorch is loaded
 outputs are torch tensors (as the official wrapper always returns; seed 000 compares a
@@ -51,6 +54,33 @@ class IoPlan:
     in_names: tuple[str, ...]
     outs: tuple[OutSpec, ...]
     device_inputs: tuple[int, ...]  # positions of inputs in device memory (not by-value)
+
+
+class OutputAt:
+    """Output ``spec``'s buffer at one address, as the Runner reads it (``__cuda_array_interface__``).
+
+    One per (output, address), kept by the Executor: the Runner caches variant packs by object
+    identity, and this object is the same whenever the allocator reuses the address. It holds
+    no reference to the tensor, so the memory is freed with the tensor the caller got.
+    """
+
+    __slots__ = ("__cuda_array_interface__", "dtype", "__weakref__")
+
+    def __init__(self, spec: OutSpec, ptr: int) -> None:
+        size = interop.itemsize(spec.dtype)
+        self.dtype = _DtypeName(interop.dtype_name(spec.dtype), size)  # read before the typestr
+        self.__cuda_array_interface__ = {"shape": spec.dims, "typestr": f"|V{size}", "version": 3,
+                                         "strides": tuple(s * size for s in spec.strides), "data": (ptr, False)}
+
+
+class _DtypeName:
+    __slots__ = ("name", "itemsize")
+
+    def __init__(self, name: str, itemsize: int) -> None:
+        self.name, self.itemsize = name, itemsize
+
+
+_VIEWS_KEPT = 64  # stand-ins kept per graph (the oldest is dropped beyond)
 
 
 class _NotOnGpu(Exception):
@@ -211,7 +241,8 @@ class Executor:
         self.policy = policy
         self.allocate_workspace = allocate_workspace
         self._frames: dict[type, Frame] = {}
-        self._workspaces: dict[Any, tuple[int, int, Any]] = {}  # stream -> (size, pointer, buffer)
+        self._views: dict[tuple[int, int], Any] = {}  # (uid, address) -> OutputAt (or the int address)
+        self._workspaces: dict[Any, tuple[int, Any]] = {}  # stream -> (size, buffer or None)
         self._workspace_size: int | None = None
         self._execute = graph.execute
 
@@ -234,11 +265,13 @@ class Executor:
         except _NotOnGpu as exc:
             raise ExecutionInputError(f"{plan.in_names[position]}: {exc}") from None
         pack = dict(zip(plan.in_uids, args))
-        empty, ptr = frame.empty, frame.ptr
+        empty, ptr, views = frame.empty, frame.ptr, self._views
         outs = []
         for spec in plan.outs:
             y = empty(spec, device)
-            pack[spec.uid] = ptr(y)
+            address = ptr(y)
+            view = views.get((spec.uid, address))
+            pack[spec.uid] = view if view is not None else self._view(spec, address)
             outs.append(y)
         self.run(pack, frame, index, device, handle, workspace, stream)
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -263,22 +296,29 @@ class Executor:
             workspace = held[1] if held is not None else self._new_workspace(s, frame, device)
         self._execute(pack, workspace, handle)
 
-    def _new_workspace(self, stream: Any, frame: Frame, device: Any) -> int:
-        """A workspace per stream (calls on two streams must not share one), made once, grown
-        if a larger one is ever needed; 0 (no pointer) when the plan needs none."""
+    def _view(self, spec: OutSpec, address: int) -> Any:
+        try:
+            view: Any = OutputAt(spec, address)
+        except ValueError:  # no framework dtype (packed sub-byte types): the raw address
+            view = address
+        views = self._views
+        if len(views) >= _VIEWS_KEPT:
+            del views[next(iter(views))]
+        views[(spec.uid, address)] = view
+        return view
+
+    def _new_workspace(self, stream: Any, frame: Frame, device: Any) -> Any:
+        """A workspace per stream (calls on two streams must not share one), made once in the
+        outputs' framework, grown if a larger one is ever needed; None when the plan needs none."""
         if self._workspace_size is None:
             self._workspace_size = int(self.graph.get_workspace_size())
         size = self._workspace_size
-        if size == 0:
-            self._workspaces[stream] = (0, 0, None)
-            return 0
         held = self._workspaces.get(stream)
         if held is not None and held[0] >= size:
             return held[1]
-        buffer = frame.empty(OutSpec(0, "workspace", (size,), (1,), data_type.UINT8), device)
-        pointer = frame.ptr(buffer)
-        self._workspaces[stream] = (size, pointer, buffer)
-        return pointer
+        buffer = frame.empty(OutSpec(0, "workspace", (size,), (1,), data_type.UINT8), device) if size else None
+        self._workspaces[stream] = (size, buffer)
+        return buffer
 
     # -- dict calls -------------------------------------------------------------------------
 
@@ -308,7 +348,8 @@ class Executor:
             if spec.uid not in pack:
                 y = frame.empty(spec, device)
                 buffers[spec.name] = y
-                pack[spec.uid] = frame.ptr(y)
+                address = frame.ptr(y)
+                pack[spec.uid] = self._views.get((spec.uid, address)) or self._view(spec, address)
         self.run(pack, frame, index, device, handle, workspace, stream)
         return buffers
 

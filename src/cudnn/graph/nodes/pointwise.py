@@ -18,7 +18,7 @@ from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, pointwise_mode
 from ...backend.descriptor import Descriptor
 from ..errors import GraphError
-from ..lower import Lowering
+from ..lower import Lowering, backend_layout
 from ..node import Context, Node, broadcast, packed_in_order, row_major, stride_order
 from ..tensor import NOT_SET, Tensor
 
@@ -160,6 +160,9 @@ class Pointwise(Node):
         pw.set(A.CUDNN_ATTR_POINTWISE_MATH_PREC, self.compute_data_type)
         for param, value in self.attrs.items():
             _, attr, attr_type = _ATTRS[param]
+            if param == "axis":  # counted in the backend's dims, which may have gained leading ones
+                value += len(backend_layout(self.outputs["OUT_0"].get_dim(), self.outputs["OUT_0"].get_stride())[0]) \
+                    - len(self.outputs["OUT_0"].get_dim())
             pw.set(attr, value, attr_type)
         pw.finalize()
         op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, self.name)
