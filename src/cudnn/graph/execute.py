@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._lib import capi, cuda
-from .._lib.errors import raise_status
+from .._lib.errors import DescriptorClosedError, raise_status
 from .._lib.host import HostScalar
 from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor
+from ..backend.handle import as_handle_ptr
 from .errors import ExecutionInputError
 from .tensor import Tensor
 
@@ -41,10 +42,11 @@ class Binding:
 
 
 class _Entry:
-    __slots__ = ("pack", "keep", "__weakref__")
+    __slots__ = ("pack", "pack_ptr", "keep", "__weakref__")
 
     def __init__(self, pack: Descriptor, keep: list[Any]) -> None:
         self.pack = pack
+        self.pack_ptr = pack.ptr
         self.keep = keep  # host scalars and weakrefs that must live as long as the pack
 
 
@@ -52,13 +54,13 @@ class Runner:
     """Runs one execution plan; made at build time, used by every execute()."""
 
     def __init__(self, label: str, plan: Descriptor, workspace_size: int, bindings: list[Binding],
-                 default_handle: Callable[[], int], device: int | None) -> None:
+                 default_handle: Any, device: int | None) -> None:
         self.label = label
         self.plan = plan
         self.plan_ptr = plan.ptr
         self.workspace_size = workspace_size
         self.device = device
-        self.default_handle = default_handle
+        self.default_handle = default_handle  # a Handle, or an int cudnnHandle_t
         self.by_uid = {b.uid: b for b in bindings}
         self.by_tensor = {id(b.tensor): b for b in bindings}
         self.required = [b for b in bindings if b.constant is None]
@@ -68,24 +70,28 @@ class Runner:
     # -- the hot path -----------------------------------------------------------------------
 
     def run(self, variant_pack: Mapping[Any, Any], workspace: Any, handle: Any) -> None:
-        values = list(variant_pack.values())
-        values.append(workspace)
-        entry = self._cache.get(tuple(map(id, values)))
+        entry = self._cache.get((*map(id, variant_pack.values()), id(workspace)))
         if entry is None:
-            entry = self._lookup_or_prepare(variant_pack, workspace, values)
+            entry = self._lookup_or_prepare(variant_pack, workspace)
         if handle is None:
-            h = self.default_handle()
-        elif type(handle) is int:
-            h = handle
-        else:
-            h = handle.ptr
-        status = self._execute(h, self.plan_ptr, entry.pack._ptr)
+            handle = self.default_handle
+        try:
+            h = handle if type(handle) is int else handle._ptr
+        except AttributeError:
+            h = as_handle_ptr(handle)  # a clear TypeError for anything else
+        status = self._execute(h, self.plan_ptr, entry.pack_ptr)
         if status:
-            raise_status(status, f"{self.label}: executing the plan")
+            self._failed(status, handle)
+
+    def _failed(self, status: int, handle: Any) -> None:
+        if getattr(handle, "closed", False):
+            raise handle_closed_error()
+        raise_status(status, f"{self.label}: executing the plan")
 
     # -- the first call with a set of buffers ------------------------------------------------
 
-    def _lookup_or_prepare(self, variant_pack: Mapping[Any, Any], workspace: Any, values: list[Any]) -> _Entry:
+    def _lookup_or_prepare(self, variant_pack: Mapping[Any, Any], workspace: Any) -> _Entry:
+        values = [*variant_pack.values(), workspace]
         stable = _stable_key(values)
         if stable is not None:
             entry = self._cache.get(stable)
@@ -258,6 +264,10 @@ class Runner:
         if need and info.device_type not in ("cuda", "cuda_managed"):
             raise ExecutionInputError(f"{self.label}: the workspace must be GPU memory, got {info.device_type}")
         return info.ptr
+
+
+def handle_closed_error() -> DescriptorClosedError:
+    return DescriptorClosedError("this cuDNN handle was destroyed (destroy_handle / close)")
 
 
 def _stable_key(values: list[Any]) -> tuple[Any, ...] | None:

@@ -69,6 +69,7 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
         self._op_graph: Descriptor | None = None
         self._plans: PlanSet | None = None
         self._runners: dict[int, Runner] = {}
+        self._active: Runner | None = None
         self._bindings: list[Binding] = []
         self._handle_obj: Handle | None = None
 
@@ -215,6 +216,7 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
         self._bindings = self._make_bindings()
         self._plans = None
         self._runners = {}
+        self._active = None
 
     def _assign_uids(self) -> None:
         used = {t.get_uid() for t in self._all_tensors() if t._uid_assigned}
@@ -400,6 +402,7 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
         plans.selected = cand
         self._plans = plans
         self._runners = {}
+        self._active = None
 
     # -- serialization, autotuning, CUDA graphs -------------------------------------------------
 
@@ -569,18 +572,24 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
             plan = cand.build(self._handle_ptr(), self._label())
             h = self.handle if self.handle is not None else self._handle_obj
             device = h.device if isinstance(h, Handle) else None
-            ptr = self._handle_ptr
-            runner = Runner(self._label(), plan, int(cand.workspace or 0), self._bindings, ptr, device)
+            runner = Runner(self._label(), plan, int(cand.workspace or 0), self._bindings, h, device)
+            runner.candidate = cand  # type: ignore[attr-defined]
             self._runners[id(cand)] = runner
         return runner
 
     def execute(self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None) -> None:
         """Run the selected plan: ``variant_pack`` maps tensors (or uids) to buffers."""
+        active = self._active
+        if active is None or active.candidate is not self._plans.selected:  # type: ignore[union-attr]
+            active = self._activate()
+        active.run(variant_pack, workspace, handle)
+
+    def _activate(self) -> Runner:
         plans = self._plans
         if plans is None or plans.selected is None:
             raise GraphStateError(f"{self._label()}: execute() before build(); build the graph first")
-        runner = self._runners.get(id(plans.selected)) or self._runner(plans.selected)
-        runner.run(variant_pack, workspace, handle)
+        self._active: Runner | None = self._runner(plans.selected)
+        return self._active
 
     def execute_plan_at_index(self, variant_pack: Mapping[Any, Any], workspace: Any, index: int,
                               handle: Any = None) -> None:
