@@ -1,0 +1,122 @@
+"""Build time and autotuning: cold, warm in-process, from the disk cache in a new process;
+autotuned vs heuristic GPU time.
+
+    PYTHONPATH=src python benchmarks/bench_build.py
+
+Build = validate -> plans ready to execute (``pygraph.build``). "cold" runs with the plan
+cache off (heuristics and plan finalization every time; cuDNN may still reuse kernels it
+compiled earlier in the process), "warm" is the same graph built again in this process,
+"disk" is a fresh process reading the cache directory this one wrote. Prints medians;
+never asserts on time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import cudnn
+
+HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+
+
+def conv_bias_relu(n: int, c: int, h: int, k: int, r: int):  # type: ignore[no-untyped-def]
+    x = torch.randn(n, c, h, h, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = torch.randn(k, c, r, r, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    b = torch.randn(1, k, 1, 1, device="cuda", dtype=torch.float16)
+    g = cudnn.pygraph(io_data_type=HALF, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
+    X, W, B = g.tensor_like(x), g.tensor_like(w), g.tensor_like(b)
+    Y = g.relu(g.bias(g.conv_fprop(X, W, padding=[r // 2, r // 2]), B)).set_output(True)
+    y = torch.empty(n, k, h, h, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    return g, {X: x, W: w, B: b, Y: y}
+
+
+def matmul_bias(b: int, m: int, k: int, n: int):  # type: ignore[no-untyped-def]
+    a = torch.randn(b, m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(b, k, n, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(1, 1, n, device="cuda", dtype=torch.bfloat16)
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
+    A, W, BIAS = g.tensor_like(a), g.tensor_like(w), g.tensor_like(bias)
+    C = g.add(g.matmul(A, W), BIAS).set_output(True)
+    c = torch.empty(b, m, n, device="cuda", dtype=torch.bfloat16)
+    return g, {A: a, W: w, BIAS: bias, C: c}
+
+
+CASES = {
+    "conv+bias+relu N32 C64 H56 K64 3x3": lambda: conv_bias_relu(32, 64, 56, 64, 3),
+    "conv+bias+relu N32 C256 H14 K256 3x3": lambda: conv_bias_relu(32, 256, 14, 256, 3),
+    "matmul+bias bf16 8x1024x1024x1024": lambda: matmul_bias(8, 1024, 1024, 1024),
+}
+
+
+def ms(fn) -> float:  # type: ignore[no-untyped-def]
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def gpu_us(g: cudnn.pygraph, pack: dict, repeats: int = 30) -> float:  # type: ignore[type-arg]
+    ws = torch.empty(g.get_workspace_size(), device="cuda", dtype=torch.uint8)
+    for _ in range(3):
+        g.execute(pack, ws)
+    times = []
+    for _ in range(repeats):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        g.execute(pack, ws)
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3)
+    return statistics.median(times)
+
+
+def child(case: str) -> None:
+    """In a fresh process: the time of the first build of ``case`` (disk cache hit expected)."""
+    g, _ = CASES[case]()
+    t = ms(g.build)
+    print(json.dumps({"ms": t, "disk_hits": cudnn.plan_cache.disk_hits}))
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        child(sys.argv[2])
+        return
+    print(f"device: {torch.cuda.get_device_name()}  cuDNN {cudnn.backend_version_string()}")
+    cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-bench-"))
+    cudnn.plan_cache.directory = cache_dir
+    print(f"\n{'case':40s} {'cold ms':>8s} {'warm ms':>8s} {'disk ms':>8s} {'heur us':>8s} {'tuned us':>9s} {'gain':>6s}")
+    for name, make in CASES.items():
+        cudnn.plan_cache.enabled = False
+        cold = statistics.median(ms(make()[0].build) for _ in range(3))
+        cudnn.plan_cache.enabled = True
+        g, pack = make()
+        g.build()  # fills the cache (memory and disk)
+        warm = statistics.median(ms(make()[0].build) for _ in range(5))
+        env = {**os.environ, "CUDNN_PY_CACHE_DIR": str(cache_dir)}
+        out = subprocess.run([sys.executable, __file__, "--child", name], env=env, capture_output=True, text=True)
+        disk = json.loads(out.stdout.strip().splitlines()[-1])["ms"] if out.returncode == 0 else float("nan")
+        heur = gpu_us(g, pack)
+        g2, pack2 = make()
+        g2.validate()
+        g2.build_operation_graph()
+        g2.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        report = g2.autotune(pack2, repeats=10, progress=False)
+        tuned = gpu_us(g2, pack2)
+        print(f"{name:40s} {cold:8.2f} {warm:8.3f} {disk:8.2f} {heur:8.1f} {tuned:9.1f} {heur / tuned:5.2f}x"
+              f"   ({report.best.name} of {len(report)})")
+    import importlib.util
+
+    official = importlib.util.find_spec("cudnn_frontend") is not None
+    print(f"\nofficial nvidia-cudnn-frontend: {'importable (not timed here)' if official else 'not installed'}")
+
+
+if __name__ == "__main__":
+    main()
