@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._lib import loader
-from .._lib.enums import behavior_note, build_plan_policy, heur_mode, knob_type, numerical_note, tensor_reordering
+from .._lib.enums import build_plan_policy, heur_mode, tensor_reordering
 from .._lib.errors import (
     CudnnError,
     CudnnNotSupportedError,
@@ -27,21 +27,21 @@ from ..backend.descriptor import Descriptor
 from ..backend.handle import Handle, as_handle_ptr, default_handle
 from .errors import GraphError, GraphStateError
 from .execute import Binding, Runner
-from .serialize import PlanRecord, TensorRecord, device_identity
 from .jsonfmt import dumps
 from .lower import Lowering
 from .node import Context, Node
 from .norm_ops import NormOpsMixin
 from .ops import OpsMixin
-from .plans import Candidate, PlanSet, candidate_from_config, notes_of
+from .plan_api import PlanApiMixin
+from .plan_store import PlanStoreMixin
+from .plans import Candidate, PlanSet
 from .tensor import NOT_SET, Tensor, as_data_type
-from .._lib.enums import data_type
 
 _VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 
 
-class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
+class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N801 (documented name)
     """A cuDNN operation graph under construction, and once built, runnable."""
 
     def __init__(self, name: str = "", io_data_type: Any = NOT_SET, intermediate_data_type: Any = NOT_SET,
@@ -302,268 +302,6 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
         self.build_plans()
         self._store_plan(modes, autotuned=False)
 
-    # -- the plan cache -----------------------------------------------------------------------
-
-    def _cache_keys(self, modes: Sequence[heur_mode]) -> tuple[str, str] | None:
-        """(autotuned key, heuristic key) of this validated graph, or None if it cannot be cached."""
-        from .cache import plan_cache
-
-        if not plan_cache.enabled or self.kernel_cache is not None:
-            return None
-        self._handle_ptr()  # a missing GPU surfaces as cuDNN's error, with its hint
-        self._assign_uids()
-        uids = tuple(t.get_uid() for t in self._all_tensors())
-        device = self._device()
-        ident = (self.key(), uids, self.sm_count, device_identity(device), loader.report().version)
-        return plan_cache.key("tuned", ident), plan_cache.key("heuristic", ident, tuple(int(m) for m in modes))
-
-    def _device(self) -> int:
-        h = self.handle if self.handle is not None else self._handle_obj
-        if isinstance(h, Handle):
-            return h.device
-        from .._lib import cuda
-
-        return cuda.current_device()
-
-    def _adopt_cached_plan(self, modes: Sequence[heur_mode]) -> bool:
-        from .cache import plan_cache
-
-        keys = self._cache_keys(modes)
-        if keys is None:
-            return False
-        for key in keys:
-            hit = plan_cache.lookup_memory(key)
-            if hit is not None:
-                record, plan = hit
-                self._restore(record, plan)
-                plan_cache.hits += 1
-                return True
-        for key in keys:
-            record = plan_cache.lookup_disk(key)
-            if record is None:
-                continue
-            try:
-                record.check_compatible(self._device())
-                plan = self._plan_from_record(record)
-            except (CudnnError, GraphError) as exc:
-                import logging
-
-                logging.getLogger("cudnn.plan_cache").warning("plan cache: entry %s unusable (%s); rebuilding",
-                                                               key, exc)
-                plan_cache.forget(key)
-                continue
-            plan_cache.remember(key, record, plan)
-            self._restore(record, plan)
-            plan_cache.hits += 1
-            plan_cache.disk_hits += 1
-            return True
-        plan_cache.misses += 1
-        return False
-
-    def _store_plan(self, modes: Sequence[heur_mode], autotuned: bool) -> None:
-        from .cache import plan_cache
-
-        keys = self._cache_keys(modes)
-        plans = self._plans
-        if keys is None or plans is None or plans.selected is None or plans.selected.plan is None:
-            return
-        record = self._record(plans.selected, autotuned)
-        plan_cache.store(keys[0] if autotuned else keys[1], record, plans.selected.plan)
-
-    def _plan_from_record(self, record: PlanRecord) -> Descriptor:
-        from ..backend import plan as backend_plan
-
-        return backend_plan.plan_from_json(self._handle_ptr(), record.plan_json, f"{self._label()}: {record.plan_name}")
-
-    def _record(self, cand: Candidate, autotuned: bool) -> PlanRecord:
-        from ..backend import plan as backend_plan
-
-        assert cand.plan is not None
-        name, cc = device_identity(self._device())
-        tensors = [TensorRecord(b.uid, b.tensor.get_name(), b.tensor.get_dim(), b.tensor.get_stride(),
-                                b.tensor.get_data_type().name, b.tensor.get_is_pass_by_value(),
-                                b.tensor.get_value(), b.node, b.port) for b in self._bindings]
-        return PlanRecord(cand.name, backend_plan.plan_json(cand.plan), int(cand.workspace or 0), tensors,
-                          loader.report().version, name, cc, autotuned, f"{self.key():x}")
-
-    def _restore(self, record: PlanRecord, plan: Descriptor) -> None:
-        """Make ``plan`` this graph's selected plan, bound by the record's uids."""
-        if self.nodes:
-            self._assign_uids()
-            self._bindings = self._make_bindings()
-        else:
-            self._bindings = [Binding(t.uid, t.tensor(), t.node, t.port,
-                                      HostScalar(t.value, data_type[t.data_type]) if t.value is not None else None)
-                              for t in record.tensors]
-        plans = PlanSet(self._label())
-        cand = Candidate(None, -1, {}, [], [], "cache", plan=plan, workspace=record.workspace,
-                         restored_name=record.plan_name)
-        plans.all.append(cand)
-        plans.selected = cand
-        self._plans = plans
-        self._runners = {}
-        self._active = None
-
-    # -- serialization, autotuning, CUDA graphs -------------------------------------------------
-
-    def serialize(self) -> bytes:
-        """The selected plan and what binds it, as bytes for ``deserialize`` (any process)."""
-        return self._record(self._require_plans().require_selected(), False).to_bytes()
-
-    def deserialize(self, *args: Any) -> None:
-        """``deserialize(handle, data)`` or ``deserialize(data)``: restore a serialized plan.
-
-        Refused (SerializationError) when made by another cuDNN version or on another GPU."""
-        if len(args) == 1:
-            handle, data = None, args[0]
-        elif len(args) == 2:
-            handle, data = args
-        else:
-            raise TypeError("deserialize(handle, data) or deserialize(data)")
-        if handle is not None:
-            as_handle_ptr(handle)
-            self.handle = handle
-        record = PlanRecord.from_bytes(data)
-        record.check_compatible(self._device())
-        self._restore(record, self._plan_from_record(record))
-
-    def autotune(self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None,
-                 warmup: int = 3, repeats: int = 10, progress: bool | None = None) -> Any:
-        """Time every candidate plan on these buffers, select the fastest, cache the choice;
-        returns the table (fastest first)."""
-        from .autotune import autotune
-
-        report = autotune(self, variant_pack, workspace, handle, warmup, repeats, progress)
-        self._store_plan(DEFAULT_HEURISTICS, autotuned=True)
-        return report
-
-    def _cuda_graph_call(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any, cuda_graph: Any,
-                         update: bool) -> None:
-        from ..backend import plan as backend_plan
-
-        cand = self._require_plans().require_selected()
-        if cand.config is not None and int(behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API) not in {
-                int(n) for n in cand.behavior_notes}:
-            raise GraphError(f"{self._label()}: plan {cand.name} does not support the native CUDA graph API "
-                             "(no SUPPORTS_CUDA_GRAPH_NATIVE_API note); select such a plan with "
-                             "select_behavior_notes([cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API]) "
-                             "before build_plans, or capture execute() with stream capture instead")
-        runner = self._runner(cand)
-        pack = runner._prepare(variant_pack, workspace).pack
-        graph_ptr = _cuda_graph_pointer(cuda_graph)
-        h = as_handle_ptr(handle) if handle is not None else self._handle_ptr()
-        backend_plan.populate_cuda_graph(h, runner.plan, pack, graph_ptr, update, self._label())
-
-    def populate_cuda_graph(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any,
-                            cuda_graph: Any) -> None:
-        """Add the selected plan's work to an empty CUDA graph (cudaGraph_t, int or object)."""
-        self._cuda_graph_call(handle, variant_pack, workspace, cuda_graph, update=False)
-
-    def update_cuda_graph(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any,
-                          cuda_graph: Any) -> None:
-        """Point a CUDA graph populated by this plan at new buffers."""
-        self._cuda_graph_call(handle, variant_pack, workspace, cuda_graph, update=True)
-
-    # -- plans ------------------------------------------------------------------------------
-
-    def get_engine_count(self) -> int:
-        return eng.engine_count(self._require_op_graph())
-
-    def get_execution_plan_count(self) -> int:
-        return len(self._plans.candidates) if self._plans is not None else 0
-
-    def build_plan_at_index(self, index: int) -> None:
-        self._require_plans().at(index).build(self._handle_ptr(), self._label())
-
-    def get_plan_name_at_index(self, index: int) -> str:
-        return self._require_plans().at(index).name
-
-    def get_workspace_size_plan_at_index(self, index: int) -> int:
-        cand = self._require_plans().at(index)
-        cand.build(self._handle_ptr(), self._label())
-        return int(cand.workspace or 0)
-
-    def get_workspace_size(self) -> int:
-        """Bytes of workspace the selected plan needs."""
-        return int(self._require_plans().require_selected().workspace or 0)
-
-    def get_behavior_notes(self) -> list[behavior_note]:
-        plans = self._require_plans()
-        cand = plans.selected or plans.at(0)
-        return [behavior_note(int(n)) for n in cand.behavior_notes]
-
-    def get_behavior_notes_for_plan_at_index(self, index: int) -> list[behavior_note]:
-        return [behavior_note(int(n)) for n in self._require_plans().at(index).behavior_notes]
-
-    def get_numerical_notes_for_plan_at_index(self, index: int) -> list[numerical_note]:
-        return [numerical_note(int(n)) for n in self._require_plans().at(index).numerical_notes]
-
-    def select_numeric_notes(self, notes: Iterable[numerical_note]) -> None:
-        self._require_plans().filters.numeric_select |= notes_of(notes, numerical_note)
-
-    def deselect_numeric_notes(self, notes: Iterable[numerical_note]) -> None:
-        self._require_plans().filters.numeric_deselect |= notes_of(notes, numerical_note)
-
-    def select_behavior_notes(self, notes: Iterable[behavior_note]) -> None:
-        self._require_plans().filters.behavior_select |= notes_of(notes, behavior_note)
-
-    def deselect_behavior_notes(self, notes: Iterable[behavior_note]) -> None:
-        self._require_plans().filters.behavior_deselect |= notes_of(notes, behavior_note)
-
-    def deselect_engines(self, names: Iterable[str]) -> None:
-        names = [names] if isinstance(names, str) else list(names)
-        self._require_plans().filters.engines_deselect |= {str(n) for n in names}
-
-    def deselect_workspace_greater_than(self, workspace: int) -> None:
-        if int(workspace) < 0:
-            raise GraphError(f"deselect_workspace_greater_than: expected a size >= 0, got {workspace}")
-        self._require_plans().filters.max_workspace = int(workspace)
-
-    def get_knobs_for_engine(self, engine_id: int) -> list[eng.KnobInfo]:
-        op_graph = self._require_op_graph()
-        self._check_engine_id(engine_id)
-        e = eng.engine(op_graph, engine_id, self.sm_count, self._label())
-        try:
-            return eng.knob_infos(e)
-        finally:
-            e.close()
-
-    def create_execution_plan(self, engine_id: int, knobs: Mapping[knob_type | int, int] | None = None) -> None:
-        """Add a hand-picked engine config (engine global index and knob values) as a candidate."""
-        op_graph = self._require_op_graph()
-        self._check_engine_id(engine_id)
-        knobs = dict(knobs or {})
-        e = eng.engine(op_graph, engine_id, self.sm_count, self._label())
-        infos = {int(k.type): k for k in eng.knob_infos(e)}
-        for knob, value in knobs.items():
-            info = infos.get(int(knob))
-            name = getattr(knob, "name", knob)
-            if info is None:
-                raise GraphError(f"create_execution_plan: engine {engine_id} has no knob {name}; "
-                                 f"it has {[getattr(k.type, 'name', k.type) for k in infos.values()]}")
-            if not info.minimum <= int(value) <= info.maximum or (int(value) - info.minimum) % max(info.stride, 1):
-                raise GraphError(f"create_execution_plan: knob {name}={value} is outside {info.minimum}.."
-                                 f"{info.maximum} step {info.stride} for engine {engine_id}")
-        cfg = eng.engine_config(e, {int(k): int(v) for k, v in knobs.items()}, self._label())
-        plans = self._plans if self._plans is not None else self._new_planset()
-        cand = candidate_from_config(cfg, "manual")
-        plans.all.insert(0, cand)
-        self._plans = plans
-        cand.build(self._handle_ptr(), self._label(), plans.kernel_cache)
-        plans.selected = cand
-
-    def _new_planset(self) -> PlanSet:
-        plans = PlanSet(self._label())
-        if self.kernel_cache is not None:
-            plans.kernel_cache = self.kernel_cache.descriptor_for(self._require_op_graph())
-        return plans
-
-    def _check_engine_id(self, engine_id: int) -> None:
-        count = self.get_engine_count()
-        if isinstance(engine_id, bool) or not isinstance(engine_id, int) or not 0 <= engine_id < count:
-            raise GraphError(f"engine id {engine_id!r} is out of range: this graph has {count} engines "
-                             "(get_engine_count())")
-
     # -- execute ----------------------------------------------------------------------------
 
     def _runner(self, cand: Candidate) -> Runner:
@@ -657,16 +395,3 @@ class pygraph(OpsMixin, NormOpsMixin):  # noqa: N801 (documented name)
         return int.from_bytes(digest, "little") >> 1
 
 
-def _cuda_graph_pointer(cuda_graph: Any) -> int:
-    """cudaGraph_t from an int, a cuda-bindings graph (int() gives the handle), or a
-    torch.cuda.CUDAGraph (raw_cuda_graph())."""
-    if isinstance(cuda_graph, bool):
-        raise TypeError("expected a cudaGraph_t, got a bool")
-    raw = getattr(cuda_graph, "raw_cuda_graph", None)
-    if callable(raw):
-        return int(raw())
-    try:
-        return int(cuda_graph)
-    except (TypeError, ValueError):
-        raise TypeError(f"expected a cudaGraph_t (int, cuda.bindings graph or torch.cuda.CUDAGraph), "
-                        f"got {type(cuda_graph).__name__}") from None
