@@ -64,7 +64,7 @@ class OutputAt:
     no reference to the tensor, so the memory is freed with the tensor the caller got.
     """
 
-    __slots__ = ("__cuda_array_interface__", "dtype", "__weakref__")
+    __slots__ = ("__cuda_array_interface__", "__weakref__", "dtype")
 
     def __init__(self, spec: OutSpec, ptr: int) -> None:
         size = interop.itemsize(spec.dtype)
@@ -74,7 +74,7 @@ class OutputAt:
 
 
 class _DtypeName:
-    __slots__ = ("name", "itemsize")
+    __slots__ = ("itemsize", "name")
 
     def __init__(self, name: str, itemsize: int) -> None:
         self.name, self.itemsize = name, itemsize
@@ -93,7 +93,7 @@ class _NotOnGpu(Exception):
 class Frame:
     """How inputs of one type are handled: device, current stream, output allocation."""
 
-    __slots__ = ("framework", "out_framework", "device", "stream", "empty", "ptr", "_devices")
+    __slots__ = ("_devices", "device", "empty", "framework", "out_framework", "ptr", "stream")
 
     def __init__(self, framework: str, out_framework: str) -> None:
         self.framework = framework

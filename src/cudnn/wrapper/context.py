@@ -27,16 +27,17 @@ from .calls import OUTPUT_FRAMEWORKS, Executor, IoPlan, OutSpec
 from .names import Recorder, UidNotAssigned, show
 
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
-# pygraph methods that stay reachable through the wrapper; its other own methods (build steps,
-# execute, plan selection) are the wrapper's job and refused. Any other public method is an op.
+# pygraph methods that stay reachable through the wrapper; its other methods (build steps,
+# execute, plan selection) are the wrapper's job and refused. Ops are the methods of the
+# pygraph mixins named *OpsMixin (graph/ops.py, graph/norm_ops.py): each adds a node.
 _PASS_THROUGH = frozenset({"get_workspace_size", "get_workspace_size_plan_at_index", "serialize", "deserialize",
                            "query_tensor_attributes_of_uid", "to_json"})
-_PYGRAPH_OWN = frozenset(n for n in vars(pygraph) if not n.startswith("_"))
 _PYGRAPH_PARAMS = inspect.signature(pygraph).parameters
 
 
 def _is_op(name: str) -> bool:
-    return not name.startswith("_") and name not in _PYGRAPH_OWN and callable(getattr(pygraph, name, None))
+    return not name.startswith("_") and any(
+        kind.__name__.endswith("OpsMixin") and name in vars(kind) for kind in pygraph.__mro__)
 
 
 class Graph:
@@ -84,7 +85,7 @@ class Graph:
         self._state = "recording"
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
         if exc_type is not None:
             self._discard(f"the with-block raised {exc_type.__name__}: {exc}")
             return False
@@ -159,9 +160,6 @@ class Graph:
             raise AttributeError(name)
         if name in _PASS_THROUGH:
             return getattr(self._graph(), name)
-        if name in _PYGRAPH_OWN:
-            raise GraphStateError(f"calling {name} via cudnn.Graph is not allowed: the wrapper validates, builds "
-                                  "and executes the graph itself (use cudnn.pygraph for step-by-step control)")
         if _is_op(name):
             def op(*args: Any, **kwargs: Any) -> Any:
                 return self._rec_open().op(name, args, kwargs)
@@ -169,6 +167,9 @@ class Graph:
             op.__name__ = op.__qualname__ = name
             op.__doc__ = getattr(pygraph, name).__doc__
             return op
+        if callable(getattr(pygraph, name, None)):
+            raise GraphStateError(f"calling {name} via cudnn.Graph is not allowed: the wrapper validates, builds "
+                                  "and executes the graph itself (use cudnn.pygraph for step-by-step control)")
         raise AttributeError(f"cudnn.Graph has no attribute {name!r}")
 
     def __dir__(self) -> list[str]:
