@@ -1,0 +1,184 @@
+"""Host time per call of a tiny one-conv graph: cudnn.Graph against the bare pygraph.execute,
+PyTorch's conv2d, and the official nvidia-cudnn-frontend when it can be imported.
+
+The GPU queue is filled first (``torch.cuda._sleep``), so the time measured is what the host
+spends issuing a call, not the GPU's. Prints microseconds per call (median of the batches)
+and ratios; asserts nothing about time.
+
+    PYTHONPATH=src python benchmarks/bench_call_overhead.py [--calls 200] [--batches 30]
+        [--other SITE_DIR]    # a sys.path entry with another `cudnn` (the official frontend)
+
+The official frontend is also named ``cudnn``; it is measured in a child process that does
+not see this repository's src/ ("not installed" when it cannot be imported there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+SHAPE_X, SHAPE_W = (1, 8, 8, 8), (8, 8, 3, 3)  # small enough that the host is the limit
+SLEEP_CYCLES = 60_000_000  # ~30 ms of GPU spin per batch, longer than a batch takes the host
+
+
+def timed(fn: Callable[[], Any], calls: int, batches: int) -> float:
+    """Median host microseconds per call of ``fn`` while the GPU is busy with earlier work."""
+    import torch
+
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(batches):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls)
+        torch.cuda.synchronize()
+    return statistics.median(samples) * 1e6
+
+
+def inputs() -> tuple[Any, Any]:
+    import torch
+
+    torch.manual_seed(0)
+    x = torch.randn(*SHAPE_X, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = torch.randn(*SHAPE_W, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    return x, w
+
+
+def measure_ours(calls: int, batches: int) -> dict[str, float]:
+    import torch
+
+    import cudnn
+
+    x, w = inputs()
+    handle = cudnn.create_handle()
+    results: dict[str, float] = {}
+    results["torch.nn.functional.conv2d"] = timed(lambda: torch.nn.functional.conv2d(x, w, padding=1), calls, batches)
+    results["torch.empty_strided (alone)"] = timed(
+        lambda: torch.empty_strided((1, 8, 8, 8), (512, 1, 64, 8), dtype=torch.float16, device=x.device),
+        calls, batches)
+
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    X, W = g.tensor_like(x), g.tensor_like(w)
+    Y = g.conv_fprop(X, W, padding=[1, 1]).set_output(True)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    y = torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16, device=x.device)
+    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=x.device)
+    pack = {X: x, W: w, Y: y}
+    results["pygraph.execute (same buffers)"] = timed(lambda: g.execute(pack, ws, handle), calls, batches)
+    results["pygraph.execute (new output each call)"] = timed(
+        lambda: g.execute({X: x, W: w, Y: torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16,
+                                                              device=x.device)}, ws, handle), calls, batches)
+
+    with cudnn.Graph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT,
+                     inputs=["c::image", "c::weight"], outputs=["c::Y"]) as graph:
+        graph.conv_fprop(image=x, weight=w, padding=[1, 1], stride=[1, 1], dilation=[1, 1], name="c").set_output(True)
+    torch.testing.assert_close(graph(x, w), torch.nn.functional.conv2d(x, w, padding=1), atol=5e-3, rtol=3e-3)
+    results["cudnn.Graph g(x, w, handle=h)"] = timed(lambda: graph(x, w, handle=handle), calls, batches)
+    results["cudnn.Graph g(x, w)  [default handle, torch stream]"] = timed(lambda: graph(x, w), calls, batches)
+    feed = {"c::image": x, "c::weight": w}
+    results["cudnn.Graph g({...}, handle=h)  [dict]"] = timed(lambda: graph(dict(feed), handle=handle), calls, batches)
+    fresh = itertools.cycle([inputs()[0] for _ in range(16)])  # the Runner checks each object once
+    results["cudnn.Graph g(x_i, w, handle=h)  [16 inputs in turn]"] = timed(
+        lambda: graph(next(fresh), w, handle=handle), calls, batches)
+    torch.cuda.synchronize()
+    cudnn.destroy_handle(handle)
+    return results
+
+
+def measure_official(calls: int, batches: int) -> dict[str, float]:
+    """In the child process: the same graph through nvidia-cudnn-frontend."""
+    import torch
+
+    import cudnn
+
+    x, w = inputs()
+    handle = cudnn.create_handle()
+    results: dict[str, float] = {}
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT, handle=handle)
+    X, W = g.tensor_like(x), g.tensor_like(w)
+    Y = g.conv_fprop(X, W, padding=[1, 1], stride=[1, 1], dilation=[1, 1]).set_output(True)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    y = torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16, device=x.device)
+    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=x.device)
+    pack = {X: x, W: w, Y: y}
+    results["official pygraph.execute"] = timed(lambda: g.execute(pack, ws, handle=handle), calls, batches)
+    if hasattr(cudnn, "Graph"):
+        with cudnn.Graph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT,
+                         inputs=["c::image", "c::weight"], outputs=["c::Y"]) as graph:
+            graph.conv_fprop(image=x, weight=w, padding=[1, 1], stride=[1, 1], dilation=[1, 1],
+                             name="c").set_output(True)
+        results["official cudnn.Graph g(x, w, handle=h)"] = timed(lambda: graph(x, w, handle=handle), calls, batches)
+    torch.cuda.synchronize()
+    cudnn.destroy_handle(handle)
+    return results
+
+
+def official_in_child(calls: int, batches: int, other: str | None) -> dict[str, float] | str:
+    """Run this script as a child that cannot see this repo's cudnn; its results, or why not."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    ours = os.path.join(os.path.dirname(here), "src")
+    path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != ours]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(([other] if other else []) + path)}
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--calls", str(calls), "--batches", str(batches)]
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, timeout=600)
+    last = done.stdout.strip().splitlines()[-1:] or [""]
+    if done.returncode == 0 and last[0].startswith("{"):
+        return json.loads(last[0])
+    return last[0] if last[0].startswith("not installed") else f"failed: {done.stderr.strip()[-300:]}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=200, help="calls per batch (the GPU queue holds them)")
+    parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--other", help="a sys.path entry holding another cudnn (e.g. the official frontend)")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        ours = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != ours]
+        try:
+            import cudnn
+
+            if not hasattr(cudnn, "_compiled_module"):
+                raise ImportError(f"{cudnn.__file__} is not nvidia-cudnn-frontend")
+        except ImportError as exc:
+            print(f"not installed ({exc})")
+            return
+        print(json.dumps(measure_official(args.calls, args.batches)))
+        return
+
+    import torch
+
+    import cudnn
+
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, cudnn-py {cudnn.__version__}, "
+          f"libcudnn {cudnn.backend_version_string()}; {args.batches} batches of {args.calls} calls, median")
+    results = measure_ours(args.calls, args.batches)
+    official = official_in_child(args.calls, args.batches, args.other)
+    torch_us = results["torch.nn.functional.conv2d"]
+    bare_us = results["pygraph.execute (same buffers)"]
+    print(f"\n{'':56s} {'us/call':>8s} {'vs torch':>9s} {'vs execute':>11s}")
+    for name, us in list(results.items()) + (list(official.items()) if isinstance(official, dict) else []):
+        print(f"{name:56s} {us:8.2f} {us / torch_us:8.2f}x {us / bare_us:10.2f}x")
+    if not isinstance(official, dict):
+        print(f"{'nvidia-cudnn-frontend':56s} {official}")
+    wrapper_us = results["cudnn.Graph g(x, w, handle=h)"]
+    print(f"\ncudnn.Graph adds {wrapper_us - bare_us:.2f} us to pygraph.execute "
+          f"(the issue's target: at most 8 us per call on an H200; the official wrapper: 15.5 us)")
+
+
+if __name__ == "__main__":
+    main()
