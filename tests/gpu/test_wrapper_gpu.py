@@ -1,8 +1,9 @@
 """cudnn.Graph on the GPU: seed 000 as written, CuPy-only and JAX-input variants, every naming
 rule, both call styles, allocation in torch and CuPy, streams and handles, bad inputs.
 
-Every result is compared with torch.nn.functional.conv2d on the same fp16 inputs, with the
-seed's tolerances (atol=5e-3, rtol=3e-3: a few fp16 ulps of outputs of size ~20).
+Every conv result is compared with torch.nn.functional.conv2d on the same fp16 inputs, with the
+seed's tolerances (atol=5e-3, rtol=3e-3: a few fp16 ulps of outputs of size ~20); the one
+multi-output graph (layer norm) with a float64 PyTorch reference, tolerances stated there.
 """
 
 from __future__ import annotations
@@ -134,16 +135,25 @@ def test_dict_calls_write_given_outputs_and_allocate_missing_ones() -> None:
 
 
 def test_several_outputs_come_back_as_a_tuple_in_order() -> None:
+    """Layer norm (TRAINING) has three outputs; the io tuples order them differently from the node.
+    Tolerances: Y in fp16 vs a float64 reference 2e-2; float statistics 1e-4 (as test_norm_gpu)."""
     torch.manual_seed(2)
-    x, w = nhwc(4, 32, 16, 16), nhwc(16, 32, 3, 3)
-    with cudnn.Graph(io_data_type=HALF, compute_data_type=FLOAT, inputs=[x, w],
-                     outputs=["relu.0::OUT_0", "conv2d::Y"]) as graph:
-        conv = graph.conv_fprop(x, w, padding=[1, 1], name="conv2d").set_output(True)
-        graph.relu(conv).set_output(True)
-    relu, conv_out = graph(x, w)
-    expected = reference(x, w)
-    torch.testing.assert_close(conv_out, expected, **TOL)
-    torch.testing.assert_close(relu, torch.relu(expected), **TOL)
+    x = (3 * torch.randn(4, 128, 768, device="cuda") - 0.5).half()
+    scale = 1 + 0.5 * torch.randn(1, 1, 768, device="cuda")
+    bias = 0.5 * torch.randn(1, 1, 768, device="cuda")
+    with cudnn.Graph(intermediate_data_type=FLOAT, compute_data_type=FLOAT, inputs=[x, scale, bias],
+                     outputs=["ln::MEAN", "ln::Y", "ln::INV_VARIANCE"]) as graph:
+        y, mean, inv = graph.layernorm(cudnn.norm_forward_phase.TRAINING, x, scale, bias, 1e-5, name="ln")
+        y.set_output(True).set_data_type(HALF)
+        mean.set_output(True)
+        inv.set_output(True)
+    got_mean, got_y, got_inv = graph(x, scale, bias)
+    xd = x.double()
+    ref_mean, ref_var = xd.mean(-1, keepdim=True), xd.var(-1, unbiased=False, keepdim=True)
+    ref_y = torch.nn.functional.layer_norm(xd, (768,), scale.double().reshape(768), bias.double().reshape(768), 1e-5)
+    torch.testing.assert_close(got_y.double(), ref_y, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(got_mean.double(), ref_mean, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got_inv.double(), (ref_var + 1e-5).rsqrt(), atol=1e-4, rtol=1e-4)
 
 
 def test_torch_allocation_has_the_graph_layout() -> None:
