@@ -62,7 +62,7 @@ class NormOpsMixin:
             raise GraphError(f"{op}: peer_stats must be a list of tensors, got {type(peer_stats).__name__}")
         return {f"PEER_STATS_{i}": self._input(t, op, f"peer_stats[{i}]") for i, t in enumerate(peer_stats)}
 
-    def _forward(self, op: str, phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,  # noqa: A002
+    def _forward(self, op: str, phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
                  compute_data_type: Any, name: str, zero_centered: bool, returns: Sequence[str],
                  bias_optional: bool = False) -> list[Maybe]:
         phase = forward_phase(phase, op)
@@ -75,7 +75,7 @@ class NormOpsMixin:
                            compute_data_type)
         return self._norm(node, returns)
 
-    def _backward(self, op: str, grad: Any, input: Any, scale: Any, stats: dict[str, Any],  # noqa: A002
+    def _backward(self, op: str, grad: Any, input: Any, scale: Any, stats: dict[str, Any],
                   compute_data_type: Any, name: str, zero_centered: bool = False,
                   extra: dict[str, Maybe] | None = None, has_dbias: bool = True) -> list[Maybe]:
         name = self._name(name)
@@ -102,7 +102,7 @@ class NormOpsMixin:
 
     # -- layer, RMS, instance and adaptive layer norm -------------------------------------------
 
-    def layernorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,  # noqa: A002
+    def layernorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
                   compute_data_type: Any = NOT_SET, name: str = "", *,
                   zero_centered_gamma: bool = False) -> list[Maybe]:
         """Layer norm over the axes where SCALE is not 1; returns [Y, MEAN, INV_VARIANCE]
@@ -110,7 +110,7 @@ class NormOpsMixin:
         return self._forward("layernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
                              name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"])
 
-    def rmsnorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,  # noqa: A002
+    def rmsnorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
                 epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
                 zero_centered_gamma: bool = False) -> list[Maybe]:
         """RMS norm (bias optional; epsilon required); returns [Y, INV_VARIANCE] (TRAINING) or
@@ -118,14 +118,14 @@ class NormOpsMixin:
         return self._forward("rmsnorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
                              name, zero_centered_gamma, ["Y", "INV_VARIANCE"], bias_optional=True)
 
-    def instancenorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any,  # noqa: A002
+    def instancenorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any,
                      epsilon: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
         """Instance norm of [N, C, spatial...] over the spatial axes, SCALE/BIAS [1, C, 1...];
         returns [Y, MEAN, INV_VARIANCE] (statistics [N, C, 1...]) or [Y, None, None]."""
         return self._forward("instancenorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
                              name, False, ["Y", "MEAN", "INV_VARIANCE"])
 
-    def adalayernorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,  # noqa: A002
+    def adalayernorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
                      epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
                      zero_centered_gamma: bool = False) -> list[Maybe]:
         """Adaptive layer norm: SCALE/BIAS may differ per sample ([N, 1, D] for X [N, S, D]);
@@ -133,7 +133,7 @@ class NormOpsMixin:
         return self._forward("adalayernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
                              name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"], bias_optional=True)
 
-    def layernorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,  # noqa: A002
+    def layernorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,
                            compute_data_type: Any = NOT_SET, name: str = "", *,
                            zero_centered_gamma: bool = False) -> list[Maybe]:
         """Layer norm gradients from DY (grad) and the saved statistics; returns [DX, DSCALE, DBIAS]."""
@@ -141,7 +141,7 @@ class NormOpsMixin:
                               {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
                               compute_data_type, name, zero_centered_gamma)
 
-    def rmsnorm_backward(self, grad: Any, input: Any, scale: Any, inv_variance: Any,  # noqa: A002
+    def rmsnorm_backward(self, grad: Any, input: Any, scale: Any, inv_variance: Any,
                          has_dbias: bool, compute_data_type: Any = NOT_SET, name: str = "", *,
                          zero_centered_gamma: bool = False) -> list[Maybe]:
         """RMS norm gradients; returns [DX, DSCALE, DBIAS], DBIAS None unless has_dbias."""
@@ -155,7 +155,7 @@ class NormOpsMixin:
                 t.set_name(f"{node_name}::{suffix}")
         return out
 
-    def instancenorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any = None,  # noqa: A002
+    def instancenorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any = None,
                               inv_variance: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
                               epsilon: Any = None) -> list[Maybe]:
         """Instance norm gradients; returns [DX, DSCALE, DBIAS]. Without the saved mean and
@@ -172,7 +172,7 @@ class NormOpsMixin:
                               {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
                               compute_data_type, name, extra=eps)
 
-    def adalayernorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any,  # noqa: A002
+    def adalayernorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any,
                               inv_variance: Any, compute_data_type: Any = NOT_SET, name: str = "", *,
                               zero_centered_gamma: bool = False) -> list[Maybe]:
         """Adaptive layer norm gradients; returns [DX, DSCALE, DBIAS] (DSCALE/DBIAS per sample)."""
@@ -182,7 +182,7 @@ class NormOpsMixin:
 
     # -- batch norm ---------------------------------------------------------------------------
 
-    def batchnorm(self, input: Any, scale: Any, bias: Any, in_running_mean: Any, in_running_var: Any,  # noqa: A002
+    def batchnorm(self, input: Any, scale: Any, bias: Any, in_running_mean: Any, in_running_var: Any,
                   epsilon: Any, momentum: Any, peer_stats: Sequence[Any] | None = None,
                   compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
         """Training batch norm over N and the spatial axes; returns [Y, MEAN, INV_VARIANCE,
@@ -203,7 +203,7 @@ class NormOpsMixin:
         node = NormForward(name, FORWARD[op], forward_phase("TRAINING", op), inputs, compute_data_type)
         return self._norm(node, ["Y", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN", "NEXT_RUNNING_VAR"])
 
-    def batchnorm_inference(self, input: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any,  # noqa: A002
+    def batchnorm_inference(self, input: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any,
                             compute_data_type: Any = NOT_SET, name: str = "", *, lowering: str = "auto") -> Tensor:
         """Y = (X - mean) * inv_variance * scale + bias with per-channel [1, C, 1...] tensors."""
         op = "batchnorm_inference"
@@ -216,7 +216,7 @@ class NormOpsMixin:
         assert y is not None
         return y
 
-    def batchnorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,  # noqa: A002
+    def batchnorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,
                            peer_stats: Sequence[Any] | None = None, compute_data_type: Any = NOT_SET,
                            name: str = "") -> list[Maybe]:
         """Batch norm gradients from the saved statistics; returns [DX, DSCALE, DBIAS]."""
@@ -225,7 +225,7 @@ class NormOpsMixin:
                               {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
                               compute_data_type, name, extra=self._peers(peer_stats, op))
 
-    def bn_finalize(self, sum: Any, sq_sum: Any, scale: Any, bias: Any, epsilon: Any,  # noqa: A002
+    def bn_finalize(self, sum: Any, sq_sum: Any, scale: Any, bias: Any, epsilon: Any,
                     accum_count: Any, prev_running_mean: Any = None, prev_running_var: Any = None,
                     momentum: Any = None, compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
         """Batch-norm statistics from genstats' per-channel SUM and SQ_SUM over ``accum_count``

@@ -1,0 +1,597 @@
+"""Normalization ops without a GPU: inference of dims/strides/dtypes, JSON, returns, bad input,
+and what lowering emits (recorded by a fake Lowering; no libcudnn call is made)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import cudnn
+from cudnn._lib.enums import cudnnBackendDescriptorType_t as D
+from cudnn._lib.errors import FeatureUnavailableError
+from cudnn.backend import descriptor as backend_descriptor
+from cudnn.graph.lower import Lowering
+from cudnn.graph.nodes import norm as norm_nodes
+
+dt = cudnn.data_type
+TRAIN, INFER = cudnn.norm_forward_phase.TRAINING, cudnn.norm_forward_phase.INFERENCE
+
+
+def graph(io: Any = dt.HALF) -> cudnn.pygraph:
+    return cudnn.pygraph(io_data_type=io, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+
+
+def outputs(*tensors: Any) -> None:
+    for t in tensors:
+        if t is not None:
+            t.set_output(True)
+
+
+def ln_inputs(g: cudnn.pygraph, x: list[int] = [4, 128, 768], p: list[int] | None = None) -> tuple:  # noqa: B006
+    p = p or [1] * (len(x) - 1) + [x[-1]]
+    X = g.tensor(name="x", dim=x)
+    S = g.tensor(name="scale", dim=p, data_type=dt.FLOAT)
+    B = g.tensor(name="bias", dim=p, data_type=dt.FLOAT)
+    return X, S, B
+
+
+def nhwc(g: cudnn.pygraph, name: str, n: int = 4, c: int = 8, h: int = 6, w: int = 6, **kw: Any) -> cudnn.tensor:
+    return g.tensor(name=name, dim=[n, c, h, w], stride=[c * h * w, 1, w * c, c], **kw)
+
+
+def channel(g: cudnn.pygraph, name: str, c: int = 8) -> cudnn.tensor:
+    return g.tensor(name=name, dim=[1, c, 1, 1], stride=[c, 1, c, c], data_type=dt.FLOAT)
+
+
+def shape(t: cudnn.tensor) -> tuple:
+    return t.get_dim(), t.get_stride(), t.get_data_type()
+
+
+# -- forward inference ---------------------------------------------------------------------------
+
+def test_layernorm_training_infers_stats_and_json() -> None:
+    g = graph(dt.BFLOAT16)
+    X, S, B = ln_inputs(g)
+    out = g.layernorm(TRAIN, X, S, B, 1e-5, name="ln")
+    assert isinstance(out, list) and len(out) == 3
+    Y, M, V = out
+    outputs(Y, M, V)
+    g.validate()
+    assert shape(Y) == ([4, 128, 768], [98304, 768, 1], dt.BFLOAT16)
+    assert shape(M) == ([4, 128, 1], [128, 1, 1], dt.FLOAT)  # statistics stay float with a bf16 io type
+    assert shape(V) == shape(M)
+    assert [t.get_name() for t in out] == ["ln::Y", "ln::MEAN", "ln::INV_VARIANCE"]
+    node = g.to_json()["nodes"][0]
+    assert set(node) == {"compute_data_type", "forward_phase", "inputs", "name", "outputs", "tag"}
+    assert node["tag"] == "LAYER_NORM" and node["forward_phase"] == "TRAINING"
+    assert node["inputs"] == {"X": "x", "SCALE": "scale", "BIAS": "bias", "EPSILON": "ln::EPSILON"}
+    assert node["outputs"] == {"Y": "ln::Y", "MEAN": "ln::MEAN", "INV_VARIANCE": "ln::INV_VARIANCE"}
+    eps = g.to_json()["tensors"]["ln::EPSILON"]
+    assert eps["is_pass_by_value"] and eps["pass_by_value"] == 1e-5
+    assert eps["dim"] == [1, 1, 1] and eps["data_type"] == "FLOAT"
+
+
+@pytest.mark.parametrize("op,tag,n", [("layernorm", "LAYER_NORM", 3), ("instancenorm", "INSTANCE_NORM", 3),
+                                      ("adalayernorm", "ADA_LAYER_NORM", 3), ("rmsnorm", "RMS_NORM", 2)])
+def test_inference_phase_returns_none_for_statistics(op: str, tag: str, n: int) -> None:
+    g = graph()
+    if op == "instancenorm":
+        X, S, B = nhwc(g, "x"), channel(g, "s"), channel(g, "b")
+    elif op == "adalayernorm":
+        X, S, B = ln_inputs(g, [2, 16, 64], [2, 1, 64])
+    else:
+        X, S, B = ln_inputs(g)
+    out = getattr(g, op)(INFER, X, S, B, epsilon=1e-5)
+    assert len(out) == n and out[1:] == [None] * (n - 1)
+    out[0].set_output(True)
+    g.validate()
+    assert out[0].get_dim() == X.get_dim() and out[0].get_stride() == X.get_stride()
+    node = g.to_json()["nodes"][0]
+    assert node["tag"] == tag and node["forward_phase"] == "INFERENCE"
+    assert list(node["outputs"]) == ["Y"]
+
+
+def test_rmsnorm_with_and_without_bias() -> None:
+    g = graph()
+    X, S, B = ln_inputs(g, [8, 1024])
+    Y, V = g.rmsnorm(TRAIN, X, S, B, 1e-6)
+    Y2, V2 = g.rmsnorm(TRAIN, X, S, epsilon=1e-6)
+    outputs(Y, V, Y2, V2)
+    g.validate()
+    assert shape(V) == ([8, 1], [1, 1], dt.FLOAT)
+    nodes = g.to_json()["nodes"]
+    assert "BIAS" in nodes[0]["inputs"] and "BIAS" not in nodes[1]["inputs"]
+    assert nodes[1]["outputs"] == {"Y": "1::Y", "INV_VARIANCE": "1::INV_VARIANCE"}
+
+
+def test_documented_shape_examples() -> None:
+    """Shapes the reference frontend infers (api_spec section 7)."""
+    g = graph()
+    X = g.tensor(name="x", dim=[4, 8, 1, 1], stride=[8, 1, 8, 8])
+    S, B = channel(g, "s"), channel(g, "b")
+    Y, M, V = g.layernorm(TRAIN, X, S, B, 1e-5)
+    outputs(Y, M, V)
+    g.validate()
+    assert M.get_dim() == [4, 1, 1, 1] and Y.get_stride() == [8, 1, 8, 8]
+    g = graph()
+    X = nhwc(g, "x", 4, 8, 2, 2)
+    out = g.batchnorm(X, channel(g, "s"), channel(g, "b"), channel(g, "rm"), channel(g, "rv"), 1e-5, 0.1)
+    outputs(*out)
+    g.validate()
+    for t in out[1:]:
+        assert shape(t) == ([1, 8, 1, 1], [8, 1, 8, 8], dt.FLOAT)
+    assert out[0].get_stride() == X.get_stride()
+
+
+def test_instancenorm_statistics_per_sample_and_channel() -> None:
+    g = graph()
+    Y, M, V = g.instancenorm(TRAIN, nhwc(g, "x"), channel(g, "s"), channel(g, "b"), 1e-5)
+    outputs(Y, M, V)
+    g.validate()
+    assert shape(M) == ([4, 8, 1, 1], [8, 1, 8, 8], dt.FLOAT)
+
+
+def test_adalayernorm_keeps_the_batch_in_its_statistics() -> None:
+    g = graph(dt.BFLOAT16)
+    X, S, B = ln_inputs(g, [2, 16, 64], [2, 1, 64])
+    Y, M, V = g.adalayernorm(TRAIN, X, S, B, epsilon=1e-5)
+    outputs(Y, M, V)
+    g.validate()
+    assert M.get_dim() == [2, 16, 1]
+    g.adalayernorm(INFER, X, S, epsilon=1e-5)  # bias is optional
+    assert "BIAS" not in g.nodes[1].inputs
+
+
+def test_batchnorm_without_running_statistics() -> None:
+    g = graph()
+    out = g.batchnorm(nhwc(g, "x"), channel(g, "s"), channel(g, "b"), None, None, 1e-5, None)
+    assert len(out) == 5 and out[3:] == [None, None]
+    outputs(*out)
+    g.validate()
+    node = g.to_json()["nodes"][0]
+    assert node["tag"] == "BATCHNORM" and node["peer_stats"] == []
+    assert set(node["inputs"]) == {"X", "SCALE", "BIAS", "EPSILON"}
+    assert set(node["outputs"]) == {"Y", "MEAN", "INV_VARIANCE"}
+
+
+def test_batchnorm_running_statistics_take_the_previous_type() -> None:
+    g = graph()
+    rm = g.tensor(name="rm", dim=[1, 8, 1, 1], data_type=dt.HALF)
+    rv = g.tensor(name="rv", dim=[1, 8, 1, 1], data_type=dt.HALF)
+    out = g.batchnorm(nhwc(g, "x"), channel(g, "s"), channel(g, "b"), rm, rv, 1e-5, 0.1, name="bn")
+    outputs(*out)
+    g.validate()
+    assert out[3].get_data_type() == dt.HALF and out[1].get_data_type() == dt.FLOAT
+    node = g.to_json()["nodes"][0]
+    assert node["inputs"]["PREV_RUNNING_MEAN"] == "rm" and node["inputs"]["MOMENTUM"] == "bn::MOMENTUM"
+    assert node["outputs"]["NEXT_RUNNING_VAR"] == "bn::NEXT_RUNNING_VAR"
+
+
+def test_batchnorm_inference_json_and_shape() -> None:
+    g = graph()
+    X = nhwc(g, "x")
+    Y = g.batchnorm_inference(X, channel(g, "m"), channel(g, "iv"), channel(g, "s"), channel(g, "b"))
+    assert isinstance(Y, cudnn.tensor)
+    Y.set_output(True)
+    g.validate()
+    assert shape(Y) == (X.get_dim(), X.get_stride(), dt.HALF)
+    node = g.to_json()["nodes"][0]
+    assert node["tag"] == "BATCHNORM_INFERENCE" and set(node) == {"compute_data_type", "inputs", "name",
+                                                                 "outputs", "tag"}
+    assert list(node["inputs"]) == ["X", "MEAN", "INV_VARIANCE", "SCALE", "BIAS"]
+
+
+def test_open_scale_dims_are_inferred() -> None:
+    g = graph()
+    X = g.tensor(name="x", dim=[8, 32, 64])
+    S = cudnn.tensor(name="s", data_type=dt.FLOAT)
+    B = cudnn.tensor(name="b", data_type=dt.FLOAT)
+    Y, M, V = g.layernorm(TRAIN, X, S, B, 1e-5)
+    outputs(Y, M, V)
+    g.validate()
+    assert S.get_dim() == [1, 32, 64] and M.get_dim() == [8, 1, 1]
+
+
+def test_zero_centered_gamma_adds_one_in_a_fused_pointwise_op() -> None:
+    g = graph()
+    X, S, B = ln_inputs(g, [8, 64])
+    Y, M, V = g.layernorm(TRAIN, X, S, B, 1e-5, name="ln", zero_centered_gamma=True)
+    outputs(Y, M, V)
+    g.validate()
+    add, ln = g.nodes
+    assert add.name == "ln.gamma_plus_one" and add.spec.method == "add"
+    assert add.inputs["IN_0"] is S and add.inputs["IN_1"].get_value() == 1.0
+    assert ln.inputs["SCALE"] is add.outputs["OUT_0"]
+    assert shape(ln.inputs["SCALE"]) == ([1, 64], [64, 1], dt.FLOAT)
+
+
+def test_unnamed_norms_get_numbered_names() -> None:
+    g = graph()
+    X, S, B = ln_inputs(g, [8, 64])
+    Y, _, _ = g.layernorm(INFER, X, S, B, 1e-5)
+    Z, _ = g.rmsnorm(INFER, Y, S, epsilon=1e-5)
+    assert [n.name for n in g.nodes] == ["0", "1"]
+    assert Z.get_name() == "1::Y"
+
+
+# -- backward inference ----------------------------------------------------------------------------
+
+def test_layernorm_backward_shapes_and_types() -> None:
+    g = graph(dt.BFLOAT16)
+    X, S, _ = ln_inputs(g)
+    DY = g.tensor(name="dy", dim=[4, 128, 768])
+    M = g.tensor(name="m", dim=[4, 128, 1], data_type=dt.FLOAT)
+    V = g.tensor(name="v", dim=[4, 128, 1], data_type=dt.FLOAT)
+    out = g.layernorm_backward(DY, X, S, M, V, name="dln")
+    outputs(*out)
+    g.validate()
+    assert shape(out[0]) == ([4, 128, 768], [98304, 768, 1], dt.BFLOAT16)
+    assert shape(out[1]) == ([1, 1, 768], [768, 768, 1], dt.FLOAT)  # gradients keep SCALE's type
+    node = g.to_json()["nodes"][0]
+    assert node["tag"] == "LAYER_NORM_BPROP" and set(node) == {"compute_data_type", "inputs", "name",
+                                                              "outputs", "tag"}
+    assert list(node["inputs"]) == ["DY", "X", "SCALE", "MEAN", "INV_VARIANCE"]
+    assert node["outputs"] == {"DX": "dln::DX", "DSCALE": "dln::DSCALE", "DBIAS": "dln::DBIAS"}
+
+
+@pytest.mark.parametrize("has_dbias", [True, False])
+def test_rmsnorm_backward_documented_names(has_dbias: bool) -> None:
+    g = graph()
+    X, S, _ = ln_inputs(g, [8, 64])
+    V = g.tensor(name="v", dim=[8, 1], data_type=dt.FLOAT)
+    out = g.rmsnorm_backward(g.tensor(name="dy", dim=[8, 64]), X, S, V, has_dbias, name="r")
+    assert len(out) == 3 and (out[2] is None) != has_dbias
+    outputs(*out)
+    g.validate()
+    node = g.to_json()["nodes"][0]
+    assert node["tag"] == "RMS_NORM_BPROP"
+    want = {"DX": "r::DX", "DSCALE": "r::Dscale"} | ({"DBIAS": "r::Dbias"} if has_dbias else {})
+    assert node["outputs"] == want
+
+
+def test_instancenorm_and_batchnorm_backward() -> None:
+    g = graph()
+    X, S = nhwc(g, "x"), channel(g, "s")
+    stats = [g.tensor(name=n, dim=[4, 8, 1, 1], stride=[8, 1, 8, 8], data_type=dt.FLOAT) for n in ("m", "v")]
+    din = g.instancenorm_backward(nhwc(g, "dy"), X, S, *stats)
+    peers = [g.tensor(name=f"peer{i}", dim=[2, 32, 1, 1], data_type=dt.FLOAT) for i in range(2)]
+    dbn = g.batchnorm_backward(nhwc(g, "dy2"), X, S, channel(g, "bm"), channel(g, "bv"), peers)
+    outputs(*din, *dbn)
+    g.validate()
+    assert shape(din[1]) == ([1, 8, 1, 1], [8, 1, 8, 8], dt.FLOAT)
+    assert din[0].get_stride() == X.get_stride()
+    nodes = g.to_json()["nodes"]
+    assert nodes[0]["tag"] == "INSTANCE_NORM_BPROP"
+    assert nodes[1]["tag"] == "DBN" and nodes[1]["peer_stats"] == ["peer0", "peer1"]
+
+
+def test_instancenorm_backward_without_statistics_needs_epsilon() -> None:
+    g = graph()
+    out = g.instancenorm_backward(nhwc(g, "dy"), nhwc(g, "x"), channel(g, "s"), epsilon=1e-5)
+    outputs(*out)
+    g.validate()
+    assert set(g.nodes[0].inputs) == {"DY", "X", "SCALE", "EPSILON"}
+    with pytest.raises(cudnn.GraphError, match="needs epsilon"):
+        g.instancenorm_backward(nhwc(g, "dy"), nhwc(g, "x"), channel(g, "s"))
+    with pytest.raises(cudnn.GraphError, match="both mean and inv_variance"):
+        g.instancenorm_backward(nhwc(g, "dy"), nhwc(g, "x"), channel(g, "s"), mean=channel(g, "m"))
+
+
+def test_adalayernorm_backward_gradients_per_sample() -> None:
+    g = graph()
+    X, S, _ = ln_inputs(g, [2, 16, 64], [2, 1, 64])
+    st = [g.tensor(name=n, dim=[2, 16, 1], data_type=dt.FLOAT) for n in ("m", "v")]
+    out = g.adalayernorm_backward(g.tensor(name="dy", dim=[2, 16, 64]), X, S, *st)
+    outputs(*out)
+    g.validate()
+    assert out[1].get_dim() == [2, 1, 64] and g.to_json()["nodes"][0]["tag"] == "ADA_LAYER_NORM_BPROP"
+
+
+def test_bn_finalize_from_genstats() -> None:
+    g = graph()
+    X = nhwc(g, "x")
+    total, squares = g.genstats(X)
+    out = g.bn_finalize(total, squares, channel(g, "s"), channel(g, "b"), 1e-5, 4 * 6 * 6,
+                        channel(g, "rm"), channel(g, "rv"), 0.1, name="fin")
+    assert len(out) == 6
+    outputs(*out)
+    g.validate()
+    for t in out:
+        assert shape(t) == ([1, 8, 1, 1], [8, 1, 8, 8], dt.FLOAT)
+    count = g.nodes[1].inputs["ACCUM_COUNT"]
+    assert count.get_data_type() == dt.INT64 and count.get_value() == 144 and count.get_dim() == [1, 1, 1, 1]
+    assert g.to_json()["nodes"][1]["tag"] == "BN_FINALIZE"
+    with pytest.raises(cudnn.GraphError, match="accum_count must be an int"):
+        g.bn_finalize(total, squares, channel(g, "s"), channel(g, "b"), 1e-5, 144.0)
+
+
+# -- bad input -------------------------------------------------------------------------------------
+
+def validate_error(g: cudnn.pygraph, *tensors: Any) -> str:
+    outputs(*tensors)
+    with pytest.raises(cudnn.GraphError) as info:
+        g.validate()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("scale_dims,needle", [
+    ([768], "has 1 dims [768] but X has 3"),
+    ([1, 1, 512], "at axis 2 it has 512, expected 1 or 768"),
+    ([4, 1, 768], "axis 0 of X [4, 128, 768] is the batch"),
+    ([1, 1, 1], "select no axis of X"),
+])
+def test_scale_that_does_not_match_the_normalized_axes(scale_dims: list[int], needle: str) -> None:
+    g = graph()
+    X = g.tensor(name="x", dim=[4, 128, 768])
+    S = g.tensor(name="gamma", dim=scale_dims, data_type=dt.FLOAT)
+    out = g.layernorm(TRAIN, X, S, S, 1e-5, name="ln")
+    msg = validate_error(g, *out)
+    assert "layernorm 'ln': SCALE tensor 'gamma'" in msg and needle in msg
+
+
+def test_bias_must_match_scale() -> None:
+    g = graph()
+    X, S, _ = ln_inputs(g)
+    B = g.tensor(name="beta", dim=[1, 128, 768], data_type=dt.FLOAT)
+    msg = validate_error(g, *g.layernorm(TRAIN, X, S, B, 1e-5, name="ln"))
+    assert "layernorm 'ln': BIAS tensor 'beta' has dims [1, 128, 768]; expected [1, 1, 768]" in msg
+
+
+@pytest.mark.parametrize("op", ["instancenorm", "batchnorm"])
+def test_channel_parameters_must_be_per_channel(op: str) -> None:
+    g = graph()
+    X, S, B = nhwc(g, "x"), g.tensor(name="s", dim=[1, 8, 6, 1], data_type=dt.FLOAT), channel(g, "b")
+    out = (g.instancenorm(TRAIN, X, S, B, 1e-5, name="n") if op == "instancenorm"
+           else g.batchnorm(X, S, B, None, None, 1e-5, None, name="n"))
+    msg = validate_error(g, *out)
+    assert f"{op} 'n': SCALE tensor 's' has dims [1, 8, 6, 1]" in msg and "expected [1, 8, 1, 1]" in msg
+
+
+def test_running_statistics_with_the_wrong_shape() -> None:
+    g = graph()
+    rm = g.tensor(name="rm", dim=[1, 4, 1, 1], data_type=dt.FLOAT)
+    out = g.batchnorm(nhwc(g, "x"), channel(g, "s"), channel(g, "b"), rm, channel(g, "rv"), 1e-5, 0.1, name="bn")
+    assert "batchnorm 'bn': PREV_RUNNING_MEAN tensor 'rm' has dims [1, 4, 1, 1]" in validate_error(g, *out)
+
+
+@pytest.mark.parametrize("epsilon,needle", [
+    ("tensor", "EPSILON tensor 'eps' must be a scalar (every dim 1), got dims [1, 4]"),
+    ([1e-5], "epsilon must be a cudnn.tensor, a framework tensor or a Python number; got list"),
+    (None, "epsilon is required, got None"),
+])
+def test_epsilon_must_be_a_scalar(epsilon: Any, needle: str) -> None:
+    g = graph()
+    X, S, B = ln_inputs(g, [8, 64])
+    if epsilon == "tensor":
+        epsilon = g.tensor(name="eps", dim=[1, 4], data_type=dt.FLOAT, is_pass_by_value=True)
+        msg = validate_error(g, *g.layernorm(TRAIN, X, S, B, epsilon, name="ln"))
+        assert msg.startswith("layernorm 'ln': ")
+    else:
+        with pytest.raises(cudnn.GraphError) as info:
+            g.layernorm(TRAIN, X, S, B, epsilon, name="ln")
+        msg = str(info.value)
+    assert needle in msg
+
+
+def test_rmsnorm_requires_epsilon() -> None:
+    g = graph()
+    X, S, _ = ln_inputs(g, [8, 64])
+    with pytest.raises(cudnn.GraphError, match="rmsnorm: epsilon is required"):
+        g.rmsnorm(TRAIN, X, S)
+
+
+@pytest.mark.parametrize("given,needle", [
+    ({"rm": None, "rv": "t", "momentum": 0.1}, "in_running_mean is None but in_running_var is given"),
+    ({"rm": "t", "rv": None, "momentum": 0.1}, "in_running_var is None but in_running_mean is given"),
+    ({"rm": None, "rv": None, "momentum": 0.1}, "momentum is given but in_running_mean and in_running_var are None"),
+    ({"rm": "t", "rv": "t", "momentum": None}, "momentum is None but in_running_mean and in_running_var are given"),
+])
+def test_running_statistics_come_in_pairs_with_a_momentum(given: dict, needle: str) -> None:  # type: ignore[type-arg]
+    g = graph()
+    stat = {k: (channel(g, k) if v == "t" else v) for k, v in given.items()}
+    with pytest.raises(cudnn.GraphError) as info:
+        g.batchnorm(nhwc(g, "x"), channel(g, "s"), channel(g, "b"), stat["rm"], stat["rv"], 1e-5,
+                    stat["momentum"], name="bn")
+    assert str(info.value).startswith("batchnorm 'bn': ") and needle in str(info.value)
+
+
+@pytest.mark.parametrize("phase", [cudnn.norm_forward_phase.NOT_SET, 1, "train"])
+def test_forward_phase_must_be_training_or_inference(phase: Any) -> None:
+    g = graph()
+    X, S, B = ln_inputs(g, [8, 64])
+    with pytest.raises(cudnn.GraphError, match="norm_forward_phase must be cudnn.norm_forward_phase.TRAINING"):
+        g.layernorm(phase, X, S, B, 1e-5)
+
+
+def test_phase_given_by_name() -> None:
+    g = graph()
+    X, S, B = ln_inputs(g, [8, 64])
+    assert g.layernorm("INFERENCE", X, S, B, 1e-5)[1] is None
+
+
+def test_backward_statistics_and_gradient_shapes_are_checked() -> None:
+    g = graph()
+    X, S, _ = ln_inputs(g, [8, 64])
+    V = g.tensor(name="v", dim=[1, 64], data_type=dt.FLOAT)
+    out = g.layernorm_backward(g.tensor(name="dy", dim=[8, 64]), X, S, V, V, name="dln")
+    msg = validate_error(g, *out)
+    assert "layernorm_backward 'dln': MEAN tensor 'v' has dims [1, 64]; expected [8, 1]" in msg
+    g = graph()
+    X, S, _ = ln_inputs(g, [8, 64])
+    V = g.tensor(name="v", dim=[8, 1], data_type=dt.FLOAT)
+    out = g.layernorm_backward(g.tensor(name="dy", dim=[8, 32]), X, S, V, V, name="dln")
+    assert "layernorm_backward 'dln': DY tensor 'dy' has dims [8, 32]; expected [8, 64]" in validate_error(g, *out)
+
+
+def test_user_dims_on_statistics_outputs_are_checked() -> None:
+    g = graph()
+    X, S, B = ln_inputs(g, [8, 64])
+    Y, M, V = g.layernorm(TRAIN, X, S, B, 1e-5, name="ln")
+    M.set_dim([1, 64])
+    assert "layernorm 'ln': MEAN: dims [1, 64] do not match the inferred [8, 1]" in validate_error(g, Y, M, V)
+
+
+def test_has_dbias_must_be_a_bool_and_peer_stats_a_list() -> None:
+    g = graph()
+    X, S, _ = ln_inputs(g, [8, 64])
+    with pytest.raises(cudnn.GraphError, match="has_dbias must be True or False"):
+        g.rmsnorm_backward(X, X, S, X, None)  # type: ignore[arg-type]
+    with pytest.raises(cudnn.GraphError, match="peer_stats must be a list of tensors"):
+        g.batchnorm(nhwc(g, "x"), channel(g, "s"), channel(g, "b"), None, None, 1e-5, None, peer_stats=X)
+
+
+def test_batchnorm_inference_lowering_choice_is_checked() -> None:
+    g = graph()
+    with pytest.raises(cudnn.GraphError, match="lowering must be 'auto', 'norm' or 'pointwise'"):
+        g.batchnorm_inference(nhwc(g, "x"), *(channel(g, n) for n in "mvsb"), lowering="fast")
+
+
+# -- lowering (recorded) ----------------------------------------------------------------------------
+
+class FakeDesc:
+    """Records what lowering sets; values are checked to be settable (types inferred, arrays built)."""
+
+    def __init__(self, kind: str, label: str, tensor: Any = None) -> None:
+        self.kind, self.label, self.tensor = kind, label, tensor
+        self.attrs: dict[str, Any] = {}
+
+    def set(self, attr: Any, value: Any, attr_type: Any = None) -> FakeDesc:
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(i, FakeDesc) for i in items):
+            t = attr_type or backend_descriptor._infer_type(items, attr.name)
+            backend_descriptor._to_array(items, t, attr.name)
+        self.attrs[attr.name.removeprefix("CUDNN_ATTR_").removeprefix("OPERATION_")] = value
+        return self
+
+    def finalize(self) -> FakeDesc:
+        return self
+
+
+class FakeLowering(Lowering):
+    def __init__(self, version: int = 91900) -> None:
+        super().__init__(0, version)
+
+    def descriptor(self, desc_type: D, label: str) -> Any:  # type: ignore[override]
+        self.require(f"{label}: {desc_type.name}", None)
+        return FakeDesc(desc_type.name.replace("CUDNN_BACKEND_", ""), label)
+
+    def tensor(self, t: cudnn.tensor) -> Any:  # type: ignore[override]
+        self.tensor_objects.append(t)
+        return FakeDesc("TENSOR", t.get_name(), (t.get_uid(), t.get_dim(), t.get_stride(), t.get_data_type(),
+                                                 t.get_is_virtual()))
+
+
+def lower(g: cudnn.pygraph, version: int = 91900) -> list[FakeDesc]:
+    g.validate()
+    g._assign_uids()
+    lw = FakeLowering(version)
+    return [op for n in g.nodes for op in n.lower(lw)]
+
+
+def test_layernorm_lowers_to_norm_forward_in_the_canonical_view() -> None:
+    g = graph(dt.BFLOAT16)
+    X, S, B = ln_inputs(g)
+    out = g.layernorm(TRAIN, X, S, B, 1e-5, name="ln")
+    outputs(*out)
+    (op,) = lower(g)
+    assert op.kind == "OPERATION_NORM_FORWARD_DESCRIPTOR"
+    a = op.attrs
+    assert a["NORM_FWD_MODE"] == cudnn.norm_mode.LAYER_NORM and a["NORM_FWD_PHASE"] == TRAIN
+    assert set(a) == {"NORM_FWD_MODE", "NORM_FWD_PHASE", "NORM_FWD_XDESC", "NORM_FWD_SCALE_DESC",
+                      "NORM_FWD_BIAS_DESC", "NORM_FWD_EPSILON_DESC", "NORM_FWD_YDESC", "NORM_FWD_MEAN_DESC",
+                      "NORM_FWD_INV_VARIANCE_DESC"}
+    uid, dims, strides, _, _ = a["NORM_FWD_XDESC"].tensor
+    assert (uid, dims, strides) == (X.get_uid(), [512, 768, 1, 1], [768, 1, 768, 768])
+    assert a["NORM_FWD_SCALE_DESC"].tensor[1:3] == ([1, 768, 1, 1], [768, 1, 768, 768])
+    assert a["NORM_FWD_MEAN_DESC"].tensor[1:3] == ([512, 1, 1, 1], [1, 1, 1, 1])
+    assert a["NORM_FWD_EPSILON_DESC"].tensor[1] == [1, 1, 1, 1]
+    assert X.get_dim() == [4, 128, 768]  # the user's tensor is untouched
+
+
+def test_no_canonical_view_when_another_node_shares_a_tensor(monkeypatch: pytest.MonkeyPatch) -> None:
+    g = graph()
+    X, S, B = ln_inputs(g)
+    Y, _, _ = g.layernorm(INFER, X, S, B, 1e-5, name="ln")
+    g.add(Y, X).set_output(True)
+    op = lower(g)[0]
+    assert op.attrs["NORM_FWD_XDESC"].tensor[1] == [4, 128, 768]
+    g = graph()
+    X, S, B = ln_inputs(g)
+    g.layernorm(INFER, X, S, B, 1e-5)[0].set_output(True)
+    monkeypatch.setattr(norm_nodes, "CANONICAL_VIEW", False)
+    assert lower(g)[0].attrs["NORM_FWD_XDESC"].tensor[1] == [4, 128, 768]
+
+
+def test_rmsnorm_backward_without_dbias_sets_no_dbias() -> None:
+    g = graph()
+    X, S, _ = ln_inputs(g, [8, 64])
+    V = g.tensor(name="v", dim=[8, 1], data_type=dt.FLOAT)
+    outputs(*g.rmsnorm_backward(g.tensor(name="dy", dim=[8, 64]), X, S, V, False))
+    (op,) = lower(g)
+    assert op.kind == "OPERATION_NORM_BACKWARD_DESCRIPTOR"
+    assert set(op.attrs) == {"NORM_BWD_MODE", "NORM_BWD_XDESC", "NORM_BWD_DYDESC", "NORM_BWD_SCALE_DESC",
+                             "NORM_BWD_INV_VARIANCE_DESC", "NORM_BWD_DXDESC", "NORM_BWD_DSCALE_DESC"}
+    assert op.attrs["NORM_BWD_MODE"] == cudnn.norm_mode.RMS_NORM
+    assert op.attrs["NORM_BWD_DXDESC"].tensor[1] == [8, 64, 1, 1]
+
+
+def test_batchnorm_lowers_running_statistics_and_peers() -> None:
+    g = graph()
+    peers = [g.tensor(name=f"p{i}", dim=[2, 32, 1, 1], data_type=dt.FLOAT) for i in range(2)]
+    out = g.batchnorm(nhwc(g, "x"), channel(g, "s"), channel(g, "b"), channel(g, "rm"), channel(g, "rv"),
+                      1e-5, 0.1, peers)
+    outputs(*out)
+    (op,) = lower(g)
+    a = op.attrs
+    assert a["NORM_FWD_MODE"] == cudnn.norm_mode.BATCH_NORM and a["NORM_FWD_PHASE"] == TRAIN
+    for key in ("EXP_AVG_FACTOR_DESC", "INPUT_RUNNING_MEAN_DESC", "OUTPUT_RUNNING_VAR_DESC"):
+        assert f"NORM_FWD_{key}" in a
+    assert [d.label for d in a["NORM_FWD_PEER_STAT_DESCS"]] == ["p0", "p1"]
+    assert a["NORM_FWD_XDESC"].tensor[2] == [288, 1, 48, 8]  # batch norm keeps the user's layout
+
+
+def test_batchnorm_inference_is_pointwise_unless_a_dbn_follows() -> None:
+    g = graph()
+    X = nhwc(g, "x")
+    Y = g.batchnorm_inference(X, *(channel(g, n) for n in "mvsb"), name="bni")
+    Y.set_output(True)
+    ops = lower(g)
+    assert [o.attrs["POINTWISE_PW_DESCRIPTOR"].attrs["POINTWISE_MODE"].name for o in ops] == ["SUB", "MUL", "MUL",
+                                                                                              "ADD"]
+    inner = [o.attrs["POINTWISE_YDESC"].tensor for o in ops[:3]]
+    graph_uids = {t.get_uid() for n in g.nodes for t in (*n.inputs.values(), *n.outputs.values())}
+    assert all(t[4] and t[3] == dt.FLOAT and t[1] == X.get_dim() for t in inner)  # virtual float intermediates
+    assert len({t[0] for t in inner}) == 3 and not {t[0] for t in inner} & graph_uids
+    assert ops[-1].attrs["POINTWISE_YDESC"].tensor[0] == Y.get_uid()
+    g = graph()
+    X, S = nhwc(g, "x"), channel(g, "s")
+    M, V = channel(g, "m"), channel(g, "v")
+    Y = g.batchnorm_inference(X, M, V, S, channel(g, "b"))
+    dx = g.relu_backward(nhwc(g, "dy"), Y)
+    outputs(*g.batchnorm_backward(dx, X, S, M, V))
+    ops = lower(g)
+    assert ops[0].kind == "OPERATION_NORM_FORWARD_DESCRIPTOR" and ops[0].attrs["NORM_FWD_PHASE"] == INFER
+    assert "NORM_FWD_MEAN_DESC" in ops[0].attrs and ops[-1].kind == "OPERATION_NORM_BACKWARD_DESCRIPTOR"
+
+
+def test_adalayernorm_needs_cudnn_9_9() -> None:
+    g = graph()
+    X, S, B = ln_inputs(g, [2, 16, 64], [2, 1, 64])
+    g.adalayernorm(INFER, X, S, B, epsilon=1e-5, name="ada")[0].set_output(True)
+    with pytest.raises(FeatureUnavailableError, match=r"adalayernorm 'ada': ADA_LAYER_NORM .*cuDNN >= 9.9.0"):
+        lower(g, version=90800)
+    (op,) = lower(g, version=91900)
+    assert op.attrs["NORM_FWD_MODE"] == cudnn.norm_mode.ADA_LAYER_NORM
+    assert op.attrs["NORM_FWD_XDESC"].tensor[1] == [2, 16, 64]  # per-sample scale: no flattened view
+
+
+def test_bn_finalize_lowering() -> None:
+    g = graph()
+    total, squares = g.genstats(nhwc(g, "x"))
+    outputs(*g.bn_finalize(total, squares, channel(g, "s"), channel(g, "b"), 1e-5, 144))
+    op = lower(g)[1]
+    assert op.kind == "OPERATION_BN_FINALIZE_STATISTICS_DESCRIPTOR"
+    assert {"BN_FINALIZE_ACCUM_COUNT_DESC", "BN_FINALIZE_EQ_SCALE_DESC", "BN_FINALIZE_SAVED_INV_STD_DESC",
+            "BN_FINALIZE_MATH_PREC", "BN_FINALIZE_STATS_MODE"} <= set(op.attrs)
+    assert "BN_FINALIZE_PREV_RUNNING_MEAN_DESC" not in op.attrs
