@@ -371,13 +371,14 @@ def test_epsilon_must_be_a_scalar(epsilon: Any, needle: str) -> None:
         with pytest.raises(cudnn.GraphError) as info:
             g.layernorm(TRAIN, X, S, B, epsilon, name="ln")
         msg = str(info.value)
+        assert msg.startswith("layernorm 'ln': ")
     assert needle in msg
 
 
 def test_rmsnorm_requires_epsilon() -> None:
     g = graph()
     X, S, _ = ln_inputs(g, [8, 64])
-    with pytest.raises(cudnn.GraphError, match="rmsnorm: epsilon is required"):
+    with pytest.raises(cudnn.GraphError, match="rmsnorm '0': epsilon is required"):
         g.rmsnorm(TRAIN, X, S)
 
 
@@ -595,3 +596,21 @@ def test_bn_finalize_lowering() -> None:
     assert {"BN_FINALIZE_ACCUM_COUNT_DESC", "BN_FINALIZE_EQ_SCALE_DESC", "BN_FINALIZE_SAVED_INV_STD_DESC",
             "BN_FINALIZE_MATH_PREC", "BN_FINALIZE_STATS_MODE"} <= set(op.attrs)
     assert "BN_FINALIZE_PREV_RUNNING_MEAN_DESC" not in op.attrs
+
+
+def test_a_tensor_on_two_ports_gets_one_descriptor() -> None:
+    g = graph()
+    X, S, _ = ln_inputs(g)
+    g.layernorm(INFER, X, S, S, 1e-5)[0].set_output(True)
+    (op,) = lower(g)
+    assert op.attrs["NORM_FWD_SCALE_DESC"] is op.attrs["NORM_FWD_BIAS_DESC"]
+    assert op.attrs["NORM_FWD_SCALE_DESC"].tensor[1] == [1, 768, 1, 1]
+
+
+def test_constants_are_named_after_the_node_and_port() -> None:
+    g = graph()
+    out = g.batchnorm(nhwc(g, "x"), channel(g, "s"), channel(g, "b"), channel(g, "rm"), channel(g, "rv"), 1e-5,
+                      0.1, name="b")
+    node = g.to_json()["nodes"][0]
+    assert node["inputs"]["EPSILON"] == "b::EPSILON" and node["inputs"]["MOMENTUM"] == "b::MOMENTUM"
+    assert out[0].get_name() == "b::Y"

@@ -8,6 +8,10 @@ graph as a by-value constant) or a scalar tensor. Keyword-only extras beyond the
 API: ``zero_centered_gamma`` (SCALE is gamma - 1: the graph adds 1 in a fused pointwise op, as
 cuDNN's zero-centered-gamma samples do), ``batchnorm_inference(lowering=)``,
 ``instancenorm_backward(epsilon=)``, and ``bn_finalize``.
+
+Performance default: a layer or RMS norm whose tensors no other node uses is described to
+cuDNN as X [rows, hidden, 1, 1] (the layout NVIDIA's own cuDNN norm ops and samples use),
+whatever rank the user gave; see ``nodes.norm.CANONICAL_VIEW``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ class NormOpsMixin:
     def _norm(self, node: NormNode, returns: Sequence[str]) -> list[Maybe]:
         node.graph_nodes = self.nodes  # lowering asks whether other nodes share its tensors
         self._add(node, node.output_ports())
+        for port, t in node.inputs.items():  # constants made from numbers: 'node::PORT'
+            if t.get_value() is not None and t.get_name().startswith(f"{node.label()}::"):
+                t.set_name(f"{node.name}::{port}")
         return [node.outputs.get(port) for port in returns]
 
     def _gamma(self, scale: Tensor, zero_centered: bool, name: str) -> Tensor:
@@ -67,10 +74,11 @@ class NormOpsMixin:
                  bias_optional: bool = False) -> list[Maybe]:
         phase = forward_phase(phase, op)
         name = self._name(name)
-        x = self._input(input, op, "input")
-        gamma = self._gamma(self._input(scale, op, "scale"), zero_centered, name)
-        b = self._maybe(bias, op, "bias") if bias_optional else self._input(bias, op, "bias")
-        eps = self._input(epsilon, op, "epsilon")
+        at = f"{op} {name!r}"
+        x = self._input(input, at, "input")
+        gamma = self._gamma(self._input(scale, at, "scale"), zero_centered, name)
+        b = self._maybe(bias, at, "bias") if bias_optional else self._input(bias, at, "bias")
+        eps = self._input(epsilon, at, "epsilon")
         node = NormForward(name, FORWARD[op], phase, {"X": x, "SCALE": gamma, "BIAS": b, "EPSILON": eps},
                            compute_data_type)
         return self._norm(node, returns)
@@ -79,10 +87,11 @@ class NormOpsMixin:
                   compute_data_type: Any, name: str, zero_centered: bool = False,
                   extra: dict[str, Maybe] | None = None, has_dbias: bool = True) -> list[Maybe]:
         name = self._name(name)
-        inputs: dict[str, Maybe] = {"DY": self._input(grad, op, "grad"), "X": self._input(input, op, "input")}
-        inputs["SCALE"] = self._gamma(self._input(scale, op, "scale"), zero_centered, name)
+        at = f"{op} {name!r}"
+        inputs: dict[str, Maybe] = {"DY": self._input(grad, at, "grad"), "X": self._input(input, at, "input")}
+        inputs["SCALE"] = self._gamma(self._input(scale, at, "scale"), zero_centered, name)
         for port, (param, value) in stats.items():
-            inputs[port] = self._maybe(value, op, param)
+            inputs[port] = self._maybe(value, at, param)
         inputs.update(extra or {})
         node = NormBackward(name, BACKWARD[op], inputs, compute_data_type, has_dbias)
         return self._norm(node, ["DX", "DSCALE", "DBIAS"])
@@ -191,27 +200,28 @@ class NormOpsMixin:
         momentum * batch statistic."""
         op = "batchnorm"
         name = self._name(name)
-        self._running_stats(f"{op} {name!r}", in_running_mean, in_running_var, momentum,
-                            ("in_running_mean", "in_running_var"))
+        at = f"{op} {name!r}"
+        self._running_stats(at, in_running_mean, in_running_var, momentum, ("in_running_mean", "in_running_var"))
         inputs: dict[str, Maybe] = {
-            "X": self._input(input, op, "input"), "SCALE": self._input(scale, op, "scale"),
-            "BIAS": self._input(bias, op, "bias"),
-            "PREV_RUNNING_MEAN": self._maybe(in_running_mean, op, "in_running_mean"),
-            "PREV_RUNNING_VAR": self._maybe(in_running_var, op, "in_running_var"),
-            "EPSILON": self._input(epsilon, op, "epsilon"), "MOMENTUM": self._maybe(momentum, op, "momentum"),
-            **self._peers(peer_stats, op)}
+            "X": self._input(input, at, "input"), "SCALE": self._input(scale, at, "scale"),
+            "BIAS": self._input(bias, at, "bias"),
+            "PREV_RUNNING_MEAN": self._maybe(in_running_mean, at, "in_running_mean"),
+            "PREV_RUNNING_VAR": self._maybe(in_running_var, at, "in_running_var"),
+            "EPSILON": self._input(epsilon, at, "epsilon"), "MOMENTUM": self._maybe(momentum, at, "momentum"),
+            **self._peers(peer_stats, at)}
         node = NormForward(name, FORWARD[op], forward_phase("TRAINING", op), inputs, compute_data_type)
         return self._norm(node, ["Y", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN", "NEXT_RUNNING_VAR"])
 
     def batchnorm_inference(self, input: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any,
                             compute_data_type: Any = NOT_SET, name: str = "", *, lowering: str = "auto") -> Tensor:
         """Y = (X - mean) * inv_variance * scale + bias with per-channel [1, C, 1...] tensors."""
-        op = "batchnorm_inference"
+        name = self._name(name)
+        at = f"batchnorm_inference {name!r}"
         inputs: dict[str, Maybe] = {
-            "X": self._input(input, op, "input"), "MEAN": self._input(mean, op, "mean"),
-            "INV_VARIANCE": self._input(inv_variance, op, "inv_variance"),
-            "SCALE": self._input(scale, op, "scale"), "BIAS": self._input(bias, op, "bias")}
-        node = BatchNormInference(self._name(name), inputs, compute_data_type, lowering)
+            "X": self._input(input, at, "input"), "MEAN": self._input(mean, at, "mean"),
+            "INV_VARIANCE": self._input(inv_variance, at, "inv_variance"),
+            "SCALE": self._input(scale, at, "scale"), "BIAS": self._input(bias, at, "bias")}
+        node = BatchNormInference(name, inputs, compute_data_type, lowering)
         y = self._norm(node, ["Y"])[0]
         assert y is not None
         return y
@@ -232,19 +242,18 @@ class NormOpsMixin:
         elements (an int: N*H*W); returns [EQ_SCALE, EQ_BIAS, MEAN, INV_VARIANCE,
         NEXT_RUNNING_MEAN, NEXT_RUNNING_VAR] (the last two None without running statistics).
         Not in the documented Python API (the C++ frontend's bn_finalize)."""
-        op = "bn_finalize"
         name = self._name(name)
-        self._running_stats(f"{op} {name!r}", prev_running_mean, prev_running_var, momentum,
-                            ("prev_running_mean", "prev_running_var"))
+        at = f"bn_finalize {name!r}"
+        self._running_stats(at, prev_running_mean, prev_running_var, momentum, ("prev_running_mean", "prev_running_var"))
         if isinstance(accum_count, float):
-            raise GraphError(f"{op} {name!r}: accum_count must be an int (elements per channel), got {accum_count}")
+            raise GraphError(f"{at}: accum_count must be an int (elements per channel), got {accum_count}")
         inputs: dict[str, Maybe] = {
-            "SUM": self._input(sum, op, "sum"), "SQ_SUM": self._input(sq_sum, op, "sq_sum"),
-            "SCALE": self._input(scale, op, "scale"), "BIAS": self._input(bias, op, "bias"),
-            "EPSILON": self._input(epsilon, op, "epsilon"), "ACCUM_COUNT": self._input(accum_count, op, "accum_count"),
-            "PREV_RUNNING_MEAN": self._maybe(prev_running_mean, op, "prev_running_mean"),
-            "PREV_RUNNING_VAR": self._maybe(prev_running_var, op, "prev_running_var"),
-            "MOMENTUM": self._maybe(momentum, op, "momentum")}
+            "SUM": self._input(sum, at, "sum"), "SQ_SUM": self._input(sq_sum, at, "sq_sum"),
+            "SCALE": self._input(scale, at, "scale"), "BIAS": self._input(bias, at, "bias"),
+            "EPSILON": self._input(epsilon, at, "epsilon"), "ACCUM_COUNT": self._input(accum_count, at, "accum_count"),
+            "PREV_RUNNING_MEAN": self._maybe(prev_running_mean, at, "prev_running_mean"),
+            "PREV_RUNNING_VAR": self._maybe(prev_running_var, at, "prev_running_var"),
+            "MOMENTUM": self._maybe(momentum, at, "momentum")}
         node = BNFinalize(name, inputs, compute_data_type)
         return self._norm(node, ["EQ_SCALE", "EQ_BIAS", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN",
                                  "NEXT_RUNNING_VAR"])

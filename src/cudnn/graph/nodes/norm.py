@@ -218,10 +218,13 @@ class NormNode(Node):
     def descriptors(self, lw: Lowering) -> dict[str, Descriptor]:
         """Tensor descriptors by port, in the canonical view where it applies."""
         views = canonical_views(self) if CANONICAL_VIEW else {}
+        made: dict[int, Descriptor] = {}  # one descriptor per tensor, even on two ports
         out: dict[str, Descriptor] = {}
         for port, t in {**self.inputs, **self.outputs}.items():
             view = views.get(port)
-            out[port] = lw.tensor(t if view is None else viewed(t, *view))
+            if id(t) not in made:
+                made[id(t)] = lw.tensor(t if view is None else viewed(t, *view))
+            out[port] = made[id(t)]
         return out
 
     def emit(self, lw: Lowering, desc_type: D, ports: dict[str, A], attrs: dict[A, Any], peers_attr: A
