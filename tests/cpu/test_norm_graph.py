@@ -614,3 +614,25 @@ def test_constants_are_named_after_the_node_and_port() -> None:
     node = g.to_json()["nodes"][0]
     assert node["inputs"]["EPSILON"] == "b::EPSILON" and node["inputs"]["MOMENTUM"] == "b::MOMENTUM"
     assert out[0].get_name() == "b::Y"
+
+
+@pytest.mark.parametrize("op", ["rmsnorm", "rmsnorm_backward", "layernorm_backward", "adalayernorm"])
+def test_zero_centered_gamma_for_other_norms(op: str) -> None:
+    g = graph()
+    X, S, _ = ln_inputs(g, [2, 8, 64], [2, 1, 64] if op == "adalayernorm" else None)
+    V = g.tensor(name="v", dim=[2, 8, 1], data_type=dt.FLOAT)
+    DY = g.tensor(name="dy", dim=[2, 8, 64])
+    if op == "rmsnorm":
+        out = g.rmsnorm(TRAIN, X, S, epsilon=1e-5, name="n", zero_centered_gamma=True)
+    elif op == "adalayernorm":
+        out = g.adalayernorm(TRAIN, X, S, epsilon=1e-5, name="n", zero_centered_gamma=True)
+    elif op == "rmsnorm_backward":
+        out = g.rmsnorm_backward(DY, X, S, V, True, name="n", zero_centered_gamma=True)
+    else:
+        out = g.layernorm_backward(DY, X, S, V, V, name="n", zero_centered_gamma=True)
+    outputs(*out)
+    g.validate()
+    add, norm = g.nodes
+    assert add.name == "n.gamma_plus_one" and norm.inputs["SCALE"] is add.outputs["OUT_0"]
+    if op.endswith("_backward"):
+        assert out[1].get_dim() == S.get_dim() and out[1].get_data_type() == dt.FLOAT
