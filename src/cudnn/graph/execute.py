@@ -42,16 +42,21 @@ class Binding:
 
 
 class _Entry:
-    __slots__ = ("pack", "pack_ptr", "keep", "__weakref__")
+    """A finalized backend variant pack and the host scalars it points at."""
+
+    __slots__ = ("pack", "pack_ptr", "keep")
 
     def __init__(self, pack: Descriptor, keep: list[Any]) -> None:
         self.pack = pack
         self.pack_ptr = pack.ptr
-        self.keep = keep  # host scalars and weakrefs that must live as long as the pack
+        self.keep = keep
 
 
 class Runner:
     """Runs one execution plan; made at build time, used by every execute()."""
+
+    __slots__ = ("label", "plan", "plan_ptr", "workspace_size", "device", "default_handle", "by_uid",
+                 "by_tensor", "required", "_cache", "_refs", "_packs", "_execute", "candidate", "__weakref__")
 
     def __init__(self, label: str, plan: Descriptor, workspace_size: int, bindings: list[Binding],
                  default_handle: Any, device: int | None) -> None:
@@ -64,7 +69,9 @@ class Runner:
         self.by_uid = {b.uid: b for b in bindings}
         self.by_tensor = {id(b.tensor): b for b in bindings}
         self.required = [b for b in bindings if b.constant is None]
-        self._cache: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
+        self._cache: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()  # by buffer identity
+        self._refs: dict[tuple[Any, ...], list[Any]] = {}  # weak references behind each identity key
+        self._packs: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()  # by addresses
         self._execute = capi.graph.cudnnBackendExecute
 
     # -- the hot path -----------------------------------------------------------------------
@@ -126,8 +133,17 @@ class Runner:
                 uids.append(b.uid)
                 ptrs.append(b.constant.ptr)
                 keep.append(b.constant)
-        pack = backend_plan.variant_pack(uids, ptrs, self._workspace_pointer(workspace), self.label)
-        return _Entry(pack, keep)
+        workspace_ptr = self._workspace_pointer(workspace)
+        # New buffer objects often sit where earlier ones were (framework allocators reuse
+        # blocks): reuse the backend pack made for those addresses.
+        by_address = (tuple(uids), tuple(ptrs), workspace_ptr)
+        entry = self._packs.get(by_address)
+        if entry is None:
+            entry = _Entry(backend_plan.variant_pack(uids, ptrs, workspace_ptr, self.label), keep)
+            self._packs[by_address] = entry
+            while len(self._packs) > _CACHE_SIZE:
+                self._packs.popitem(last=False)
+        return entry
 
     def _remember(self, values: list[Any], stable: tuple[Any, ...] | None, entry: _Entry) -> None:
         """Cache by object identity while every object lives (weak references evict the entry
@@ -141,21 +157,20 @@ class Runner:
                     refs.append(weakref.ref(v, evict))
         except TypeError:
             return  # an object without weak references: not cached, checked on every call
-        entry.keep.extend(refs)
-        self._store(key, entry)
-
-    def _store(self, key: tuple[Any, ...], entry: _Entry) -> None:
         self._cache[key] = entry
+        self._refs[key] = refs
         while len(self._cache) > _CACHE_SIZE:
-            self._cache.popitem(last=False)
+            old, _ = self._cache.popitem(last=False)
+            self._refs.pop(old, None)
 
     def _evictor(self, key: tuple[Any, ...]) -> Callable[[Any], None]:
-        cache_ref = weakref.ref(self._cache)
+        runner_ref = weakref.ref(self)
 
         def evict(_: Any) -> None:
-            cache = cache_ref()
-            if cache is not None:
-                cache.pop(key, None)
+            runner = runner_ref()
+            if runner is not None:
+                runner._cache.pop(key, None)
+                runner._refs.pop(key, None)
 
         return evict
 
