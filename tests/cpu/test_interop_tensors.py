@@ -70,7 +70,7 @@ def test_numpy_offset_view_points_past_the_base() -> None:
 
 @pytest.mark.parametrize(("dtype", "expected"), [
     (np.float16, D.HALF), (np.float32, D.FLOAT), (np.float64, D.DOUBLE), (np.int8, D.INT8),
-    (np.uint8, D.UINT8), (np.int32, D.INT32), (np.int64, D.INT64), (np.bool_, D.BOOLEAN),
+    (np.uint8, D.UINT8), (np.int32, D.INT32), (np.int64, D.INT64), (np.bool_, D.BYTE_BOOLEAN),
     (np.uint32, D.UINT32), (np.complex64, D.COMPLEX_FP32), (np.complex128, D.COMPLEX_FP64),
     (np.int16, D.NOT_SET), (np.uint64, D.NOT_SET),
 ])
@@ -235,7 +235,7 @@ def test_jax_peeks_without_a_stream() -> None:
 @pytest.mark.parametrize(("dtype", "flags", "expected", "size"), [
     ((0, 8, 4), 0, D.INT8x4, 4), ((1, 8, 4), 0, D.UINT8x4, 4), ((0, 8, 32), 0, D.INT8x32, 32),
     ((4, 16, 1), 0, D.BFLOAT16, 2), ((10, 8, 1), 0, D.FP8_E4M3, 1), ((12, 8, 1), 0, D.FP8_E5M2, 1),
-    ((14, 8, 1), 0, D.FP8_E8M0, 1), ((8, 8, 1), 0, D.NOT_SET, 1), ((6, 8, 1), 0, D.BOOLEAN, 1),
+    ((14, 8, 1), 0, D.FP8_E8M0, 1), ((8, 8, 1), 0, D.NOT_SET, 1), ((6, 8, 1), 0, D.BYTE_BOOLEAN, 1),
     ((0, 4, 1), dl.FLAG_IS_SUBBYTE_TYPE_PADDED, D.INT4, 1),
     ((17, 4, 1), dl.FLAG_IS_SUBBYTE_TYPE_PADDED, D.FP4_E2M1, 1),
 ])
@@ -355,13 +355,16 @@ def test_is_tensor_like() -> None:
 
 ITEMSIZES = {
     D.HALF: 2, D.FLOAT: 4, D.DOUBLE: 8, D.INT8: 1, D.UINT8: 1, D.INT32: 4, D.INT64: 8, D.BFLOAT16: 2,
-    D.BOOLEAN: 1, D.FP8_E4M3: 1, D.FP8_E5M2: 1, D.FP8_E8M0: 1, D.FP8_E5M3: 1, D.BYTE_BOOLEAN: 1,
+    D.FP8_E4M3: 1, D.FP8_E5M2: 1, D.FP8_E8M0: 1, D.FP8_E5M3: 1, D.BYTE_BOOLEAN: 1,
     D.UINT32: 4, D.COMPLEX_FP32: 8, D.COMPLEX_FP64: 16, D.INT8x4: 4, D.UINT8x4: 4, D.INT8x32: 32,
 }
 
 
 def test_itemsize_bits_nbytes() -> None:
     assert {dt: itemsize(dt) for dt in ITEMSIZES} == ITEMSIZES
+    assert dtypes.bits(D.BOOLEAN) == 1 and dtypes.nbytes(D.BOOLEAN, 17) == 3  # bit-packed masks
+    with pytest.raises(ValueError, match="1 bits per element"):
+        itemsize(D.BOOLEAN)
     for dt in (D.INT4, D.UINT4, D.FP4_E2M1):
         assert dtypes.bits(dt) == 4 and dtypes.nbytes(dt, 3) == 2
         with pytest.raises(ValueError, match="4 bits per element"):
@@ -369,12 +372,13 @@ def test_itemsize_bits_nbytes() -> None:
     for dt in (D.NOT_SET, D.FAST_FLOAT_FOR_FP8):
         with pytest.raises(ValueError, match="no storage size"):
             itemsize(dt)
-    assert {dt for dt in D} == set(ITEMSIZES) | {D.INT4, D.UINT4, D.FP4_E2M1, D.NOT_SET, D.FAST_FLOAT_FOR_FP8}
+    assert {dt for dt in D} == set(ITEMSIZES) | {D.INT4, D.UINT4, D.FP4_E2M1, D.BOOLEAN, D.NOT_SET,
+                                                  D.FAST_FLOAT_FOR_FP8}
 
 
 def test_table_round_trips() -> None:
     for row in dtypes._TABLE:
-        first = {D.BYTE_BOOLEAN: D.BOOLEAN}.get(row.dtype, row.dtype)  # bool means BOOLEAN
+        first = row.dtype
         if row.dlpack:
             assert dtypes.from_dlpack(*row.dlpack) is first
             assert data_type_of(row.dlpack) is first
@@ -472,7 +476,7 @@ def test_torch_channels_last_and_parameter(torch: Any) -> None:
 
 @pytest.mark.parametrize(("name", "expected"), [
     ("float16", D.HALF), ("bfloat16", D.BFLOAT16), ("float32", D.FLOAT), ("float64", D.DOUBLE),
-    ("int8", D.INT8), ("uint8", D.UINT8), ("int32", D.INT32), ("int64", D.INT64), ("bool", D.BOOLEAN),
+    ("int8", D.INT8), ("uint8", D.UINT8), ("int32", D.INT32), ("int64", D.INT64), ("bool", D.BYTE_BOOLEAN),
     ("uint32", D.UINT32), ("complex64", D.COMPLEX_FP32), ("float8_e4m3fn", D.FP8_E4M3),
     ("float8_e5m2", D.FP8_E5M2), ("float8_e8m0fnu", D.FP8_E8M0), ("float8_e4m3fnuz", D.NOT_SET),
     ("float4_e2m1fn_x2", D.NOT_SET), ("int16", D.NOT_SET),

@@ -229,7 +229,7 @@ def test_defaults_compute_type_and_output_types() -> None:
     g.validate()
     assert g.nodes[0].compute_data_type == cudnn.data_type.DOUBLE and out.get_data_type() == cudnn.data_type.DOUBLE
     assert g.nodes[1].compute_data_type == cudnn.data_type.INT32
-    assert cmp.get_data_type() == cudnn.data_type.BOOLEAN
+    assert cmp.get_data_type() == cudnn.data_type.DOUBLE  # like its input; BOOLEAN would be bit-packed
 
 
 def test_tensor_setters_chain_and_getters() -> None:

@@ -235,7 +235,8 @@ def test_relu_clips_leaky_relu_and_swish_beta(variant: str) -> None:
     X = g.tensor_like(x)
     if variant == "clip":
         Y = g.relu(X, lower_clip=-1.0, upper_clip=2.0, negative_slope=0.25)
-        ref = torch.where(x < -1.0, -1.0 + 0.25 * (x + 1.0), torch.clamp(x, max=2.0))
+        # cuDNN's formula (see pygraph.relu's note): the sloped line wins far above upper_clip
+        ref = torch.maximum(torch.clamp(x, max=2.0), -1.0 + 0.25 * (x + 1.0))
     elif variant == "leaky":
         Y = g.leaky_relu(X, 0.1)
         ref = F.leaky_relu(x, 0.1)

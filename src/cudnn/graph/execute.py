@@ -16,6 +16,7 @@ from typing import Any
 
 from .._lib import capi, cuda
 from .._lib.errors import DescriptorClosedError, raise_status
+from .._lib.enums import data_type
 from .._lib.host import HostScalar
 from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor
@@ -228,6 +229,13 @@ class Runner:
 
     def _check_layout(self, b: Binding, info: Any) -> None:
         t = b.tensor
+        if t.get_data_type() == data_type.BOOLEAN:  # bit-packed masks: any bytes, enough of them
+            needed = _needed_bytes(t)
+            have = info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
+            if have < needed:
+                raise ExecutionInputError(f"{self.label}: {b.label} is a bit-packed BOOLEAN mask of "
+                                          f"{t.element_count()} elements needing {needed} bytes; the buffer has {have}")
+            return
         if info.dtype != t.get_data_type():
             raise ExecutionInputError(f"{self.label}: {b.label} expects {t.get_data_type().name} data, "
                                       f"got {info.framework} {info.dtype.name}")

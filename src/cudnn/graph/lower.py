@@ -19,6 +19,7 @@ from .tensor import NOT_SET, Tensor
 
 _SINCE_TYPE = enums.SINCE.get("cudnnBackendDescriptorType_t", {})
 _SINCE_ATTR = enums.SINCE.get("cudnnBackendAttributeName_t", {})
+_SINCE_DTYPE = enums.SINCE.get("cudnnDataType_t", {})
 
 
 MIN_RANK = 3
@@ -67,6 +68,8 @@ class Lowering:
             return desc
         if t.get_data_type() == NOT_SET:
             raise ValueError(f"tensor {t.label()} reached lowering without a data type")
+        self.require(f"tensor {t.label()}: data type {t.get_data_type().name}",
+                     _SINCE_DTYPE.get(f"CUDNN_DATA_{t.get_data_type().name}"))
         dims, strides = backend_layout(t.get_dim(), t.get_stride())
         desc = Descriptor(D.CUDNN_BACKEND_TENSOR_DESCRIPTOR, t.get_name())
         desc.set(A.CUDNN_ATTR_TENSOR_UNIQUE_ID, t.get_uid())

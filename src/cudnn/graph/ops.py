@@ -151,7 +151,8 @@ def _pointwise_method(spec: Spec) -> Any:
     method.__name__ = method.__qualname__ = spec.method
     method.__signature__ = signature  # type: ignore[attr-defined]
     ports = ", ".join(spec.tensors)
-    method.__doc__ = f"Pointwise {spec.mode.name} of ({ports}); returns the output tensor."
+    method.__doc__ = f"Pointwise {spec.mode.name} of ({ports}); returns the output tensor." + (
+        f"\n\n{spec.note}" if spec.note else "")
     return method
 
 

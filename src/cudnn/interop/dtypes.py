@@ -1,9 +1,10 @@
 """cuDNN data types <-> framework dtypes, from one table; every mapping is derived from it.
 
 Sub-byte types (INT4, UINT4, FP4_E2M1) are 4 bits per element and cuDNN reads them packed two
-per byte, so ``itemsize`` refuses them: use ``bits`` or ``nbytes``. Frameworks that have such
-dtypes (torch.int4, ml_dtypes.int4) store one element per byte; ``describe`` reports that
-producer itemsize as it is. FAST_FLOAT_FOR_FP8 is a compute type with no storage form.
+per byte, and BOOLEAN is one bit per element (masks, packed least significant bit first), so
+``itemsize`` refuses them: use ``bits`` or ``nbytes``. A framework bool, one byte per element,
+is BYTE_BOOLEAN (cuDNN >= 9.25). Frameworks that have 4-bit dtypes (torch.int4,
+ml_dtypes.int4) store one element per byte; ``describe`` reports that producer itemsize. FAST_FLOAT_FOR_FP8 is a compute type with no storage form.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ _TABLE: tuple[_Row, ...] = (
     _Row(D.INT8x32, 256, (C.kDLInt, 8, 32), (), None),
     _Row(D.BFLOAT16, 16, (C.kDLBfloat, 16, 1), ("bfloat16",), None),
     _Row(D.INT64, 64, (C.kDLInt, 64, 1), ("int64",), "i8"),
-    _Row(D.BOOLEAN, 8, (C.kDLBool, 8, 1), ("bool",), "b1"),
+    _Row(D.BOOLEAN, 1, None, (), None),  # bit-packed: 8 elements a byte, least significant bit first
     _Row(D.FP8_E4M3, 8, (C.kDLFloat8_e4m3fn, 8, 1), ("float8_e4m3fn",), None),
     _Row(D.FP8_E5M2, 8, (C.kDLFloat8_e5m2, 8, 1), ("float8_e5m2",), None),
     _Row(D.FAST_FLOAT_FOR_FP8, None, None, (), None),

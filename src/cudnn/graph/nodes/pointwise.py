@@ -47,6 +47,7 @@ class Spec:
     attrs: tuple[tuple[str, Any], ...] = ()  # (parameter, default or REQUIRED), after the tensors
     compute_first: bool = False  # swish: compute_data_type comes before the attributes
     keyword_attrs: tuple[tuple[str, Any], ...] = ()  # keyword-only extras beyond the documented API
+    note: str = ""  # added to the method's docstring
 
     @property
     def backward(self) -> bool:
@@ -55,6 +56,9 @@ class Spec:
 
 P = pointwise_mode
 _RELU = (("negative_slope", None), ("lower_clip", None), ("upper_clip", None))
+_RELU_NOTE = ("With negative_slope and upper_clip both set, cuDNN computes max(min(x, upper_clip), "
+              "lower_clip + negative_slope * (x - lower_clip)) (seen on 9.19): far above upper_clip the "
+              "sloped line wins over the clip.")
 
 
 def _specs() -> list[Spec]:
@@ -80,7 +84,7 @@ def _specs() -> list[Spec]:
         kw = extras.get(method, ())
         rows.append(Spec(method, P[f"{name}_FWD"], ("input",), keyword_attrs=kw))
         rows.append(Spec(f"{method}_backward", P[f"{name}_BWD"], ("loss", "input"), keyword_attrs=kw))
-    rows.append(Spec("relu", P.RELU_FWD, ("input",), _RELU))
+    rows.append(Spec("relu", P.RELU_FWD, ("input",), _RELU, note=_RELU_NOTE))
     rows.append(Spec("relu_backward", P.RELU_BWD, ("loss", "input"), _RELU))
     rows.append(Spec("leaky_relu", P.RELU_FWD, ("input",), (("negative_slope", REQUIRED),)))
     rows.append(Spec("leaky_relu_backward", P.RELU_BWD, ("loss", "input"), (("negative_slope", REQUIRED),)))
@@ -91,7 +95,6 @@ def _specs() -> list[Spec]:
 
 
 TABLE: dict[str, Spec] = {s.method: s for s in _specs()}
-_LOGICAL = {P.CMP_EQ, P.CMP_NEQ, P.CMP_GT, P.CMP_GE, P.CMP_LT, P.CMP_LE, P.LOGICAL_AND, P.LOGICAL_OR, P.LOGICAL_NOT}
 
 
 def float_bits(value: float) -> str:
@@ -142,8 +145,6 @@ class Pointwise(Node):
         if "axis" in self.attrs and not 0 <= self.attrs["axis"] < len(dims):
             raise GraphError(f"{self.label()}: axis {self.attrs['axis']} is out of range for {len(dims)} dims")
         out = self.outputs["OUT_0"]
-        if self.spec.mode in _LOGICAL and out.get_data_type() == NOT_SET and not out.get_is_virtual():
-            out.set_data_type(data_type.BOOLEAN)
         self.set_output("OUT_0", out, ctx, dims, strides, like=main)
 
     def attributes(self) -> dict[str, Any]:
