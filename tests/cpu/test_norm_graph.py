@@ -12,7 +12,6 @@ from cudnn._lib.enums import cudnnBackendDescriptorType_t as D
 from cudnn._lib.errors import FeatureUnavailableError
 from cudnn.backend import descriptor as backend_descriptor
 from cudnn.graph.lower import Lowering
-from cudnn.graph.nodes import norm as norm_nodes
 
 dt = cudnn.data_type
 TRAIN, INFER = cudnn.norm_forward_phase.TRAINING, cudnn.norm_forward_phase.INFERENCE
@@ -193,17 +192,21 @@ def test_open_scale_dims_are_inferred() -> None:
     assert S.get_dim() == [1, 32, 64] and M.get_dim() == [8, 1, 1]
 
 
-def test_zero_centered_gamma_adds_one_in_a_fused_pointwise_op() -> None:
+def test_zero_centered_gamma_is_an_attribute_of_the_norm() -> None:
     g = graph()
     X, S, B = ln_inputs(g, [8, 64])
     Y, M, V = g.layernorm(TRAIN, X, S, B, 1e-5, name="ln", zero_centered_gamma=True)
     outputs(Y, M, V)
     g.validate()
-    add, ln = g.nodes
-    assert add.name == "ln.gamma_plus_one" and add.spec.method == "add"
-    assert add.inputs["IN_0"] is S and add.inputs["IN_1"].get_value() == 1.0
-    assert ln.inputs["SCALE"] is add.outputs["OUT_0"]
-    assert shape(ln.inputs["SCALE"]) == ([1, 64], [64, 1], dt.FLOAT)
+    (ln,) = g.nodes
+    assert ln.inputs["SCALE"] is S and ln.inputs["SCALE_OFFSET"].get_value() == 1.0
+    node = g.to_json()["nodes"][0]
+    assert node["zero_centered_gamma"] is True
+    assert node["inputs"] == {"X": "x", "SCALE": "scale", "BIAS": "bias", "EPSILON": "ln::EPSILON",
+                              "SCALE_OFFSET": "ln::SCALE_OFFSET"}
+    assert g.to_json()["tensors"]["ln::SCALE_OFFSET"]["pass_by_value"] == 1.0
+    with pytest.raises(cudnn.GraphError, match="zero_centered_gamma must be True or False"):
+        g.layernorm(TRAIN, X, S, B, 1e-5, zero_centered_gamma=1)  # type: ignore[arg-type]
 
 
 def test_unnamed_norms_get_numbered_names() -> None:
@@ -472,15 +475,19 @@ class FakeDesc:
 class FakeLowering(Lowering):
     def __init__(self, version: int = 91900) -> None:
         super().__init__(0, version)
+        self.made: dict[int, FakeDesc] = {}
 
     def descriptor(self, desc_type: D, label: str) -> Any:  # type: ignore[override]
         self.require(f"{label}: {desc_type.name}", None)
         return FakeDesc(desc_type.name.replace("CUDNN_BACKEND_", ""), label)
 
     def tensor(self, t: cudnn.tensor) -> Any:  # type: ignore[override]
-        self.tensor_objects.append(t)
-        return FakeDesc("TENSOR", t.get_name(), (t.get_uid(), t.get_dim(), t.get_stride(), t.get_data_type(),
-                                                 t.get_is_virtual()))
+        """One descriptor per tensor object, as the real Lowering."""
+        if id(t) not in self.made:
+            self.tensor_objects.append(t)
+            self.made[id(t)] = FakeDesc("TENSOR", t.get_name(), (t.get_uid(), t.get_dim(), t.get_stride(),
+                                                                 t.get_data_type(), t.get_is_virtual()))
+        return self.made[id(t)]
 
 
 def lower(g: cudnn.pygraph, version: int = 91900) -> list[FakeDesc]:
@@ -510,18 +517,43 @@ def test_layernorm_lowers_to_norm_forward_in_the_canonical_view() -> None:
     assert X.get_dim() == [4, 128, 768]  # the user's tensor is untouched
 
 
-def test_no_canonical_view_when_another_node_shares_a_tensor(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_canonical_view_when_another_node_shares_a_tensor() -> None:
     g = graph()
     X, S, B = ln_inputs(g)
-    Y, _, _ = g.layernorm(INFER, X, S, B, 1e-5, name="ln")
+    Y, M, V = g.layernorm(TRAIN, X, S, B, 1e-5, name="ln")
     g.add(Y, X).set_output(True)
-    op = lower(g)[0]
-    assert op.attrs["NORM_FWD_XDESC"].tensor[1] == [4, 128, 768]
+    outputs(M, V)
+    a = lower(g)[0].attrs
+    assert a["NORM_FWD_XDESC"].tensor[1] == [4, 128, 768]  # every port as given: none in the view
+    assert a["NORM_FWD_SCALE_DESC"].tensor[1] == [1, 1, 768] and a["NORM_FWD_MEAN_DESC"].tensor[1] == [4, 128, 1]
+
+
+@pytest.mark.parametrize("x", [[4, 128, 768], [512, 768]], ids=["3d", "2d"])
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_zero_centered_gamma_lowers_an_add_and_the_norm_in_one_view(x: list[int], backward: bool) -> None:
+    """cuDNN reads X's first dim as the rows when SCALE comes from a pointwise op (the GPU log:
+    "rows: 4, cols: 98304 deduced"): the ADD and the norm both get the [rows, hidden, 1, 1] view."""
     g = graph()
-    X, S, B = ln_inputs(g)
-    g.layernorm(INFER, X, S, B, 1e-5)[0].set_output(True)
-    monkeypatch.setattr(norm_nodes, "CANONICAL_VIEW", False)
-    assert lower(g)[0].attrs["NORM_FWD_XDESC"].tensor[1] == [4, 128, 768]
+    X, S, B = ln_inputs(g, x)
+    stats = [g.tensor(name=n, dim=x[:-1] + [1], data_type=dt.FLOAT) for n in ("m", "v")]
+    if backward:
+        outputs(*g.layernorm_backward(g.tensor(name="dy", dim=x), X, S, *stats, name="ln", zero_centered_gamma=True))
+    else:
+        outputs(*g.layernorm(TRAIN, X, S, B, 1e-5, name="ln", zero_centered_gamma=True))
+    add, norm = lower(g)
+    assert add.kind == "OPERATION_POINTWISE_DESCRIPTOR"
+    assert add.attrs["POINTWISE_PW_DESCRIPTOR"].attrs["POINTWISE_MODE"] == cudnn.pointwise_mode.ADD
+    scale_in, one, plus = (add.attrs[f"POINTWISE_{k}DESC"].tensor for k in ("X", "B", "Y"))
+    assert scale_in[:3] == (S.get_uid(), [1, 768, 1, 1], [768, 1, 768, 768])
+    assert one[1] == [1, 1, 1, 1]
+    graph_uids = {t.get_uid() for n in g.nodes for t in (*n.inputs.values(), *n.outputs.values())}
+    assert plus[1:] == ([1, 768, 1, 1], [768, 1, 768, 768], dt.FLOAT, True) and plus[0] not in graph_uids
+    key = "NORM_BWD" if backward else "NORM_FWD"
+    assert norm.attrs[f"{key}_SCALE_DESC"] is add.attrs["POINTWISE_YDESC"]
+    assert norm.attrs[f"{key}_XDESC"].tensor[1:3] == ([512, 768, 1, 1], [768, 1, 768, 768])
+    assert norm.attrs[f"{key}_INV_VARIANCE_DESC"].tensor[1:3] == ([512, 1, 1, 1], [1, 1, 1, 1])
+    if not backward:
+        assert norm.attrs["NORM_FWD_BIAS_DESC"].tensor[1] == [1, 768, 1, 1]
 
 
 def test_rmsnorm_backward_without_dbias_sets_no_dbias() -> None:
@@ -588,14 +620,29 @@ def test_adalayernorm_needs_cudnn_9_9() -> None:
 
 
 def test_bn_finalize_lowering() -> None:
+    """The backend requires the accumulation count and the exponential average factor even
+    without running statistics (9.19: "... || !hasBnAccumCnt || !hasBnExpAverageFactor")."""
     g = graph()
-    total, squares = g.genstats(nhwc(g, "x"))
-    outputs(*g.bn_finalize(total, squares, channel(g, "s"), channel(g, "b"), 1e-5, 144))
-    op = lower(g)[1]
+    total, squares = channel(g, "sum"), channel(g, "sq_sum")
+    outputs(*g.bn_finalize(total, squares, channel(g, "s"), channel(g, "b"), 1e-5, 144, name="fin"))
+    (op,) = lower(g)
     assert op.kind == "OPERATION_BN_FINALIZE_STATISTICS_DESCRIPTOR"
-    assert {"BN_FINALIZE_ACCUM_COUNT_DESC", "BN_FINALIZE_EQ_SCALE_DESC", "BN_FINALIZE_SAVED_INV_STD_DESC",
-            "BN_FINALIZE_MATH_PREC", "BN_FINALIZE_STATS_MODE"} <= set(op.attrs)
+    assert {"BN_FINALIZE_ACCUM_COUNT_DESC", "BN_FINALIZE_EXP_AVERATE_FACTOR_DESC", "BN_FINALIZE_EQ_SCALE_DESC",
+            "BN_FINALIZE_SAVED_INV_STD_DESC", "BN_FINALIZE_MATH_PREC", "BN_FINALIZE_STATS_MODE"} <= set(op.attrs)
     assert "BN_FINALIZE_PREV_RUNNING_MEAN_DESC" not in op.attrs
+    momentum = g.nodes[0].inputs["MOMENTUM"]
+    assert momentum.get_value() == 0.0 and momentum.get_name() == "fin::MOMENTUM"
+    y_sum, y_sq = (op.attrs[f"BN_FINALIZE_Y_{k}_DESC"].tensor for k in ("SUM", "SQ_SUM"))
+    assert y_sum[1:] == y_sq[1:]  # alike but for the uid
+
+
+def test_bn_finalize_sums_must_be_alike() -> None:
+    g = graph()
+    sq = g.tensor(name="sq", dim=[1, 8, 1, 1], data_type=dt.HALF)
+    out = g.bn_finalize(channel(g, "sum"), sq, channel(g, "s"), channel(g, "b"), 1e-5, 144, name="fin")
+    msg = validate_error(g, *out)
+    assert "bn_finalize 'fin': SQ_SUM tensor 'sq' has strides [8, 1, 1, 1] and type HALF" in msg
+    assert "cuDNN needs the two alike" in msg
 
 
 def test_a_tensor_on_two_ports_gets_one_descriptor() -> None:
@@ -632,7 +679,32 @@ def test_zero_centered_gamma_for_other_norms(op: str) -> None:
         out = g.layernorm_backward(DY, X, S, V, V, name="n", zero_centered_gamma=True)
     outputs(*out)
     g.validate()
-    add, norm = g.nodes
-    assert add.name == "n.gamma_plus_one" and norm.inputs["SCALE"] is add.outputs["OUT_0"]
+    (norm,) = g.nodes
+    assert norm.inputs["SCALE"] is S and g.to_json()["nodes"][0]["zero_centered_gamma"] is True
     if op.endswith("_backward"):
         assert out[1].get_dim() == S.get_dim() and out[1].get_data_type() == dt.FLOAT
+    ops = lower(g)
+    assert [o.kind for o in ops] == ["OPERATION_POINTWISE_DESCRIPTOR", ops[1].kind]
+    assert ops[1].kind.startswith("OPERATION_NORM_")
+
+
+def test_options_that_change_lowering_change_the_graph_key() -> None:
+    """The plan cache keys on graph.key(): a graph lowered otherwise must not share its plan."""
+    def ln(zero_centered: bool) -> int:
+        g = graph()
+        X, S, B = ln_inputs(g, [8, 64])
+        outputs(g.layernorm(INFER, X, S, B, 1e-5, name="ln", zero_centered_gamma=zero_centered)[0])
+        g.validate()
+        return g.key()
+
+    def bni(lowering: str) -> tuple[int, dict[str, Any]]:
+        g = graph()
+        g.batchnorm_inference(nhwc(g, "x"), *(channel(g, n) for n in "mvsb"), name="bni",
+                              lowering=lowering).set_output(True)
+        g.validate()
+        return g.key(), g.to_json()["nodes"][0]
+
+    assert ln(True) != ln(False) and ln(True) == ln(True)
+    keys = {lowering: bni(lowering) for lowering in ("auto", "norm", "pointwise")}
+    assert len({k for k, _ in keys.values()}) == 3
+    assert "lowering" not in keys["auto"][1] and keys["norm"][1]["lowering"] == "norm"

@@ -7,14 +7,18 @@ values, so the tolerances only cover cuDNN's arithmetic and the output rounding:
            (bf16 has 8 mantissa bits: one ulp of a value near 4 is 0.03; DX sums more terms)
   float statistics (MEAN, INV_VARIANCE, running stats): atol 1e-4 rtol 1e-4
   DSCALE / DBIAS (fp32 sums over hundreds of rows): atol 2e-3 rtol 2e-3 (x4 when stored in x's dtype)
-Outputs are filled with NaN (booleans with 0x7F) before executing, so an output cuDNN did not
-write fails. A graph is skipped as unsupported only when heuristics report NOT_SUPPORTED or no
-plan finalizes (the backend's answer; the reason is printed); cases the official frontend's
-own tests run (fp16/bf16 layer, RMS and instance norm, fp16 NHWC batch norm fusions) must build.
+Outputs are filled with NaN before executing, so an output cuDNN did not write fails. BOOLEAN
+outputs are bit-packed by cuDNN (8 elements a byte, least significant bit first, in memory
+order): their buffers are ceil(numel / 8) uint8 bytes filled with 0x7F, unpacked to compare.
+A graph is skipped as unsupported only when heuristics report NOT_SUPPORTED or no plan
+finalizes (the backend's answer; the reason is printed); cases the official frontend's own
+tests or NVIDIA's samples run (fp16/bf16 layer, RMS and instance norm, fp16 NHWC batch norm
+fusions, zero-centered gamma, BN finalize) must build.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,11 +27,10 @@ import torch
 import torch.nn.functional as F
 
 import cudnn
-from cudnn.graph.nodes import norm as norm_nodes
 
 dt = cudnn.data_type
 TRAIN, INFER = cudnn.norm_forward_phase.TRAINING, cudnn.norm_forward_phase.INFERENCE
-CUDNN = {torch.float16: dt.HALF, torch.bfloat16: dt.BFLOAT16, torch.float32: dt.FLOAT, torch.bool: dt.BOOLEAN}
+CUDNN = {torch.float16: dt.HALF, torch.bfloat16: dt.BFLOAT16, torch.float32: dt.FLOAT}
 TORCH = {v: k for k, v in CUDNN.items()}
 DTYPES = [torch.float16, torch.bfloat16, torch.float32]
 IDS = ["fp16", "bf16", "fp32"]
@@ -69,13 +72,19 @@ def build(g: cudnn.pygraph, must_support: bool) -> None:
 
 
 def poisoned(t: cudnn.tensor) -> torch.Tensor:
-    """An output buffer with the graph's dims and strides, filled so unwritten values show."""
+    """An output buffer with the graph's dims and strides, filled so unwritten values show;
+    for a BOOLEAN output, its ceil(numel / 8) bit-packed bytes."""
+    if t.get_data_type() == dt.BOOLEAN:
+        return torch.full((math.ceil(math.prod(t.get_dim()) / 8),), 0x7F, dtype=torch.uint8, device="cuda")
     buf = torch.empty_strided(t.get_dim(), t.get_stride(), dtype=TORCH[t.get_data_type()], device="cuda")
-    if buf.dtype == torch.bool:
-        buf.view(torch.uint8).fill_(0x7F)
-    else:
-        buf.fill_(float("nan"))
-    return buf
+    return buf.fill_(float("nan"))
+
+
+def unpack_bits(packed: torch.Tensor, t: cudnn.tensor) -> torch.Tensor:
+    """A BOOLEAN output as a bool tensor of its dims: bit i (least significant first) of the
+    buffer is the element at memory offset i under the tensor's strides."""
+    bits = (packed.unsqueeze(-1) >> torch.arange(8, device=packed.device, dtype=torch.uint8)) & 1
+    return bits.reshape(-1)[:math.prod(t.get_dim())].bool().as_strided(t.get_dim(), t.get_stride())
 
 
 def run(g: cudnn.pygraph, feeds: dict[cudnn.tensor, torch.Tensor], outs: Sequence[cudnn.tensor | None],
@@ -178,16 +187,25 @@ def test_layernorm_forward(dtype: torch.dtype, phase: cudnn.norm_forward_phase) 
         close("INV_VARIANCE", got[2], inv, STATS_TOL)
 
 
-@pytest.mark.parametrize("view", [True, False], ids=["canonical-view", "user-layout"])
-def test_layernorm_canonical_view_and_user_layout_agree(view: bool, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(norm_nodes, "CANONICAL_VIEW", view)
-    x, w, b = transformer_inputs(torch.bfloat16, (512, 1024))
+@pytest.mark.parametrize("shape", [(512, 1024), (4, 128, 1024), (512, 1024, 1, 1)], ids=["2d", "3d", "4d"])
+def test_layernorm_any_rank(shape: tuple[int, ...]) -> None:
+    """X of any rank normalized over its trailing axes; 2-D and 3-D get the [rows, hidden, 1, 1]
+    view, the 4-D one is that form already."""
+    x, w, b = transformer_inputs(torch.bfloat16, shape[:-2] + (1024,) if len(shape) == 4 else shape)
+    x = x.reshape(shape)
+    pshape = [1, 1024, 1, 1] if len(shape) == 4 else w.shape
+    w, b = w.reshape(pshape), b.reshape(pshape)
     g = new_graph()
     X, S, B = tensor(g, "x", x), tensor(g, "scale", w), tensor(g, "bias", b)
-    Y, _, _ = g.layernorm(INFER, X, S, B, EPS)
-    (y,) = run(g, {X: x, S: w, B: b}, [Y.set_output(True)], must_support=view)
-    close("Y", y, F.layer_norm(x.double(), (1024,), w.double().reshape(-1), b.double().reshape(-1), EPS),
+    Y, M, V = g.layernorm(TRAIN, X, S, B, EPS)
+    y, mean, inv = run(g, {X: x, S: w, B: b}, [Y.set_output(True), M.set_output(True), V.set_output(True)],
+                       must_support=True)
+    x2 = x.reshape(-1, 1024).double()
+    close("Y", y, F.layer_norm(x2, (1024,), w.double().reshape(-1), b.double().reshape(-1), EPS),
           TOL[torch.bfloat16])
+    m_ref, inv_ref = layer_stats(x2, [-1])
+    close("MEAN", mean, m_ref, STATS_TOL)
+    close("INV_VARIANCE", inv, inv_ref, STATS_TOL)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
@@ -201,16 +219,39 @@ def test_layernorm_backward(dtype: torch.dtype) -> None:
     check_backward(g, feeds, outs, ref, dtype, must(dtype))
 
 
-def test_layernorm_zero_centered_gamma() -> None:
-    x, w, b = transformer_inputs(torch.bfloat16)
+@pytest.mark.parametrize("shape", [(4, 1024, 128), (4096, 128)], ids=["3d", "2d"])
+@pytest.mark.parametrize("phase", [TRAIN, INFER], ids=["train", "infer"])
+def test_layernorm_zero_centered_gamma(phase: cudnn.norm_forward_phase, shape: tuple[int, ...]) -> None:
+    """NVIDIA's zero-centered-gamma sample (fp16 X, fp32 gamma; needs cuDNN >= 9.7): the norm
+    scales by gamma + 1, added in a pointwise op fused before it."""
+    if cudnn.backend_version() < 90700:
+        pytest.skip("zero-centered gamma needs cuDNN >= 9.7 (NVIDIA's sample)")
+    x, w, b = transformer_inputs(torch.float16, shape)
     gamma = w - 1  # the stored parameter; the norm scales by gamma + 1
     g = new_graph()
     X, S, B = tensor(g, "x", x), tensor(g, "gamma", gamma), tensor(g, "bias", b)
-    Y, M, V = g.layernorm(TRAIN, X, S, B, EPS, zero_centered_gamma=True)
-    y, _, _ = run(g, {X: x, S: gamma, B: b}, [Y.set_output(True), M.set_output(True), V.set_output(True)])
+    Y, M, V = g.layernorm(phase, X, S, B, EPS, zero_centered_gamma=True)
+    outs = [Y.set_output(True)] + ([M.set_output(True), V.set_output(True)] if phase == TRAIN else [])
+    got = run(g, {X: x, S: gamma, B: b}, outs, must_support=True)
     d = x.shape[-1]
-    close("Y", y, F.layer_norm(x.double(), (d,), w.double().reshape(d), b.double().reshape(d), EPS),
-          TOL[torch.bfloat16])
+    close("Y", got[0], F.layer_norm(x.double(), (d,), w.double().reshape(d), b.double().reshape(d), EPS),
+          TOL[torch.float16])
+    if phase == TRAIN:
+        mean, inv = layer_stats(x, [-1])
+        close("MEAN", got[1], mean, STATS_TOL)
+        close("INV_VARIANCE", got[2], inv, STATS_TOL)
+
+
+def test_layernorm_backward_zero_centered_gamma() -> None:
+    if cudnn.backend_version() < 90700:
+        pytest.skip("zero-centered gamma needs cuDNN >= 9.7 (NVIDIA's sample)")
+    x, w, b = transformer_inputs(torch.float16, (4, 1024, 128))
+    mean, inv = (t.float() for t in layer_stats(x, [-1]))
+    g, (DY, X, S, M, V), feeds, dy = backward_graph(x, w - 1, mean, inv)
+    outs = g.layernorm_backward(DY, X, S, M, V, zero_centered_gamma=True)
+    d = x.shape[-1]
+    ref = grads(lambda x_, w_, b_: F.layer_norm(x_, (d,), w_.reshape(d), b_.reshape(d), EPS), [x, w, b], dy)
+    check_backward(g, feeds, outs, ref, torch.float16, must_support=True)
 
 
 # -- RMS norm --------------------------------------------------------------------------------------
@@ -413,23 +454,40 @@ def test_batchnorm_backward(dtype: torch.dtype) -> None:
     check_backward(g, feeds, outs, grads(bn_train, [x, w, b], dy), dtype)
 
 
-def test_genstats_and_bn_finalize() -> None:
-    x, w, b = nhwc_inputs(torch.float16)
-    rm0, rv0 = torch.zeros_like(w), torch.ones_like(w)
-    n, _, h, wd = x.shape
+def test_genstats() -> None:
+    """Per-channel sums alone (cuDNN usually fuses genstats with a convolution: skipped when no
+    engine runs it alone)."""
+    x, _, _ = nhwc_inputs(torch.float16)
     g = new_graph()
-    X, S, B, RM, RV = (tensor(g, k, t) for k, t in (("x", x), ("s", w), ("b", b), ("rm", rm0), ("rv", rv0)))
-    total, squares = g.genstats(X)
-    out = g.bn_finalize(total, squares, S, B, EPS, n * h * wd, RM, RV, 0.1)
-    eq_scale, eq_bias, mean, inv, nrm, nrv = run(g, {X: x, S: w, B: b, RM: rm0, RV: rv0},
-                                                 [t.set_output(True) for t in out])
+    X = tensor(g, "x", x)
+    total, squares = (t.set_output(True).set_data_type(dt.FLOAT) for t in g.genstats(X))
+    got = run(g, {X: x}, [total, squares])
+    xd = x.double()
+    close("SUM", got[0], xd.sum(dim=(0, 2, 3), keepdim=True), (1e-2, 1e-5))
+    close("SQ_SUM", got[1], xd.pow(2).sum(dim=(0, 2, 3), keepdim=True), (1e-1, 1e-5))
+
+
+def test_bn_finalize() -> None:
+    """bn_finalize as a graph of its own, the per-channel sums its inputs: the header's "buffer
+    op between the two fusions" and NVIDIA's "BN Finalize Graph" sample."""
+    x, w, b = nhwc_inputs(torch.float16)
+    n, _, h, wd = x.shape
+    xd = x.double()
+    sums = [t.float().contiguous(memory_format=torch.channels_last)
+            for t in (xd.sum(dim=(0, 2, 3), keepdim=True), xd.pow(2).sum(dim=(0, 2, 3), keepdim=True))]
+    named = {"sum": sums[0], "sq_sum": sums[1], "s": w, "b": b, "rm": torch.zeros_like(w), "rv": torch.ones_like(w)}
+    g = new_graph()
+    T = {k: tensor(g, k, v) for k, v in named.items()}
+    out = g.bn_finalize(T["sum"], T["sq_sum"], T["s"], T["b"], EPS, n * h * wd, T["rm"], T["rv"], 0.1)
+    eq_scale, eq_bias, mean, inv, nrm, nrv = run(g, {T[k]: v for k, v in named.items()},
+                                                 [t.set_output(True) for t in out], must_support=True)
     m_ref, inv_ref = layer_stats(x, [0, 2, 3])
     close("MEAN", mean, m_ref, STATS_TOL)
     close("INV_VARIANCE", inv, inv_ref, (1e-3, 1e-3))  # E[x^2] - E[x]^2 in fp32
     close("EQ_SCALE", eq_scale, w.double() * inv_ref, (1e-3, 1e-3))
     close("EQ_BIAS", eq_bias, b.double() - m_ref * w.double() * inv_ref, (1e-3, 1e-3))
     close("NEXT_RUNNING_MEAN", nrm, 0.1 * m_ref, STATS_TOL)
-    check_running_var(nrv, rv0, x)
+    check_running_var(nrv, named["rv"], x)
 
 
 # -- fusions ---------------------------------------------------------------------------------------
@@ -458,12 +516,12 @@ def test_layernorm_clamped_relu_with_bitmask() -> None:
     upper = g.cmp_lt(R, 6.0).set_data_type(dt.BOOLEAN)
     mask = g.logical_and(lower, upper, compute_data_type=dt.BOOLEAN)
     mask.set_output(True).set_data_type(dt.BOOLEAN)
-    r, bits, _, _ = run(g, {X: x, S: w, B: b}, [R, mask, M.set_output(True), V.set_output(True)])
+    r, packed, _, _ = run(g, {X: x, S: w, B: b}, [R, mask, M.set_output(True), V.set_output(True)])
     ln = F.layer_norm(x.double(), (128,), w.double().reshape(-1), b.double().reshape(-1), EPS)
     close("ReLU(Y)", r, ln.clamp(0, 6), TOL[torch.float32])
-    assert bool((bits.view(torch.uint8) <= 1).all()), "bitmask not written"
+    bits = unpack_bits(packed, mask)
     edge = (ln.abs() < 1e-4) | ((ln - 6).abs() < 1e-4)  # where rounding may flip a bit
-    assert torch.equal(bits[~edge], ((ln > 0) & (ln < 6))[~edge])
+    assert torch.equal(bits[~edge], ((ln > 0) & (ln < 6))[~edge]), "bitmask wrong or not written"
 
 
 def running_start(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -481,11 +539,20 @@ def test_batchnorm_relu_with_bitmask() -> None:
     mask = g.cmp_gt(Y, Z).set_output(True).set_data_type(dt.BOOLEAN)
     for t in out[1:]:
         t.set_output(True)
-    y, bits, *_ = run(g, {X: x, S: w, B: b, RM: rm0, RV: rv0, Z: zeros}, [Y, mask, *out[1:]], must_support=True)
+    y, packed, *_ = run(g, {X: x, S: w, B: b, RM: rm0, RV: rv0, Z: zeros}, [Y, mask, *out[1:]],
+                        must_support=True)
     ref = torch.relu(bn_train(x.double(), w.double(), b.double()))
     close("ReLU(BN(x))", y, ref, TOL[torch.float16])
-    assert bool((bits.view(torch.uint8) <= 1).all()), "mask not written"
-    assert torch.equal(bits, y > 0)
+    assert torch.equal(unpack_bits(packed, mask), y > 0), "mask wrong or not written"
+
+
+def test_unpack_bits_follows_memory_order() -> None:
+    """Bit i of byte j is the element at memory offset 8j + i, whatever the logical order."""
+    t = new_graph().tensor(name="m", dim=[1, 3, 2, 2], stride=[12, 1, 6, 3], data_type=dt.BOOLEAN)
+    packed = torch.tensor([0b10000001, 0b1010], dtype=torch.uint8, device="cuda")
+    bits = unpack_bits(packed, t)
+    set_at = {(c, h, w) for c in range(3) for h in range(2) for w in range(2) if bits[0, c, h, w]}
+    assert set_at == {(0, 0, 0), (1, 1, 0), (0, 1, 1), (2, 1, 1)}  # offsets 0, 7, 9, 11
 
 
 def test_batchnorm_add_relu() -> None:
@@ -503,16 +570,19 @@ def test_batchnorm_add_relu() -> None:
 
 
 def test_batchnorm_inference_drelu_dbn() -> None:
-    """BN inference -> ReLU backward -> BN backward in one graph (the official frontend's
-    BN_infer-DReLU-DBN test); batchnorm_inference lowers to the norm op here."""
-    x, w, b = nhwc_inputs(torch.float16, shape=(4, 16, 56, 56))
+    """BN inference -> ReLU backward -> BN backward in one graph, as NVIDIA's "BN_inference DRelu
+    DBN Graph" sample: NHWC fp16 X and DY [4, 32, 16, 16], fp32 per-channel tensors, the
+    ReLU-backward output (virtual, the DBN's DY) stored as HALF. batchnorm_inference lowers
+    to the norm op here."""
+    x, w, b = nhwc_inputs(torch.float16, shape=(4, 32, 16, 16))
     dy = torch.randn_like(x)
     mean, inv = bn_stats(x)
     g = new_graph()
     X, DY, S, B, M, V = (tensor(g, n, t) for n, t in (("x", x), ("dy", dy), ("s", w), ("b", b),
                                                         ("mean", mean), ("inv", inv)))
     Y = g.batchnorm_inference(X, M, V, S, B)
-    DX, DS, DB = g.batchnorm_backward(g.relu_backward(DY, Y), X, S, M, V)
+    drelu = g.relu_backward(DY, Y).set_data_type(dt.HALF)
+    DX, DS, DB = g.batchnorm_backward(drelu, X, S, M, V)
     DX.set_output(True).set_data_type(dt.HALF)
     got = run(g, {X: x, DY: dy, S: w, B: b, M: mean, V: inv}, [DX, DS.set_output(True), DB.set_output(True)],
               must_support=True)

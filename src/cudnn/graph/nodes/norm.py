@@ -1,11 +1,12 @@
 """Normalization forward nodes: layer, RMS, instance, adaptive layer and batch norm.
 
 Every forward norm lowers to one NORM_FORWARD operation (a mode and a phase) whose tensor
-attributes come from a port table; batchnorm_inference is (x - mean) * inv_variance * scale
-+ bias in pointwise operations unless the graph also has a batchnorm_backward (the backend
-has no standalone batch norm inference engine; see BatchNormInference). Shared with the
-backward nodes: the rules tying SCALE/BIAS and statistics shapes to X, scalar inputs
-(epsilon, momentum), and the canonical [rows, hidden, 1, 1] view of layer and RMS norms.
+attributes come from a port table, preceded by a pointwise ADD for a zero-centered gamma;
+batchnorm_inference is (x - mean) * inv_variance * scale + bias in pointwise operations
+unless the graph also has a batchnorm_backward (the backend has no standalone batch norm
+inference engine; see BatchNormInference). Shared with the backward nodes: the rules tying
+SCALE/BIAS and statistics shapes to X, scalar inputs (epsilon, momentum), the zero-centered
+gamma, and the canonical [rows, hidden, 1, 1] view of layer and RMS norms (canonical_views).
 """
 
 from __future__ import annotations
@@ -24,11 +25,6 @@ from ..node import Context, Node, channels_last, packed_in_order, resolve_input,
 from ..tensor import NOT_SET, Tensor
 
 FLOAT = data_type.FLOAT
-
-# Lower layer and RMS norms whose tensors no other node touches with the canonical view
-# X [rows, hidden, 1, 1], SCALE/BIAS [1, hidden, 1, 1], statistics [rows, 1, 1, 1]: the
-# shape NVIDIA's own cuDNN norm ops use. Same memory, same uids; only the descriptors differ.
-CANONICAL_VIEW = True
 
 
 @dataclass(frozen=True)
@@ -79,7 +75,8 @@ _FWD_ATTR = {
     "NEXT_RUNNING_VAR": A.CUDNN_ATTR_OPERATION_NORM_FWD_OUTPUT_RUNNING_VAR_DESC,
 }
 
-SCALARS = ("EPSILON", "MOMENTUM")
+OFFSET = "SCALE_OFFSET"  # the constant 1.0 a zero-centered gamma adds to SCALE
+SCALARS = ("EPSILON", "MOMENTUM", OFFSET)
 PEER = "PEER_STATS_"
 
 
@@ -103,6 +100,16 @@ class NormNode(Node):
         self.kind = kind
         self.op, self.tag = kind.op, kind.tag  # type: ignore[misc]  # per-instance labels, as Pointwise
         self.inputs = {port: t for port, t in inputs.items() if t is not None}
+
+    @property
+    def zero_centered_gamma(self) -> bool:
+        """SCALE holds gamma - 1; the norm scales by SCALE + SCALE_OFFSET (1.0)."""
+        return OFFSET in self.inputs
+
+    def norm_json(self) -> dict[str, Any]:
+        """JSON keys every norm may add: the zero-centered gamma changes lowering, so the
+        graph key (and the plan cache) must see it."""
+        return {"zero_centered_gamma": True} if self.zero_centered_gamma else {}
 
     def output_ports(self) -> list[str]:
         """The ports this node produces, in order (given to pygraph._add)."""
@@ -215,35 +222,51 @@ class NormNode(Node):
             return True
         return any(n is not self and any(v is t for v in (*n.inputs.values(), *n.outputs.values())) for n in nodes)
 
-    def descriptors(self, lw: Lowering) -> dict[str, Descriptor]:
-        """Tensor descriptors by port, in the canonical view where it applies."""
-        views = canonical_views(self) if CANONICAL_VIEW else {}
-        made: dict[int, Descriptor] = {}  # one descriptor per tensor, even on two ports
-        out: dict[str, Descriptor] = {}
+    def port_tensors(self) -> dict[str, Tensor]:
+        """Each port's tensor as the backend sees it: all in the canonical view or all as
+        given, one stand-in per tensor (a tensor on two ports gets one descriptor)."""
+        views = canonical_views(self)
+        made: dict[int, Tensor] = {}
+        out: dict[str, Tensor] = {}
         for port, t in {**self.inputs, **self.outputs}.items():
-            view = views.get(port)
             if id(t) not in made:
-                made[id(t)] = lw.tensor(t if view is None else viewed(t, *view))
+                view = views.get(port)
+                made[id(t)] = t if view is None else viewed(t, *view)
             out[port] = made[id(t)]
         return out
 
+    def scale_plus_one(self, lw: Lowering, tensors: dict[str, Tensor]) -> list[Descriptor]:
+        """SCALE + 1 in a pointwise ADD into a virtual float tensor that the norm then reads
+        as its SCALE (NVIDIA's zero-centered-gamma pattern). Part of this node, so its
+        tensors take the same view as the norm's."""
+        from .pointwise import TABLE, Pointwise
+
+        scale = tensors["SCALE"]
+        plus = Tensor(f"{self.name}::SCALE_PLUS_ONE", scale.get_dim(), scale.get_stride(), FLOAT, is_virtual=True)
+        plus._uid, plus._uid_assigned = internal_uid(lw, self.graph_nodes), True
+        add = Pointwise(f"{self.name}.scale_plus_one", TABLE["add"], [scale, tensors[OFFSET]], {}, FLOAT)
+        add.outputs["OUT_0"] = plus
+        tensors["SCALE"] = plus
+        return add.lower(lw)
+
     def emit(self, lw: Lowering, desc_type: D, ports: dict[str, A], attrs: dict[A, Any], peers_attr: A
              ) -> list[Descriptor]:
-        """One operation descriptor: ``attrs`` (mode, phase), each port's tensor through the
-        ``ports`` table, the peer statistics as one list."""
+        """The operation descriptor: ``attrs`` (mode, phase), each port's tensor through the
+        ``ports`` table, the peer statistics as one list; after the ADD of a zero-centered gamma."""
         if self.kind.since:
             lw.require(f"{self.label()}: {self.kind.mode.name} ({self.kind.since_reason})", self.kind.since)
+        tensors = self.port_tensors()
+        ops = self.scale_plus_one(lw, tensors) if self.zero_centered_gamma else []
         op = lw.descriptor(desc_type, self.name)
         for attr, value in attrs.items():
             op.set(attr, value)
-        descs = self.descriptors(lw)
-        for port, desc in descs.items():
-            if not port.startswith(PEER):
-                op.set(ports[port], desc)
-        peers = [desc for port, desc in descs.items() if port.startswith(PEER)]
+        for port, t in tensors.items():
+            if port != OFFSET and not port.startswith(PEER):
+                op.set(ports[port], lw.tensor(t))
+        peers = [lw.tensor(t) for port, t in tensors.items() if port.startswith(PEER)]
         if peers:
             op.set(peers_attr, peers)
-        return [op.finalize()]
+        return ops + [op.finalize()]
 
     def peer_json(self) -> dict[str, Any]:
         return {"peer_stats": [t.get_name() for t in self.peer_stats]}
@@ -282,7 +305,7 @@ class NormForward(NormNode):
     def attributes(self) -> dict[str, Any]:
         if self.kind.mode == norm_mode.BATCH_NORM:
             return self.peer_json() if self.kind.op == "batchnorm" else {}
-        return {"forward_phase": self.phase.name}
+        return {"forward_phase": self.phase.name, **self.norm_json()}
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
         return self.emit(lw, D.CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR, _FWD_ATTR,
@@ -298,7 +321,8 @@ class BatchNormInference(NormForward):
     "Batch norm only supports forward training"); it accepts that op only inside its
     BN-inference / DReLU / DBN fusion. So ``lowering="auto"`` emits the norm op when the graph
     also holds a batchnorm_backward and four pointwise ops (SUB, MUL, MUL, ADD in the compute
-    type) otherwise; "norm" and "pointwise" force one.
+    type) otherwise; "norm" and "pointwise" force one. NVIDIA's sample of that fusion
+    ("BN_inference DRelu DBN Graph") stores the ReLU-backward output, the DBN's DY, as HALF.
     """
 
     def __init__(self, name: str, inputs: dict[str, Tensor | None], compute_data_type: Any,
@@ -308,6 +332,10 @@ class BatchNormInference(NormForward):
         if lowering not in ("auto", "norm", "pointwise"):
             raise GraphError(f"{self.label()}: lowering must be 'auto', 'norm' or 'pointwise', got {lowering!r}")
         self.lowering = lowering
+
+    def attributes(self) -> dict[str, Any]:
+        """A forced lowering changes what the backend gets, so the graph key must see it."""
+        return {} if self.lowering == "auto" else {"lowering": self.lowering}
 
     def uses_norm_op(self) -> bool:
         if self.lowering != "auto":
@@ -348,9 +376,19 @@ def _row_major(dims: list[int], strides: list[int]) -> bool:
 
 
 def canonical_views(node: NormNode) -> dict[str, tuple[list[int], list[int]]]:
-    """Port -> (dims, strides) of the [rows, hidden, 1, 1] view, or {} when it does not apply:
-    a layer or RMS norm whose normalized axes are X's trailing ones, every tensor packed
-    row-major and used by no other node (another node would describe it differently)."""
+    """Port -> (dims, strides) of the [rows, hidden, 1, 1] view, or {} when it does not apply.
+
+    The view is X [rows, hidden, 1, 1], SCALE/BIAS [1, hidden, 1, 1], statistics
+    [rows, 1, 1, 1]: the layout of NVIDIA's norm samples, same memory and uids. It is needed
+    where cuDNN takes X's first dim as the rows: a norm whose SCALE comes from a pointwise op
+    (zero-centered gamma) in TRAINING, given X [4, 128, 768], fails with "rows: 4, cols: 98304
+    deduced ... unexpected tensor size: 512 for inverse standard deviation tensor" (9.19); a
+    2-D X, which the backend gets as [1, rows, hidden], would give rows 1. A standalone layer
+    norm got the same engines at the same speed in 2-D, 3-D and 4-D (bench_norm.py, 9.19).
+
+    It applies to a layer or RMS norm whose normalized axes are X's trailing ones, every
+    tensor packed row-major and used by no other node (another node would describe it
+    differently); all of the node's ports take it, or none."""
     if node.kind.layout != "feature":
         return {}
     x, scale = node.inputs["X"], node.inputs["SCALE"]
@@ -370,7 +408,7 @@ def canonical_views(node: NormNode) -> dict[str, tuple[list[int], list[int]]]:
     for port, t in {**node.inputs, **node.outputs}.items():
         if node.shared(t):
             return {}
-        if port == "EPSILON":
+        if port in SCALARS:
             views[port] = ([1, 1, 1, 1], [1, 1, 1, 1])
             continue
         if port not in role:

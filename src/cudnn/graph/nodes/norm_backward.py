@@ -86,7 +86,7 @@ class NormBackward(NormNode):
             self.set_output(port, t, ctx, sdims, strides)
 
     def attributes(self) -> dict[str, Any]:
-        return self.peer_json() if self.kind.mode == norm_mode.BATCH_NORM else {}
+        return self.peer_json() if self.kind.mode == norm_mode.BATCH_NORM else self.norm_json()
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
         return self.emit(lw, D.CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR, _BWD_ATTR,
@@ -119,7 +119,11 @@ class BNFinalize(NormNode):
     """Batch-norm statistics from per-channel SUM and SQ_SUM over ACCUM_COUNT elements.
 
     Outputs EQ_SCALE and EQ_BIAS (y = x * EQ_SCALE + EQ_BIAS is the normalization), the saved
-    MEAN and INV_VARIANCE, and with running statistics their momentum update."""
+    MEAN and INV_VARIANCE, and with running statistics their momentum update. cuDNN requires
+    SUM and SQ_SUM alike (dims, strides, type), the accumulation count and the exponential
+    average factor (MOMENTUM) even without running statistics. The header calls the op "a
+    buffer op between the two fusions" (conv + genstats, then the apply); NVIDIA's samples
+    build it as a graph of its own, with SUM and SQ_SUM as its inputs."""
 
     def __init__(self, name: str, inputs: dict[str, Tensor | None], compute_data_type: Any) -> None:
         super().__init__(name, BN_FINALIZE, inputs, compute_data_type)
@@ -143,6 +147,11 @@ class BNFinalize(NormNode):
         want = [1, dims[1]] + [1] * (rank - 2)
         for port in ("SUM", "SQ_SUM", "SCALE", "BIAS", "PREV_RUNNING_MEAN", "PREV_RUNNING_VAR"):
             self.check_dims(port, want, "one value per channel")
+        sq = self.inputs["SQ_SUM"]
+        if (sq.get_stride(), sq.get_data_type()) != (sums.get_stride(), sums.get_data_type()):
+            raise GraphError(f"{self.at('SQ_SUM')} tensor {sq.label()} has strides {sq.get_stride()} and type "
+                             f"{sq.get_data_type().name}, SUM {sums.label()} {sums.get_stride()} and "
+                             f"{sums.get_data_type().name}; cuDNN needs the two alike")
         if count.element_count() != 1:
             raise GraphError(f"{self.at('ACCUM_COUNT')} tensor {count.label()} must be a scalar (the number of "
                              f"elements summed per channel), got dims {count.get_dim()}")
