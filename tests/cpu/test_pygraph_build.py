@@ -291,3 +291,13 @@ def test_backend_layout_gives_low_rank_tensors_leading_unit_dims() -> None:
     assert backend_layout([8, 256], [256, 1]) == ([1, 8, 256], [2048, 256, 1])
     assert backend_layout([5], [1]) == ([1, 1, 5], [5, 5, 1])
     assert backend_layout([2, 3, 4], [12, 4, 1]) == ([2, 3, 4], [12, 4, 1])
+
+
+def test_gradient_shapes_must_agree_with_the_forward_convolution() -> None:
+    g = _graph()
+    dy = g.tensor(name="DY", dim=[2, 16, 8, 8])
+    w = g.tensor(name="W", dim=[16, 4, 3, 3])
+    g.conv_dgrad(dy, w, padding=[0, 0]).set_dim([2, 4, 8, 8]).set_output(True)
+    with pytest.raises(cudnn.GraphError, match=r"X \[2, 4, 8, 8\] convolved with W \[16, 4, 3, 3\] gives "
+                                               r"\[2, 16, 6, 6\], but DY is \[2, 16, 8, 8\]"):
+        g.validate()

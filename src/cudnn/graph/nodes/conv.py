@@ -77,6 +77,27 @@ class _Conv(Node):
         span = self.dilation[i] * (k - 1) + 1
         return (size + self.pre_padding[i] + self.post_padding[i] - span) // self.stride[i] + 1
 
+    def forward_dims(self, x: list[int], w: list[int]) -> list[int]:
+        """Dims of conv(x, w): [N, K, spatial...]."""
+        return [x[0], w[0]] + [self.output_size(x[i + 2], w[i + 2], i) for i in range(len(x) - 2)]
+
+    def gradient_dims(self, port: str, what: str, inferred: list[int]) -> list[int]:
+        """The gradient output's dims: the user's, else ``inferred``, which is only unambiguous
+        without striding (a strided convolution maps several input sizes to one output size)."""
+        dims = self.outputs[port].get_dim()
+        if dims:
+            return dims
+        if any(s != 1 for s in self.stride):
+            raise GraphError(f"{self.at(port)}: with stride {self.stride} the {what} size is ambiguous; "
+                             f"call set_dim() on the {self.op} output")
+        return inferred
+
+    def check_gradient(self, x: list[int], w: list[int], dy: list[int]) -> None:
+        """The forward convolution of x with w must give DY's dims."""
+        expected = self.forward_dims(x, w)
+        if expected != list(dy):
+            raise GraphError(f"{self.label()}: X {x} convolved with W {w} gives {expected}, but DY is {dy}")
+
     def check_channels(self, c_in: int, c_filter: int, port: str) -> None:
         if c_in % c_filter:
             raise GraphError(f"{self.at(port)}: {c_in} input channels are not a multiple of the filter's "
@@ -134,7 +155,7 @@ class ConvFprop(_Conv):
         self.fill_defaults()
         x, w = self.inputs["X"].get_dim(), self.inputs["W"].get_dim()
         self.check_channels(x[1], w[1], "W")
-        out = [x[0], w[0]] + [self.output_size(x[i + 2], w[i + 2], i) for i in range(len(x) - 2)]
+        out = self.forward_dims(x, w)
         if any(d <= 0 for d in out):
             raise GraphError(f"{self.label()}: output dims {out} are not positive: the filter {w} is larger "
                              f"than the padded image {x}")
@@ -154,24 +175,14 @@ class ConvDgrad(_Conv):
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)
-        dx = self.outputs["DX"]
         dy, w = self.inputs["DY"].get_dim(), self.inputs["W"].get_dim()
         self.fill_defaults()
-        inferred = None
-        if all(s == 1 for s in self.stride):  # unambiguous only without striding
-            inferred = [dy[0], w[1]] + [dy[i + 2] - self.pre_padding[i] - self.post_padding[i]
-                                        + self.dilation[i] * (w[i + 2] - 1) for i in range(len(dy) - 2)]
-        if not dx.get_dim() and inferred is None:
-            raise GraphError(f"{self.at('DX')}: with stride {self.stride} the input size is ambiguous; "
-                             "call set_dim() on the dgrad output")
-        dims = dx.get_dim() or inferred
-        assert dims is not None
+        inferred = [dy[0], w[1]] + [dy[i + 2] - self.pre_padding[i] - self.post_padding[i]
+                                    + self.dilation[i] * (w[i + 2] - 1) for i in range(len(dy) - 2)]
+        dims = self.gradient_dims("DX", "input", inferred)
         self.check_channels(dims[1], w[1], "W")
-        expected = [self.output_size(dims[i + 2], w[i + 2], i) for i in range(len(dims) - 2)]
-        if expected != dy[2:] or dims[0] != dy[0] or dy[1] != w[0]:
-            raise GraphError(f"{self.label()}: DX dims {dims} with W {w} give DY [{dims[0]}, {w[0]}, "
-                             f"{', '.join(map(str, expected))}], but DY is {dy}")
-        self.set_output("DX", dx, ctx, dims, channels_last(dims), like=self.inputs["DY"])
+        self.check_gradient(dims, w, dy)
+        self.set_output("DX", self.outputs["DX"], ctx, dims, channels_last(dims), like=self.inputs["DY"])
 
 
 class ConvWgrad(_Conv):
@@ -186,21 +197,11 @@ class ConvWgrad(_Conv):
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)
-        dw = self.outputs["DW"]
         x, dy = self.inputs["X"].get_dim(), self.inputs["DY"].get_dim()
         self.fill_defaults()
-        inferred = None
-        if all(s == 1 for s in self.stride):
-            inferred = [dy[1], x[1]] + [(x[i + 2] + self.pre_padding[i] + self.post_padding[i] - dy[i + 2])
-                                        // self.dilation[i] + 1 for i in range(len(x) - 2)]
-        if not dw.get_dim() and inferred is None:
-            raise GraphError(f"{self.at('DW')}: with stride {self.stride} the filter size is ambiguous; "
-                             "call set_dim() on the wgrad output")
-        dims = dw.get_dim() or inferred
-        assert dims is not None
+        inferred = [dy[1], x[1]] + [(x[i + 2] + self.pre_padding[i] + self.post_padding[i] - dy[i + 2])
+                                    // self.dilation[i] + 1 for i in range(len(x) - 2)]
+        dims = self.gradient_dims("DW", "filter", inferred)
         self.check_channels(x[1], dims[1], "DW")
-        expected = [self.output_size(x[i + 2], dims[i + 2], i) for i in range(len(x) - 2)]
-        if expected != dy[2:] or dy[1] != dims[0] or dy[0] != x[0]:
-            raise GraphError(f"{self.label()}: X {x} with DW {dims} give DY [{x[0]}, {dims[0]}, "
-                             f"{', '.join(map(str, expected))}], but DY is {dy}")
-        self.set_output("DW", dw, ctx, dims, channels_last(dims), like=self.inputs["X"])
+        self.check_gradient(x, dims, dy)
+        self.set_output("DW", self.outputs["DW"], ctx, dims, channels_last(dims), like=self.inputs["X"])
