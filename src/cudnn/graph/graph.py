@@ -199,6 +199,14 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
         """Validate, give every tensor a uid, and lower the nodes to a backend operation graph."""
         if not self._validated:
             self.validate()
+        self._op_graph = self._lower()
+        self._bindings = self._make_bindings()
+        self._plans = None
+        self._runners = {}
+        self._active = None
+
+    def _lower(self) -> Descriptor:
+        """The finalized backend operation graph of the (validated) nodes."""
         self._assign_uids()
         lowering = Lowering(self._handle_ptr(), loader.report().version)
         ops: list[Descriptor] = []
@@ -212,11 +220,7 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
                                                   exc.message or f"cuDNN {version_string(lowering.version)} "
                                                   "does not support this operation") from exc
         dynamic = self.kernel_cache is not None
-        self._op_graph = eng.operation_graph(self._handle_ptr(), ops, self.name or "graph", dynamic_shape=dynamic)
-        self._bindings = self._make_bindings()
-        self._plans = None
-        self._runners = {}
-        self._active = None
+        return eng.operation_graph(self._handle_ptr(), ops, self.name or "graph", dynamic_shape=dynamic)
 
     def _assign_uids(self) -> None:
         used = {t.get_uid() for t in self._all_tensors() if t._uid_assigned}
@@ -251,7 +255,9 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
 
     def _require_op_graph(self) -> Descriptor:
         if self._op_graph is None:
-            raise GraphStateError(f"{self._label()}: call build_operation_graph() (or build()) first")
+            if not (self._validated and self._plans is not None and self.nodes):
+                raise GraphStateError(f"{self._label()}: call build_operation_graph() (or build()) first")
+            self._op_graph = self._lower()  # a plan came from the plan cache: lower only when asked
         return self._op_graph
 
     def _require_plans(self) -> PlanSet:
