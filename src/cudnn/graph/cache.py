@@ -15,6 +15,7 @@ import logging
 import os
 import tempfile
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from ..backend.descriptor import Descriptor
@@ -40,7 +41,8 @@ class PlanCache:
         if enabled is None:
             enabled = os.environ.get("CUDNN_PY_PLAN_CACHE", "1").lower() not in ("0", "off", "false", "no")
         self.enabled = enabled
-        self._memory: dict[str, tuple[PlanRecord, Descriptor]] = {}
+        self._memory: OrderedDict[str, tuple[PlanRecord, Descriptor]] = OrderedDict()
+        self.max_in_memory = 256  # least recently used plans beyond this are dropped (disk keeps them)
         self._lock = threading.Lock()
         self.hits = self.misses = self.disk_hits = 0
 
@@ -55,7 +57,10 @@ class PlanCache:
         if not self.enabled:
             return None
         with self._lock:
-            return self._memory.get(key)
+            hit = self._memory.get(key)
+            if hit is not None:
+                self._memory.move_to_end(key)
+            return hit
 
     def lookup_disk(self, key: str) -> PlanRecord | None:
         if not self.enabled:
@@ -78,6 +83,9 @@ class PlanCache:
         if self.enabled:
             with self._lock:
                 self._memory[key] = (record, plan)
+                self._memory.move_to_end(key)
+                while len(self._memory) > self.max_in_memory:
+                    self._memory.popitem(last=False)
 
     def store(self, key: str, record: PlanRecord, plan: Descriptor) -> None:
         """Keep in memory and write to disk atomically; disk failures are logged, not raised."""

@@ -1,0 +1,98 @@
+"""The plan cache's storage rules, without a GPU: atomic files, damaged entries, limits."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from cudnn.graph.cache import PlanCache, default_directory
+from cudnn.graph.errors import SerializationError
+from cudnn.graph.serialize import PlanRecord, TensorRecord
+
+
+def _record(name: str = "eng1") -> PlanRecord:
+    t = TensorRecord(1, "X", [2, 3], [3, 1], "HALF", False, None, "conv_fprop '0'", "X")
+    return PlanRecord(name, '{"plan": 1}', 128, [t], 91900, "NVIDIA H200", [9, 0])
+
+
+def test_store_then_read_back_from_disk(tmp_path: Path) -> None:
+    cache = PlanCache(tmp_path, enabled=True)
+    key = cache.key("graph", 1)
+    cache.store(key, _record(), plan=object())  # type: ignore[arg-type]
+    files = list((tmp_path / "plans").iterdir())
+    assert [f.name for f in files] == [f"{key}.json"]  # no temp file left behind
+    again = PlanCache(tmp_path, enabled=True).lookup_disk(key)
+    assert again is not None and again.plan_name == "eng1" and again.tensors[0].dim == [2, 3]
+
+
+def test_damaged_entries_are_ignored(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = PlanCache(tmp_path, enabled=True)
+    key = cache.key("damaged")
+    path = tmp_path / "plans" / f"{key}.json"
+    path.parent.mkdir(parents=True)
+    for junk in (b"{corrupt", b'{"format": "other"}', b'{"format": "cudnn-py-plan", "format_version": 1}'):
+        path.write_bytes(junk)
+        with caplog.at_level(logging.WARNING, logger="cudnn.plan_cache"):
+            assert cache.lookup_disk(key) is None
+    assert "ignoring" in caplog.text
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_unwritable_directory_is_logged_not_raised(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        cache = PlanCache(ro / "sub", enabled=True)
+        with caplog.at_level(logging.WARNING, logger="cudnn.plan_cache"):
+            cache.store("k", _record(), plan=object())  # type: ignore[arg-type]
+        assert "cannot write" in caplog.text
+        assert cache.lookup_memory("k") is not None  # still cached in memory
+    finally:
+        ro.chmod(0o700)
+
+
+def test_file_in_place_of_the_directory_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "blocker"
+    blocker.write_text("not a folder")
+    cache = PlanCache(blocker, enabled=True)
+    with caplog.at_level(logging.WARNING, logger="cudnn.plan_cache"):
+        cache.store("k", _record(), plan=object())  # type: ignore[arg-type]
+    assert "cannot write" in caplog.text
+
+
+def test_disabled_cache_stores_nothing(tmp_path: Path) -> None:
+    cache = PlanCache(tmp_path, enabled=False)
+    cache.store("k", _record(), plan=object())  # type: ignore[arg-type]
+    assert cache.lookup_memory("k") is None and cache.lookup_disk("k") is None
+    assert not (tmp_path / "plans").exists()
+
+
+def test_memory_is_bounded_least_recently_used(tmp_path: Path) -> None:
+    cache = PlanCache(tmp_path, enabled=True)
+    cache.max_in_memory = 2
+    for k in ("a", "b"):
+        cache.remember(k, _record(k), plan=object())  # type: ignore[arg-type]
+    cache.lookup_memory("a")
+    cache.remember("c", _record("c"), plan=object())  # type: ignore[arg-type]
+    assert cache.lookup_memory("b") is None and cache.lookup_memory("a") is not None
+
+
+def test_environment_chooses_directory_and_switch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CUDNN_PY_CACHE_DIR", str(tmp_path / "x"))
+    assert default_directory() == tmp_path / "x"
+    monkeypatch.setenv("CUDNN_PY_PLAN_CACHE", "0")
+    assert not PlanCache().enabled
+
+
+def test_record_round_trip_and_refusals() -> None:
+    rec = _record()
+    assert PlanRecord.from_bytes(rec.to_bytes()) == rec
+    assert PlanRecord.from_bytes(list(rec.to_bytes())) == rec  # the documented list-of-ints form
+    with pytest.raises(SerializationError, match="graph's JSON"):
+        PlanRecord.from_bytes(b'{"nodes": [], "tensors": {}}')
+    with pytest.raises(SerializationError, match="format 7"):
+        PlanRecord.from_bytes(rec.to_bytes().replace(b'"format_version": 1', b'"format_version": 7'))
