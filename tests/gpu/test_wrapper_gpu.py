@@ -340,3 +340,15 @@ def test_graph_and_jit_helpers() -> None:
         torch.testing.assert_close(y, reference(x, w), **TOL)
     finally:
         cudnn.destroy_handle(handle)
+
+
+def test_autotune_through_the_wrapper_keeps_the_fastest_plan() -> None:
+    x, w = nhwc(16, 64, 56, 56), nhwc(64, 64, 3, 3)
+    with cudnn.Graph(io_data_type=HALF, compute_data_type=FLOAT,
+                     inputs=["conv::image", "conv::weight"], outputs=["conv::Y"]) as graph:
+        graph.conv_fprop(image=x, weight=w, padding=[1, 1], name="conv").set_output(True)
+    report = graph.autotune(x, w, repeats=5)
+    assert report.best.time_ms == min(r.time_ms for r in report if r.time_ms is not None)
+    y = graph(x, w)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, reference(x, w), **TOL)

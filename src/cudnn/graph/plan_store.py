@@ -161,6 +161,13 @@ class PlanStoreMixin(_Graph):
         returns the table (fastest first)."""
         from .autotune import autotune
 
+        plans = self._plans
+        if plans is None or not any(c.config is not None for c in plans.all):
+            # built from the plan cache (no candidates kept): ask the heuristics now
+            if not self._validated:
+                self.validate()
+            self.build_operation_graph()
+            self.create_execution_plans(DEFAULT_HEURISTICS)
         report = autotune(self, variant_pack, workspace, handle, warmup, repeats, progress)
         self._store_plan(DEFAULT_HEURISTICS, autotuned=True)
         return report

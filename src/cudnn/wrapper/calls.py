@@ -257,6 +257,12 @@ class Executor:
 
     def call(self, plan: IoPlan, args: tuple[Any, ...], handle: Any, workspace: Any, stream: Any) -> Any:
         """``graph(x, w, ...)``: returns the output, or a tuple of them."""
+        pack, frame, index, device, outs = self.positional_pack(plan, args)
+        self.run(pack, frame, index, device, handle, workspace, stream)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def positional_pack(self, plan: IoPlan, args: tuple[Any, ...]) -> tuple[dict[int, Any], Frame, int, Any, list[Any]]:
+        """The variant pack of a positional call, with its outputs allocated."""
         position = plan.device_inputs[0] if plan.device_inputs else None
         x = args[position] if position is not None else 0
         frame = self._frames.get(type(x)) or self.frame(x)
@@ -273,11 +279,18 @@ class Executor:
             view = views.get((spec.uid, address))
             pack[spec.uid] = view if view is not None else self._view(spec, address)
             outs.append(y)
-        self.run(pack, frame, index, device, handle, workspace, stream)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+        return pack, frame, index, device, outs
 
     def run(self, pack: dict[int, Any], frame: Frame, index: int, device: Any, handle: Any, workspace: Any,
             stream: Any) -> None:
+        handle, s = self.handle_for(frame, index, handle, stream)
+        if workspace is None and self.allocate_workspace:
+            held = self._workspaces.get(s)
+            workspace = held[1] if held is not None else self._new_workspace(s, frame, device)
+        self._execute(pack, workspace, handle)
+
+    def handle_for(self, frame: Frame, index: int, handle: Any, stream: Any) -> tuple[Any, Any]:
+        """The handle to run on, its stream set as the call asks; and that stream."""
         if handle is None:
             handle = self.handle
         if handle is None:  # this thread's handle for the inputs' device, on the current stream
@@ -291,10 +304,16 @@ class Executor:
                 _set_stream(handle, s)
         else:
             s = handle._stream if isinstance(handle, Handle) else None  # the user's stream, as it is
-        if workspace is None and self.allocate_workspace:
-            held = self._workspaces.get(s)
-            workspace = held[1] if held is not None else self._new_workspace(s, frame, device)
-        self._execute(pack, workspace, handle)
+        return handle, s
+
+    def autotune(self, plan: IoPlan, args: tuple[Any, ...], handle: Any, warmup: int, repeats: int) -> Any:
+        """Time every candidate plan on these inputs (and fresh outputs); keep the fastest."""
+        pack, frame, index, _device, _outs = self.positional_pack(plan, args)
+        handle, _ = self.handle_for(frame, index, handle, None)
+        report = self.graph.autotune(pack, None, handle, warmup, repeats)
+        self._workspace_size = None  # the chosen plan may need another size
+        self._workspaces.clear()
+        return report
 
     def _view(self, spec: OutSpec, address: int) -> Any:
         try:

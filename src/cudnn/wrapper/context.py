@@ -267,6 +267,15 @@ class Graph:
         raise ExecutionInputError(f"this graph takes {len(io.in_uids)} positional inputs {list(io.in_names)}, "
                                   f"got {len(args)}")
 
+    def autotune(self, *args: Any, handle: Any = None, warmup: int = 3, repeats: int = 10) -> Any:
+        """Time every candidate plan on these inputs (positional, as in a call) and keep the
+        fastest for later calls and for the plan cache; returns the table, fastest first."""
+        if self._state != "built":
+            raise GraphStateError(self._state_message())
+        if self._io is None or len(args) != len(self._io.in_uids):
+            raise ExecutionInputError("autotune takes the graph's positional inputs (set_io_tuples first)")
+        return self._executor.autotune(self._io, args, handle, warmup, repeats)  # type: ignore[union-attr]
+
     def _uid_of(self, key: Any) -> int:
         """The uid of a dict key; names and uids are resolved once."""
         if isinstance(key, (str, int)) and not isinstance(key, bool):
