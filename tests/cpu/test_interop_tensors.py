@@ -528,7 +528,10 @@ def test_torch_cpu_through_dlpack_and_array_interface(torch: Any) -> None:
 
 def test_jax_cpu() -> None:
     jnp = pytest.importorskip("jax.numpy")
-    a = jnp.arange(24, dtype=jnp.bfloat16).reshape(2, 3, 4)
+    import jax
+
+    # explicitly on the host: where jax has a GPU backend it places arrays there by default
+    a = jax.device_put(jnp.arange(24, dtype=jnp.bfloat16).reshape(2, 3, 4), jax.devices("cpu")[0])
     info = describe(a)
     assert info.framework == "jax" and info.ptr == a.unsafe_buffer_pointer() == data_ptr(a)
     assert (info.shape, info.strides, info.dtype, info.itemsize, info.device_type) == \

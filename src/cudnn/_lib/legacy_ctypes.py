@@ -82,6 +82,7 @@ def ctypes_address(value: Any) -> int:
 # -- data pointers ------------------------------------------------------------------------------
 
 _DL_CPU = 1  # pinned host memory (kDLCUDAHost) is device-accessible, so it counts as device
+_DL_CUDA_HOST = 3
 
 
 class _DLDevice(ctypes.Structure):
@@ -115,9 +116,12 @@ def _dlpack_pointer(obj: Any) -> tuple[int, bool]:
     An unconsumed capsule calls the producer's deleter when it is collected, as the protocol
     says; ``obj`` itself keeps the memory alive.
     """
+    device = getattr(obj, "__dlpack_device__", None)
+    on_host = device is not None and int(device()[0]) in (_DL_CPU, _DL_CUDA_HOST)
     try:
-        capsule = obj.__dlpack__(stream=-1)  # -1: we only read the pointer, no stream sync
-    except TypeError:
+        # -1: we only read the pointer, no stream sync; host producers accept only None
+        capsule = obj.__dlpack__(stream=None if on_host else -1)
+    except (TypeError, ValueError):
         capsule = obj.__dlpack__()
     if _capsule_valid(capsule, b"dltensor"):
         tensor = _DLTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
