@@ -9,67 +9,21 @@ descriptor still held by an open parent is deferred until that parent goes.
 
 from __future__ import annotations
 
-import ctypes
 import weakref
 from collections.abc import Iterable, Sequence
 from enum import IntEnum
 from typing import Any, Union
 
-from .._lib import capi, enums
+from .._lib import capi, enums, marshal
+from .._lib.marshal import Fraction
 from .._lib.enums import cudnnBackendAttributeName_t as Attr
 from .._lib.enums import cudnnBackendAttributeType_t as AttrType
 from .._lib.enums import cudnnBackendDescriptorType_t as DescType
 from .._lib.errors import DescriptorClosedError, raise_status
 
 
-class Fraction(ctypes.Structure):
-    """cudnnFraction_t: numerator / denominator (resample window and strides)."""
-
-    _fields_ = [("numerator", ctypes.c_int64), ("denominator", ctypes.c_int64)]
-
-    def __repr__(self) -> str:
-        return f"Fraction({self.numerator}, {self.denominator})"
-
-
-# Attribute type -> (ctypes element type, Python enum for values read back or None).
-_ELEMENT: dict[AttrType, tuple[Any, type[IntEnum] | None]] = {
-    AttrType.CUDNN_TYPE_HANDLE: (ctypes.c_void_p, None),
-    AttrType.CUDNN_TYPE_DATA_TYPE: (ctypes.c_int, enums.cudnnDataType_t),
-    AttrType.CUDNN_TYPE_BOOLEAN: (ctypes.c_bool, None),
-    AttrType.CUDNN_TYPE_INT64: (ctypes.c_int64, None),
-    AttrType.CUDNN_TYPE_FLOAT: (ctypes.c_float, None),
-    AttrType.CUDNN_TYPE_DOUBLE: (ctypes.c_double, None),
-    AttrType.CUDNN_TYPE_VOID_PTR: (ctypes.c_void_p, None),
-    AttrType.CUDNN_TYPE_CONVOLUTION_MODE: (ctypes.c_int, enums.cudnnConvolutionMode_t),
-    AttrType.CUDNN_TYPE_HEUR_MODE: (ctypes.c_int, enums.cudnnBackendHeurMode_t),
-    AttrType.CUDNN_TYPE_KNOB_TYPE: (ctypes.c_int, enums.cudnnBackendKnobType_t),
-    AttrType.CUDNN_TYPE_NAN_PROPOGATION: (ctypes.c_int, enums.cudnnNanPropagation_t),
-    AttrType.CUDNN_TYPE_NUMERICAL_NOTE: (ctypes.c_int, enums.cudnnBackendNumericalNote_t),
-    AttrType.CUDNN_TYPE_LAYOUT_TYPE: (ctypes.c_int, enums.cudnnBackendLayoutType_t),
-    AttrType.CUDNN_TYPE_ATTRIB_NAME: (ctypes.c_int, enums.cudnnBackendAttributeName_t),
-    AttrType.CUDNN_TYPE_POINTWISE_MODE: (ctypes.c_int, enums.cudnnPointwiseMode_t),
-    AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR: (ctypes.c_void_p, None),
-    AttrType.CUDNN_TYPE_GENSTATS_MODE: (ctypes.c_int, enums.cudnnGenStatsMode_t),
-    AttrType.CUDNN_TYPE_BN_FINALIZE_STATS_MODE: (ctypes.c_int, enums.cudnnBnFinalizeStatsMode_t),
-    AttrType.CUDNN_TYPE_REDUCTION_OPERATOR_TYPE: (ctypes.c_int, enums.cudnnReduceTensorOp_t),
-    AttrType.CUDNN_TYPE_BEHAVIOR_NOTE: (ctypes.c_int, enums.cudnnBackendBehaviorNote_t),
-    AttrType.CUDNN_TYPE_TENSOR_REORDERING_MODE: (ctypes.c_int, enums.cudnnBackendTensorReordering_t),
-    AttrType.CUDNN_TYPE_RESAMPLE_MODE: (ctypes.c_int, enums.cudnnResampleMode_t),
-    AttrType.CUDNN_TYPE_PADDING_MODE: (ctypes.c_int, enums.cudnnPaddingMode_t),
-    AttrType.CUDNN_TYPE_INT32: (ctypes.c_int32, None),
-    AttrType.CUDNN_TYPE_CHAR: (ctypes.c_char, None),
-    AttrType.CUDNN_TYPE_SIGNAL_MODE: (ctypes.c_int, enums.cudnnSignalMode_t),
-    AttrType.CUDNN_TYPE_FRACTION: (Fraction, None),
-    AttrType.CUDNN_TYPE_NORM_MODE: (ctypes.c_int, enums.cudnnBackendNormMode_t),
-    AttrType.CUDNN_TYPE_NORM_FWD_PHASE: (ctypes.c_int, enums.cudnnBackendNormFwdPhase_t),
-    AttrType.CUDNN_TYPE_RNG_DISTRIBUTION: (ctypes.c_int, enums.cudnnRngDistribution_t),
-    AttrType.CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE: (ctypes.c_int, enums.cudnnMoeGroupedMatmulMode_t),
-    AttrType.CUDNN_TYPE_RESHAPE_MODE: (ctypes.c_int, enums.cudnnBackendReshapeMode_t),
-    AttrType.CUDNN_TYPE_OPERATIONGRAPH_MODE: (ctypes.c_int, enums.cudnnBackendOperationGraphMode_t),
-    AttrType.CUDNN_TYPE_CUDA_GRAPH_RETENTION: (ctypes.c_int, enums.cudnnCudaGraphRetention_t),
-}
 # Python enum class (C or public) -> the attribute type its values are set with.
-_TYPE_OF_ENUM: dict[type, AttrType] = {cls: t for t, (_, cls) in _ELEMENT.items() if cls is not None}
+_TYPE_OF_ENUM: dict[type, AttrType] = {cls: t for t, (_, cls) in marshal.ELEMENT.items() if cls is not None}
 _TYPE_OF_ENUM.update({
     enums.data_type: AttrType.CUDNN_TYPE_DATA_TYPE,
     enums.heur_mode: AttrType.CUDNN_TYPE_HEUR_MODE,
@@ -131,11 +85,10 @@ class Descriptor:
         self._children: list[Descriptor] = []
         self._holders = 0
         self._closing = False
-        ptr = ctypes.c_void_p()
-        status = capi.graph.cudnnBackendCreateDescriptor(int(self.type), ctypes.byref(ptr))
+        status, ptr = marshal.create_descriptor(int(self.type))
         if status:
             raise_status(status, self._context("creating"))
-        self._ptr: int = ptr.value or 0
+        self._ptr: int = ptr
         self._finalizer = weakref.finalize(self, _destroy, self._ptr, self._children)
 
     # -- identity and lifetime ------------------------------------------------------------
@@ -192,9 +145,8 @@ class Descriptor:
         if attr_type is None:
             attr_type = _infer_type(items, self._context("setting", attr))
         attr_type = _coerce_enum(AttrType, attr_type)  # type: ignore[assignment]
-        array = _to_array(items, attr_type, self._context("setting", attr))
-        count = len(array) if attr_type == AttrType.CUDNN_TYPE_CHAR else len(items)  # CHAR: bytes, NUL included
-        status = capi.graph.cudnnBackendSetAttribute(ptr, int(attr), int(attr_type), count, array)
+        array, count = _to_array(items, attr_type, self._context("setting", attr))
+        status = marshal.set_attribute(ptr, int(attr), attr_type, array, count)
         if status:
             raise_status(status, self._context("setting", attr))
         if attr_type == AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR:
@@ -221,41 +173,29 @@ class Descriptor:
         attr_type = _coerce_enum(AttrType, attr_type)  # type: ignore[assignment]
         ptr = self.ptr
         context = self._context("getting", attr)
-        n = ctypes.c_int64(0)
-        get = capi.graph.cudnnBackendGetAttribute
         if count is None:
-            status = get(ptr, int(attr), int(attr_type), 0, ctypes.byref(n), None)
+            status, count = marshal.attribute_count(ptr, int(attr), attr_type)
             if status:
                 raise_status(status, context)
-            count = n.value
         if count <= 0:
             return []
-        elem, enum_cls = _ELEMENT[attr_type]
         if attr_type == AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR:
             if descriptor_type is None:
                 raise TypeError(f"{context}: descriptor-valued attributes need descriptor_type=")
             out = [Descriptor(descriptor_type, self.label) for _ in range(count)]
-            array = (ctypes.c_void_p * count)(*[d._ptr for d in out])
-            status = get(ptr, int(attr), int(attr_type), count, ctypes.byref(n), array)
+            status, filled = marshal.get_descriptors(ptr, int(attr), [d._ptr for d in out])
             if status:
                 raise_status(status, context)
-            for d in out[n.value:]:
+            for d in out[filled:]:
                 d.close()
-            for d in out[: n.value]:
+            for d in out[:filled]:
                 d.finalized = True
-            return out[: n.value]
-        array = (elem * count)()
-        status = get(ptr, int(attr), int(attr_type), count, ctypes.byref(n), array)
+            return out[:filled]
+        status, values = marshal.get_attribute(ptr, int(attr), attr_type, count)
         if status:
             raise_status(status, context)
-        if attr_type == AttrType.CUDNN_TYPE_CHAR:
-            return [bytes(array[: n.value]).split(b"\0", 1)[0].decode(errors="replace")]
-        values = list(array[: n.value]) if elem is not Fraction else [array[i] for i in range(n.value)]
-        if enum_cls is not None:
-            values = [_to_enum(enum_cls, v) for v in values]
-        elif elem is ctypes.c_void_p:
-            values = [v or 0 for v in values]
-        return values
+        enum_cls = marshal.ELEMENT[attr_type][1]
+        return [_to_enum(enum_cls, v) for v in values] if enum_cls is not None else values
 
     def finalize(self) -> Descriptor:
         """Validate and freeze the descriptor (cudnnBackendFinalize); returns self."""
@@ -308,38 +248,18 @@ def _infer_type(items: list[Any], context: str) -> AttrType:
     raise TypeError(f"{context}: cannot infer an attribute type for {type(first).__name__}; give attr_type=")
 
 
-def _to_array(items: list[Any], attr_type: AttrType, context: str) -> Any:
-    elem, enum_cls = _ELEMENT[attr_type]
-    n = len(items)
+def _to_array(items: list[Any], attr_type: AttrType, context: str) -> tuple[Any, int]:
+    """The C array for ``items``: descriptors by pointer, enum names resolved, kinds checked."""
+    enum_cls = marshal.ELEMENT[attr_type][1]
     try:
         if attr_type == AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR:
             for item in items:
                 if not isinstance(item, Descriptor):
                     raise TypeError(f"expected Descriptor values, got {type(item).__name__}")
-            return (ctypes.c_void_p * n)(*[d.ptr for d in items])
-        if attr_type == AttrType.CUDNN_TYPE_CHAR:
-            data = b"".join(i.encode() if isinstance(i, str) else bytes(i) for i in items)
-            return ctypes.create_string_buffer(data, len(data))
-        if attr_type == AttrType.CUDNN_TYPE_FRACTION:
-            fr = [i if isinstance(i, Fraction) else Fraction(*i) for i in items]
-            return (Fraction * n)(*fr)
-        if enum_cls is not None:
-            return (elem * n)(*[int(_coerce_enum(enum_cls, i)) if not isinstance(i, IntEnum) else int(i)
-                                for i in items])
-        if elem in (ctypes.c_int64, ctypes.c_int32):
-            for item in items:
-                if isinstance(item, bool) or not isinstance(item, int) and not hasattr(item, "__index__"):
-                    raise TypeError(f"expected int values, got {type(item).__name__} {item!r}")
-            return (elem * n)(*[int(i) for i in items])
-        if elem in (ctypes.c_float, ctypes.c_double):
-            for item in items:
-                if not isinstance(item, (int, float)) or isinstance(item, bool):
-                    raise TypeError(f"expected float values, got {type(item).__name__} {item!r}")
-            return (elem * n)(*[float(i) for i in items])
-        if elem is ctypes.c_bool:
-            return (elem * n)(*[bool(i) for i in items])
-        # Pointers: handles, void pointers.
-        return (elem * n)(*[int(i) for i in items])
+            items = [d.ptr for d in items]
+        elif enum_cls is not None:
+            items = [i if isinstance(i, IntEnum) else _coerce_enum(enum_cls, i) for i in items]
+        return marshal.pack(items, attr_type)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(f"{context} as {attr_type.name}: {exc}") from None
 

@@ -7,12 +7,11 @@ for APIs called with ``handle=None``, since a handle must not be used by two thr
 
 from __future__ import annotations
 
-import ctypes
 import threading
 import weakref
 from typing import Any
 
-from .._lib import capi, cuda
+from .._lib import capi, cuda, marshal
 from .._lib.errors import DescriptorClosedError, raise_status
 from ..interop.streams import stream_ptr
 
@@ -23,20 +22,19 @@ class Handle:
     __slots__ = ("_ptr", "device", "_stream", "_stream_ref", "_finalizer", "__weakref__")
 
     def __init__(self, device: int | None = None) -> None:
-        ptr = ctypes.c_void_p()
         if device is None:
-            status = capi.graph.cudnnCreate(ctypes.byref(ptr))
+            status, ptr = marshal.create_handle()
         else:
             previous = cuda.current_device()
             cuda.set_device(device)
             try:
-                status = capi.graph.cudnnCreate(ctypes.byref(ptr))
+                status, ptr = marshal.create_handle()
             finally:
                 cuda.set_device(previous)
         if status:
             where = "the current device" if device is None else f"device {device}"
             raise_status(status, f"creating a cuDNN handle on {where}")
-        self._ptr: int = ptr.value or 0
+        self._ptr: int = ptr
         self._finalizer = weakref.finalize(self, _destroy, self._ptr)
         self._stream = 0
         self._stream_ref: Any = None  # keeps a framework stream object alive while in use
@@ -80,11 +78,10 @@ class Handle:
     @property
     def stream(self) -> int:
         """The stream work is issued on (as cuDNN reports it)."""
-        out = ctypes.c_void_p()
-        status = capi.graph.cudnnGetStream(self.ptr, ctypes.byref(out))
+        status, stream = marshal.get_stream(self.ptr)
         if status:
             raise_status(status, "getting the stream of a cuDNN handle")
-        return out.value or 0
+        return stream
 
     def __repr__(self) -> str:
         state = "destroyed" if self.closed else f"{self._ptr:#x}"
@@ -158,8 +155,7 @@ def get_stream(handle: Handle | int) -> int:
     """The raw ``cudaStream_t`` ``handle`` issues its work on."""
     if isinstance(handle, Handle):
         return handle.stream
-    out = ctypes.c_void_p()
-    status = capi.graph.cudnnGetStream(as_handle_ptr(handle), ctypes.byref(out))
+    status, stream = marshal.get_stream(as_handle_ptr(handle))
     if status:
         raise_status(status, "getting the stream of a cuDNN handle")
-    return out.value or 0
+    return stream

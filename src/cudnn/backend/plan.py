@@ -7,7 +7,6 @@ pointers prepared ahead, which is what keeps the per-call cost of a graph near t
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Sequence
 
 from .._lib import capi
@@ -77,8 +76,3 @@ def execute(handle: Handle | int, plan: Descriptor, pack: Descriptor, label: str
     status = capi.graph.cudnnBackendExecute(int(handle), plan.ptr, pack.ptr)
     if status:
         raise_status(status, f"{label + ': ' if label else ''}executing the plan")
-
-
-def raw_execute_function() -> ctypes._CFuncPtr:  # type: ignore[name-defined]
-    """The bound ``cudnnBackendExecute`` for hot paths that hold raw pointers."""
-    return capi.graph.cudnnBackendExecute

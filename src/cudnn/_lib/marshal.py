@@ -1,0 +1,150 @@
+"""Python values <-> the C arrays of backend attributes, and the calls that pass them.
+
+The backend reads and writes every attribute as (type, count, array of elements); this
+module owns that conversion and the ctypes objects it needs, so the descriptor layer above
+deals in Python values only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from enum import IntEnum
+from typing import Any
+
+from . import capi, enums
+from .enums import cudnnBackendAttributeType_t as AttrType
+
+
+class Fraction(ctypes.Structure):
+    """cudnnFraction_t: numerator / denominator (resample window and strides)."""
+
+    _fields_ = [("numerator", ctypes.c_int64), ("denominator", ctypes.c_int64)]
+
+    def __repr__(self) -> str:
+        return f"Fraction({self.numerator}, {self.denominator})"
+
+
+# Attribute type -> (ctypes element type, Python enum of the values or None).
+ELEMENT: dict[AttrType, tuple[Any, type[IntEnum] | None]] = {
+    AttrType.CUDNN_TYPE_HANDLE: (ctypes.c_void_p, None),
+    AttrType.CUDNN_TYPE_DATA_TYPE: (ctypes.c_int, enums.cudnnDataType_t),
+    AttrType.CUDNN_TYPE_BOOLEAN: (ctypes.c_bool, None),
+    AttrType.CUDNN_TYPE_INT64: (ctypes.c_int64, None),
+    AttrType.CUDNN_TYPE_FLOAT: (ctypes.c_float, None),
+    AttrType.CUDNN_TYPE_DOUBLE: (ctypes.c_double, None),
+    AttrType.CUDNN_TYPE_VOID_PTR: (ctypes.c_void_p, None),
+    AttrType.CUDNN_TYPE_CONVOLUTION_MODE: (ctypes.c_int, enums.cudnnConvolutionMode_t),
+    AttrType.CUDNN_TYPE_HEUR_MODE: (ctypes.c_int, enums.cudnnBackendHeurMode_t),
+    AttrType.CUDNN_TYPE_KNOB_TYPE: (ctypes.c_int, enums.cudnnBackendKnobType_t),
+    AttrType.CUDNN_TYPE_NAN_PROPOGATION: (ctypes.c_int, enums.cudnnNanPropagation_t),
+    AttrType.CUDNN_TYPE_NUMERICAL_NOTE: (ctypes.c_int, enums.cudnnBackendNumericalNote_t),
+    AttrType.CUDNN_TYPE_LAYOUT_TYPE: (ctypes.c_int, enums.cudnnBackendLayoutType_t),
+    AttrType.CUDNN_TYPE_ATTRIB_NAME: (ctypes.c_int, enums.cudnnBackendAttributeName_t),
+    AttrType.CUDNN_TYPE_POINTWISE_MODE: (ctypes.c_int, enums.cudnnPointwiseMode_t),
+    AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR: (ctypes.c_void_p, None),
+    AttrType.CUDNN_TYPE_GENSTATS_MODE: (ctypes.c_int, enums.cudnnGenStatsMode_t),
+    AttrType.CUDNN_TYPE_BN_FINALIZE_STATS_MODE: (ctypes.c_int, enums.cudnnBnFinalizeStatsMode_t),
+    AttrType.CUDNN_TYPE_REDUCTION_OPERATOR_TYPE: (ctypes.c_int, enums.cudnnReduceTensorOp_t),
+    AttrType.CUDNN_TYPE_BEHAVIOR_NOTE: (ctypes.c_int, enums.cudnnBackendBehaviorNote_t),
+    AttrType.CUDNN_TYPE_TENSOR_REORDERING_MODE: (ctypes.c_int, enums.cudnnBackendTensorReordering_t),
+    AttrType.CUDNN_TYPE_RESAMPLE_MODE: (ctypes.c_int, enums.cudnnResampleMode_t),
+    AttrType.CUDNN_TYPE_PADDING_MODE: (ctypes.c_int, enums.cudnnPaddingMode_t),
+    AttrType.CUDNN_TYPE_INT32: (ctypes.c_int32, None),
+    AttrType.CUDNN_TYPE_CHAR: (ctypes.c_char, None),
+    AttrType.CUDNN_TYPE_SIGNAL_MODE: (ctypes.c_int, enums.cudnnSignalMode_t),
+    AttrType.CUDNN_TYPE_FRACTION: (Fraction, None),
+    AttrType.CUDNN_TYPE_NORM_MODE: (ctypes.c_int, enums.cudnnBackendNormMode_t),
+    AttrType.CUDNN_TYPE_NORM_FWD_PHASE: (ctypes.c_int, enums.cudnnBackendNormFwdPhase_t),
+    AttrType.CUDNN_TYPE_RNG_DISTRIBUTION: (ctypes.c_int, enums.cudnnRngDistribution_t),
+    AttrType.CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE: (ctypes.c_int, enums.cudnnMoeGroupedMatmulMode_t),
+    AttrType.CUDNN_TYPE_RESHAPE_MODE: (ctypes.c_int, enums.cudnnBackendReshapeMode_t),
+    AttrType.CUDNN_TYPE_OPERATIONGRAPH_MODE: (ctypes.c_int, enums.cudnnBackendOperationGraphMode_t),
+    AttrType.CUDNN_TYPE_CUDA_GRAPH_RETENTION: (ctypes.c_int, enums.cudnnCudaGraphRetention_t),
+}
+
+
+def pack(items: list[Any], attr_type: AttrType) -> tuple[Any, int]:
+    """(C array, element count) for ``items``; descriptors come as pointer ints.
+
+    Raises TypeError for values of the wrong kind (a float for INT64, a string for a number).
+    CHAR counts bytes, the terminating NUL included."""
+    elem, enum_cls = ELEMENT[attr_type]
+    n = len(items)
+    if attr_type == AttrType.CUDNN_TYPE_CHAR:
+        data = b"".join(i.encode() if isinstance(i, str) else bytes(i) for i in items)
+        buf = ctypes.create_string_buffer(data, len(data))
+        return buf, len(buf)
+    if attr_type == AttrType.CUDNN_TYPE_FRACTION:
+        return (Fraction * n)(*[i if isinstance(i, Fraction) else Fraction(*i) for i in items]), n
+    if enum_cls is not None:
+        return (elem * n)(*[int(i) for i in items]), n
+    if elem in (ctypes.c_int64, ctypes.c_int32):
+        for item in items:
+            if isinstance(item, bool) or not isinstance(item, int) and not hasattr(item, "__index__"):
+                raise TypeError(f"expected int values, got {type(item).__name__} {item!r}")
+        return (elem * n)(*[int(i) for i in items]), n
+    if elem in (ctypes.c_float, ctypes.c_double):
+        for item in items:
+            if not isinstance(item, (int, float)) or isinstance(item, bool):
+                raise TypeError(f"expected float values, got {type(item).__name__} {item!r}")
+        return (elem * n)(*[float(i) for i in items]), n
+    if elem is ctypes.c_bool:
+        return (elem * n)(*[bool(i) for i in items]), n
+    return (elem * n)(*[int(i) for i in items]), n  # pointers: handles, void pointers, descriptors
+
+
+def create_descriptor(desc_type: int) -> tuple[int, int]:
+    """(status, pointer) of a new backend descriptor."""
+    ptr = ctypes.c_void_p()
+    status = capi.graph.cudnnBackendCreateDescriptor(desc_type, ctypes.byref(ptr))
+    return status, ptr.value or 0
+
+
+def set_attribute(ptr: int, attr: int, attr_type: AttrType, array: Any, count: int) -> int:
+    return capi.graph.cudnnBackendSetAttribute(ptr, attr, int(attr_type), count, array)
+
+
+def attribute_count(ptr: int, attr: int, attr_type: AttrType) -> tuple[int, int]:
+    """(status, number of elements the attribute holds)."""
+    n = ctypes.c_int64(0)
+    status = capi.graph.cudnnBackendGetAttribute(ptr, attr, int(attr_type), 0, ctypes.byref(n), None)
+    return status, n.value
+
+
+def get_attribute(ptr: int, attr: int, attr_type: AttrType, count: int) -> tuple[int, list[Any]]:
+    """(status, values): ints, floats, bools, Fractions, pointer ints (0 for NULL), or one str for CHAR."""
+    elem, _ = ELEMENT[attr_type]
+    array = (elem * count)()
+    n = ctypes.c_int64(0)
+    status = capi.graph.cudnnBackendGetAttribute(ptr, attr, int(attr_type), count, ctypes.byref(n), array)
+    if status:
+        return status, []
+    if attr_type == AttrType.CUDNN_TYPE_CHAR:
+        return status, [bytes(array[: n.value]).split(b"\0", 1)[0].decode(errors="replace")]
+    if elem is Fraction:
+        return status, [array[i] for i in range(n.value)]
+    values = list(array[: n.value])
+    return status, [v or 0 for v in values] if elem is ctypes.c_void_p else values
+
+
+def get_descriptors(ptr: int, attr: int, targets: list[int]) -> tuple[int, int]:
+    """Fill the caller's descriptors ``targets`` from a descriptor-valued attribute: (status, filled)."""
+    array = (ctypes.c_void_p * len(targets))(*targets)
+    n = ctypes.c_int64(0)
+    status = capi.graph.cudnnBackendGetAttribute(ptr, attr, int(AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR),
+                                                 len(targets), ctypes.byref(n), array)
+    return status, n.value
+
+
+def create_handle() -> tuple[int, int]:
+    """(status, cudnnHandle_t) on the current device."""
+    ptr = ctypes.c_void_p()
+    status = capi.graph.cudnnCreate(ctypes.byref(ptr))
+    return status, ptr.value or 0
+
+
+def get_stream(handle: int) -> tuple[int, int]:
+    """(status, cudaStream_t) of a handle."""
+    out = ctypes.c_void_p()
+    status = capi.graph.cudnnGetStream(handle, ctypes.byref(out))
+    return status, out.value or 0
