@@ -13,12 +13,11 @@ from typing import Any
 
 from . import capi, enums
 from .enums import cudnnBackendAttributeType_t as AttrType
+from .structs import cudnnFraction_t
 
 
-class Fraction(ctypes.Structure):
-    """cudnnFraction_t: numerator / denominator (resample window and strides)."""
-
-    _fields_ = [("numerator", ctypes.c_int64), ("denominator", ctypes.c_int64)]
+class Fraction(cudnnFraction_t):
+    """cudnnFraction_t (the header's struct): numerator / denominator (resample window and strides)."""
 
     def __repr__(self) -> str:
         return f"Fraction({self.numerator}, {self.denominator})"

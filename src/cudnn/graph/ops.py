@@ -12,8 +12,7 @@ import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._lib.enums import convolution_mode, data_type
-from .errors import GraphError
+from .._lib.enums import convolution_mode
 from .nodes.conv import ConvDgrad, ConvFprop, ConvWgrad
 from .nodes.matmul import Matmul
 from .nodes.pointwise import REQUIRED, TABLE, Pointwise, Spec
@@ -158,6 +157,3 @@ def _pointwise_method(spec: Spec) -> Any:
 
 for _spec in TABLE.values():
     setattr(OpsMixin, _spec.method, _pointwise_method(_spec))
-
-# Kept for callers that check the data type names (doc/test helpers).
-__all__ = ["OpsMixin", "data_type", "GraphError"]

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._lib.enums import behavior_note, build_plan_policy, numerical_note
+from .._lib.enums import build_plan_policy
 from .._lib.errors import CudnnError, cudnnGraphNotSupportedError
 from ..backend import engine as eng
 from ..backend import plan as backend_plan
@@ -197,6 +197,3 @@ def notes_of(values: Iterable[Any], kind: type) -> set[int]:
             raise TypeError(f"expected cudnn.{kind.__name__} values, got {v!r}")
         out.add(int(v))
     return out
-
-
-__all__ = ["Candidate", "Filters", "PlanSet", "behavior_note", "notes_of", "numerical_note"]
