@@ -77,6 +77,11 @@ def measure_ours(calls: int, batches: int) -> dict[str, float]:
     ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=x.device)
     pack = {X: x, W: w, Y: y}
     results["pygraph.execute (same buffers)"] = timed(lambda: g.execute(pack, ws, handle), calls, batches)
+    runner = g._current_runner()
+    entry = runner.entry_for(pack, ws)
+    args = (handle._ptr, runner.plan_ptr, entry.pack_ptr)
+    results["cudnnBackendExecute alone (one ctypes call)"] = timed(lambda: runner.backend_execute(*args), calls,
+                                                                   batches)
     results["pygraph.execute (new output each call)"] = timed(
         lambda: g.execute({X: x, W: w, Y: torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16,
                                                               device=x.device)}, ws, handle), calls, batches)
@@ -176,8 +181,12 @@ def main() -> None:
     if not isinstance(official, dict):
         print(f"{'nvidia-cudnn-frontend':56s} {official}")
     wrapper_us = results["cudnn.Graph g(x, w, handle=h)"]
-    print(f"\ncudnn.Graph adds {wrapper_us - bare_us:.2f} us to pygraph.execute "
-          f"(the issue's target: at most 8 us per call on an H200; the official wrapper: 15.5 us)")
+    floor_us = results["cudnnBackendExecute alone (one ctypes call)"] + results["torch.empty_strided (alone)"]
+    print(f"\ncudnn.Graph: {wrapper_us:.2f} us per call; the floor (one cudnnBackendExecute + one "
+          f"torch.empty_strided) is {floor_us:.2f} us, so the wrapper's own Python costs {wrapper_us - floor_us:.2f} us")
+    if isinstance(official, dict) and "official cudnn.Graph g(x, w, handle=h)" in official:
+        theirs = official["official cudnn.Graph g(x, w, handle=h)"]
+        print(f"official cudnn.Graph: {theirs:.2f} us per call; cudnn-py takes {wrapper_us / theirs:.2f}x its time")
 
 
 if __name__ == "__main__":

@@ -294,11 +294,11 @@ def test_instance_level_protocols_are_not_cached_by_type() -> None:
 
 
 def test_cupy_like_device_and_extent() -> None:
-    class Mem:
+    class PooledMemory:  # CuPy's own allocation: its block size bounds the array
         ptr, size = FAKE - 256, 4096
 
     class Ptr:
-        ptr, mem = FAKE, Mem()
+        ptr, mem = FAKE, PooledMemory()
 
     class Device:
         id = 1
@@ -308,6 +308,30 @@ def test_cupy_like_device_and_extent() -> None:
     info = describe(cupy_like)
     assert (info.framework, info.device_id, info.extent_bytes) == ("cupy", 1, 4096 - 256)
     assert data_ptr(cupy_like) == FAKE
+
+
+def test_cupy_imported_memory_is_not_sized_by_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CuPy sizes memory it imported (DLPackMemory, UnownedMemory) from the producer's shape, too
+    small for strided layouts (a channels-last weight came out 108 bytes for 9216): CUDA is asked."""
+    class DLPackMemory:
+        ptr, size = FAKE, 108
+
+    class Ptr:
+        ptr, mem = FAKE, DLPackMemory()
+
+    class Device:
+        id = 0
+
+    asked: list[int] = []
+
+    def locate(obj: Any, ptr: int) -> tuple[int, int | None]:
+        asked.append(ptr)
+        return 0, 9216
+
+    monkeypatch.setattr(tensors, "_locate_pointer", locate)
+    imported = type("ndarray", (_CAIType,), {"__module__": "cupy._core.core", "data": Ptr(),
+                                             "device": Device()})((16, 32, 3, 3), (576, 2, 192, 64))
+    assert describe(imported).extent_bytes == 9216 and asked == [FAKE]
 
 
 @pytest.mark.parametrize(("cai", "error"), [

@@ -428,7 +428,7 @@ def test_ops_are_the_pygraph_methods_that_add_nodes() -> None:
     assert named - {"tensor", "tensor_like"} == {n for n in public if _is_op(n)}
 
 
-# -- allocation policy and the Runner's stand-ins for outputs ----------------------------------
+# -- allocation policy ----------------------------------
 
 def test_output_framework_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("torch")
@@ -439,13 +439,6 @@ def test_output_framework_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls.out_framework("inputs", "jax") == "torch"  # JAX cannot give writable empties
     monkeypatch.delitem(sys.modules, "torch")
     assert calls.out_framework("auto", "cupy") == "cupy"  # no torch loaded: CuPy in, CuPy out
-
-
-def test_output_stand_in_reads_as_the_output() -> None:
-    for dtype, size in ((HALF, 2), (cudnn.data_type.BFLOAT16, 2), (FLOAT, 4), (cudnn.data_type.INT8, 1)):
-        spec = calls.OutSpec(3, "c::Y", (8, 32, 5, 5), (800, 1, 160, 32), dtype)
-        info = describe(calls.OutputAt(spec, FAKE))
-        assert info == TensorInfo(FAKE, spec.dims, spec.strides, dtype, size, "cuda", 0, None, "cai")
 
 
 # -- helpers -------------------------------------------------------------------------------------

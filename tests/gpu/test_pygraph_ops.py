@@ -421,3 +421,29 @@ def test_repeated_execute_reuses_the_variant_pack() -> None:
     assert len(runner._cache) == 1  # the entry of the dead buffer was evicted
     torch.testing.assert_close(y, torch.sqrt(torch.abs(x)))
     assert math.isfinite(float(y.sum()))
+
+
+def test_a_tensor_re_pointed_in_place_is_read_again() -> None:
+    """The same tensor object given new memory (``set_``) between executes: the new data is read,
+    and a new shape is refused; never the old, possibly freed, address."""
+    x = _any(SHAPE)
+    g = _pointwise_graph()
+    X = g.tensor_like(x)
+    Y = g.sqrt(g.abs(X)).set_output(True)
+    g.build(HEURISTICS)
+    y = torch.empty(SHAPE, device="cuda")
+    ws = torch.empty(g.get_workspace_size(), device="cuda", dtype=torch.uint8)
+    pack = {X: x, Y: y}
+    g.execute(pack, ws)
+    other = _any(SHAPE) + 5
+    x.set_(other.untyped_storage(), 0, other.shape, other.stride())
+    g.execute(pack, ws)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, torch.sqrt(torch.abs(other)))
+    y.set_(torch.empty(SHAPE, device="cuda"))  # the output moves too: written at its new address
+    g.execute(pack, ws)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, torch.sqrt(torch.abs(other)))
+    x.set_(_any((2, 3)))
+    with pytest.raises(cudnn.ExecutionInputError, match="dims"):
+        g.execute(pack, ws)

@@ -205,6 +205,60 @@ def test_the_workspace_is_kept_and_reused() -> None:
     assert (buffer is None) == (size == 0) and (buffer is None or buffer.numel() == size)
 
 
+# -- repeated calls: known inputs -------------------------------------------------------------
+
+def test_repeated_calls_give_fresh_outputs_and_read_current_data() -> None:
+    torch.manual_seed(11)
+    x, w = nhwc(4, 32, 16, 16), nhwc(16, 32, 3, 3)
+    graph = _graph_for(x, w)
+    first = graph(x, w)
+    second = graph(x, w)  # known inputs: the short path
+    assert first.data_ptr() != second.data_ptr()
+    assert len(graph._executor._known) == 1
+    x.copy_(nhwc(4, 32, 16, 16))  # new data at the same address: no new check needed, new result
+    third = graph(x, w)
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
+    torch.testing.assert_close(third, reference(x, w), **TOL)
+    assert not torch.equal(first, third)
+
+
+def test_an_input_re_pointed_in_place_is_checked_again() -> None:
+    torch.manual_seed(12)
+    x, w = nhwc(4, 32, 16, 16), nhwc(16, 32, 3, 3)
+    graph = _graph_for(x, w)
+    graph(x, w)
+    graph(x, w)
+    other = nhwc(4, 32, 16, 16)
+    x.set_(other.untyped_storage(), 0, other.shape, other.stride())  # same object, new memory
+    torch.testing.assert_close(graph(x, w), reference(other, w), **TOL)
+    x.set_(nhwc(4, 32, 8, 8))  # same object, new memory and another shape
+    with pytest.raises(ExecutionInputError, match="c::0"):
+        graph(x, w)
+
+
+def test_known_inputs_are_forgotten_when_they_die() -> None:
+    x, w = nhwc(4, 32, 16, 16), nhwc(16, 32, 3, 3)
+    graph = _graph_for(x, w)
+    graph(x, w)
+    x2 = nhwc(4, 32, 16, 16)
+    y2 = graph(x2, w)
+    assert len(graph._executor._known) == 2
+    torch.testing.assert_close(y2, reference(x2, w), **TOL)
+    del x2
+    assert len(graph._executor._known) == 1
+
+
+def test_mixed_input_frameworks_take_the_checked_path() -> None:
+    cupy = pytest.importorskip("cupy")
+    torch.manual_seed(13)
+    x, w = nhwc(4, 32, 16, 16), nhwc(16, 32, 3, 3)
+    graph = _graph_for(x, w)
+    w_c = cupy.from_dlpack(w)
+    for _ in range(2):
+        torch.testing.assert_close(graph(x, w_c), reference(x, w), **TOL)
+    assert not graph._executor._known
+
+
 # -- streams and handles -------------------------------------------------------------------------
 
 def _late_input(x: torch.Tensor, stream: torch.cuda.Stream) -> torch.Tensor:
@@ -347,8 +401,11 @@ def test_autotune_through_the_wrapper_keeps_the_fastest_plan() -> None:
     with cudnn.Graph(io_data_type=HALF, compute_data_type=FLOAT,
                      inputs=["conv::image", "conv::weight"], outputs=["conv::Y"]) as graph:
         graph.conv_fprop(image=x, weight=w, padding=[1, 1], name="conv").set_output(True)
+    graph(x, w)
+    graph(x, w)  # known before autotuning: what is known belongs to the plan of that time
     report = graph.autotune(x, w, repeats=5)
     assert report.best.time_ms == min(r.time_ms for r in report if r.time_ms is not None)
+    assert graph._executor._runner.candidate is graph.pygraph._plans.selected
     y = graph(x, w)
     torch.cuda.synchronize()
     torch.testing.assert_close(y, reference(x, w), **TOL)

@@ -3,15 +3,19 @@
 A call with the same buffer objects as an earlier one is a dict lookup and one C call:
 the backend variant pack for that set of objects was made (and the buffers checked) the
 first time. Cache entries hold weak references and vanish when a buffer object dies, so an
-id can never be confused with a new object's. Raw int pointers key by value.
+id can never be confused with a new object's. Raw int pointers key by value. A torch tensor
+can be re-pointed in place (``set_``, a growing ``resize_``, ``.data =``): its address is read
+again on every call, and a tensor that moved is checked again.
 """
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 from .._lib import capi, cuda
@@ -53,11 +57,28 @@ class _Entry:
         self.keep = keep
 
 
+class _Seen:
+    """A cache hit: the entry, and which buffers are torch tensors (``mask``) at what addresses."""
+
+    __slots__ = ("entry", "mask", "ptrs")
+
+    def __init__(self, entry: _Entry, values: list[Any]) -> None:
+        self.entry = entry
+        torch = sys.modules.get("torch")
+        mask = tuple(torch is not None and isinstance(v, torch.Tensor) for v in values)
+        self.mask = mask if any(mask) else None
+        self.ptrs = tuple(v.data_ptr() for v in compress(values, mask)) if self.mask else ()
+
+    def moved(self, values: Iterable[Any]) -> bool:
+        """Whether a torch tensor among ``values`` (the same objects) now points elsewhere."""
+        return tuple(v.data_ptr() for v in compress(values, self.mask)) != self.ptrs  # type: ignore[arg-type]
+
+
 class Runner:
     """Runs one execution plan; made at build time, used by every execute()."""
 
     __slots__ = ("label", "plan", "plan_ptr", "workspace_size", "device", "default_handle", "by_uid",
-                 "by_tensor", "required", "_cache", "_refs", "_packs", "_execute", "candidate", "__weakref__")
+                 "by_tensor", "required", "_cache", "_refs", "_packs", "backend_execute", "candidate", "__weakref__")
 
     def __init__(self, label: str, plan: Descriptor, workspace_size: int, bindings: list[Binding],
                  default_handle: Any, device: int | None) -> None:
@@ -70,41 +91,44 @@ class Runner:
         self.by_uid = {b.uid: b for b in bindings}
         self.by_tensor = {id(b.tensor): b for b in bindings}
         self.required = [b for b in bindings if b.constant is None]
-        self._cache: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()  # by buffer identity
+        self._cache: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()  # by buffer identity
         self._refs: dict[tuple[Any, ...], list[Any]] = {}  # weak references behind each identity key
         self._packs: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()  # by addresses
-        self._execute = capi.graph.cudnnBackendExecute
+        self.backend_execute = capi.graph.cudnnBackendExecute
 
     # -- the hot path -----------------------------------------------------------------------
 
     def run(self, variant_pack: Mapping[Any, Any], workspace: Any, handle: Any) -> None:
-        entry = self._cache.get((*map(id, variant_pack.values()), id(workspace)))
-        if entry is None:
-            entry = self._lookup_or_prepare(variant_pack, workspace)
+        seen = self._cache.get((*map(id, variant_pack.values()), id(workspace)))
+        if seen is None or (seen.mask is not None and seen.moved((*variant_pack.values(), workspace))):
+            entry = self.entry_for(variant_pack, workspace)
+        else:
+            entry = seen.entry
         if handle is None:
             handle = self.default_handle
         try:
             h = handle if type(handle) is int else handle._ptr
         except AttributeError:
             h = as_handle_ptr(handle)  # a clear TypeError for anything else
-        status = self._execute(h, self.plan_ptr, entry.pack_ptr)
+        status = self.backend_execute(h, self.plan_ptr, entry.pack_ptr)
         if status:
-            self._failed(status, handle)
+            self.failed(status, handle)
 
-    def _failed(self, status: int, handle: Any) -> None:
+    def failed(self, status: int, handle: Any) -> None:
+        """Raise for a failed ``cudnnBackendExecute``."""
         if getattr(handle, "closed", False):
             raise handle_closed_error()
         raise_status(status, f"{self.label}: executing the plan")
 
     # -- the first call with a set of buffers ------------------------------------------------
 
-    def _lookup_or_prepare(self, variant_pack: Mapping[Any, Any], workspace: Any) -> _Entry:
+    def entry_for(self, variant_pack: Mapping[Any, Any], workspace: Any) -> _Entry:
+        """The backend variant pack for these buffers, checking them the first time they are seen."""
         values = [*variant_pack.values(), workspace]
         stable = _stable_key(values)
-        if stable is not None:
-            entry = self._cache.get(stable)
-            if entry is not None:
-                return entry
+        seen = self._cache.get(stable if stable is not None else tuple(map(id, values)))
+        if seen is not None and (seen.mask is None or not seen.moved(values)):
+            return seen.entry
         entry = self._prepare(variant_pack, workspace)
         self._remember(values, stable, entry)
         return entry
@@ -158,7 +182,7 @@ class Runner:
                     refs.append(weakref.ref(v, evict))
         except TypeError:
             return  # an object without weak references: not cached, checked on every call
-        self._cache[key] = entry
+        self._cache[key] = _Seen(entry, values)
         self._refs[key] = refs
         while len(self._cache) > _CACHE_SIZE:
             old, _ = self._cache.popitem(last=False)

@@ -328,6 +328,13 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
             active = self._activate()
         active.run(variant_pack, workspace, handle)
 
+    def _current_runner(self) -> Runner:
+        """The Runner of the selected plan (what execute() uses)."""
+        active = self._active
+        if active is None or active.candidate is not self._plans.selected:  # type: ignore[union-attr]
+            active = self._activate()
+        return active
+
     def _activate(self) -> Runner:
         plans = self._plans
         if plans is None or plans.selected is None:

@@ -210,10 +210,18 @@ def _locate_pointer(obj: Any, ptr: int) -> tuple[int, int | None]:
     return where.device, (where.end - ptr if where.size else None)
 
 
+_CUPY_OWN_MEMORY = frozenset({"Memory", "PooledMemory", "ManagedMemory", "MemoryAsync"})
+
+
 def _locate_cupy(a: Any, ptr: int) -> tuple[int, int | None]:
-    """CuPy knows its device and the memory block behind the array."""
+    """CuPy knows its device and the memory block behind the arrays it allocated. Memory it
+    imported (DLPack, ``__cuda_array_interface__``) carries a size CuPy derived from the
+    producer's shape, short for strided layouts (a channels-last weight of 9216 bytes reads
+    as 108): for any memory class but CuPy's own, CUDA is asked instead."""
     try:
         mem = a.data.mem
+        if type(mem).__name__ not in _CUPY_OWN_MEMORY:
+            return _locate_pointer(a, ptr)
         return int(a.device.id), int(mem.ptr) + int(mem.size) - ptr
     except AttributeError:
         return _locate_pointer(a, ptr)

@@ -2,12 +2,14 @@
 
 Everything that can be known before the first call is in an ``IoPlan`` (uids in call order,
 what each output looks like). Per input type a ``Frame`` is made once: how to read the
-device, which framework allocates the outputs, which stream is current. A call is then a
-dict of uid -> buffer, one ``empty`` per output, a stream check, and ``pygraph.execute``,
-whose Runner checks each buffer object the first time it sees it and keeps the backend variant
-pack for that set of objects. A fresh output tensor per call would defeat that cache, so the
-Runner is given, for each output, a small stable stand-in per address (``OutputAt``): the
-allocator hands the same addresses out again, and the cache hits.
+device, which framework allocates the outputs, which stream is current.
+
+The first call with a set of input objects is checked in full by the Runner (device, dtype,
+dims, strides, extent, alignment of each). Those objects are then known: while they live,
+and as long as their data stays at the addresses it had (a tensor resized or re-pointed in
+place is checked again), a call with them allocates the outputs, looks up the backend
+variant pack made for the outputs' addresses (framework allocators hand the same addresses
+out again), and makes one ``cudnnBackendExecute``.
 
 Outputs are allocated by the inputs' framework, except that while PyTorch is loaded
 outputs are torch tensors (as the official wrapper always returns; seed 000 compares a
@@ -20,12 +22,14 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .._lib.enums import data_type
-from ..backend.handle import Handle, default_handle
+from ..backend.handle import Handle, as_handle_ptr, default_handle
 from ..backend.handle import set_stream as _set_stream
 from ..graph import pygraph
 from ..graph.errors import ExecutionInputError
@@ -56,31 +60,8 @@ class IoPlan:
     device_inputs: tuple[int, ...]  # positions of inputs in device memory (not by-value)
 
 
-class OutputAt:
-    """Output ``spec``'s buffer at one address, as the Runner reads it (``__cuda_array_interface__``).
-
-    One per (output, address), kept by the Executor: the Runner caches variant packs by object
-    identity, and this object is the same whenever the allocator reuses the address. It holds
-    no reference to the tensor, so the memory is freed with the tensor the caller got.
-    """
-
-    __slots__ = ("__cuda_array_interface__", "__weakref__", "dtype")
-
-    def __init__(self, spec: OutSpec, ptr: int) -> None:
-        size = interop.itemsize(spec.dtype)
-        self.dtype = _DtypeName(interop.dtype_name(spec.dtype), size)  # read before the typestr
-        self.__cuda_array_interface__ = {"shape": spec.dims, "typestr": f"|V{size}", "version": 3,
-                                         "strides": tuple(s * size for s in spec.strides), "data": (ptr, False)}
-
-
-class _DtypeName:
-    __slots__ = ("itemsize", "name")
-
-    def __init__(self, name: str, itemsize: int) -> None:
-        self.name, self.itemsize = name, itemsize
-
-
-_VIEWS_KEPT = 64  # stand-ins kept per graph (the oldest is dropped beyond)
+_KNOWN_KEPT = 32  # input sets remembered per graph (the oldest is dropped beyond)
+_PACKS_KEPT = 16  # variant packs per input set: output addresses x streams
 
 
 class _NotOnGpu(Exception):
@@ -93,7 +74,7 @@ class _NotOnGpu(Exception):
 class Frame:
     """How inputs of one type are handled: device, current stream, output allocation."""
 
-    __slots__ = ("_devices", "device", "empty", "framework", "out_framework", "ptr", "stream")
+    __slots__ = ("_devices", "alloc", "device", "framework", "in_ptr", "out_framework", "stream")
 
     def __init__(self, framework: str, out_framework: str) -> None:
         self.framework = framework
@@ -102,7 +83,8 @@ class Frame:
         self.device: Callable[[Any], tuple[int, Any]] = self._generic_device
         stream_framework = framework if framework in ("torch", "cupy") else out_framework
         self.stream: Callable[[int], int] = _STREAM_GETTERS[stream_framework]()
-        self.empty, self.ptr = _ALLOCATORS[out_framework]()
+        self.alloc = _ALLOCATORS[out_framework]()
+        self.in_ptr = _input_pointer_getter(framework)
         if framework == "torch" and out_framework == "torch":
             self.device = _torch_device  # the input's own torch.device serves the allocation
         elif framework == "cupy":
@@ -172,38 +154,50 @@ _STREAM_GETTERS: dict[str, Callable[[], Callable[[int], int]]] = {
     "torch": _torch_stream_getter, "cupy": _cupy_stream_getter}
 
 
-def _torch_allocator() -> tuple[Callable[[OutSpec, Any], Any], Callable[[Any], int]]:
+class Allocator:
+    """Output allocation in one framework: ``bind(spec, device)`` is a zero-argument maker of
+    that output (what a repeated call runs), ``ptr(y)`` its address."""
+
+    __slots__ = ("bind", "ptr")
+
+    def __init__(self, bind: Callable[[OutSpec, Any], Callable[[], Any]], ptr: Callable[[Any], int]) -> None:
+        self.bind, self.ptr = bind, ptr
+
+    def empty(self, spec: OutSpec, device: Any) -> Any:
+        return self.bind(spec, device)()
+
+
+def _torch_allocator() -> Allocator:
     import torch
 
-    dtypes: dict[data_type, Any] = {}
-    empty_strided = torch.empty_strided
+    def bind(spec: OutSpec, device: Any) -> Callable[[], Any]:
+        return partial(torch.empty_strided, spec.dims, spec.strides, dtype=interop.torch_dtype(spec.dtype),
+                       device=device)
 
-    def empty(spec: OutSpec, device: Any) -> Any:
-        dt = dtypes.get(spec.dtype)
-        if dt is None:
-            dt = dtypes[spec.dtype] = interop.torch_dtype(spec.dtype)
-        return empty_strided(spec.dims, spec.strides, dtype=dt, device=device)
-
-    return empty, _torch_ptr
+    return Allocator(bind, torch.Tensor.data_ptr)
 
 
-def _torch_ptr(t: Any) -> int:
-    return t.data_ptr()
+def _cupy_allocator() -> Allocator:
+    def bind(spec: OutSpec, device: Any) -> Callable[[], Any]:
+        return partial(interop.empty_like_framework, "cupy", spec.dims, spec.strides, spec.dtype, device)
 
-
-def _cupy_allocator() -> tuple[Callable[[OutSpec, Any], Any], Callable[[Any], int]]:
-    def empty(spec: OutSpec, device: Any) -> Any:
-        return interop.empty_like_framework("cupy", spec.dims, spec.strides, spec.dtype, device)
-
-    return empty, _cupy_ptr
+    return Allocator(bind, _cupy_ptr)
 
 
 def _cupy_ptr(a: Any) -> int:
     return int(a.data.ptr)
 
 
-_ALLOCATORS: dict[str, Callable[[], tuple[Callable[[OutSpec, Any], Any], Callable[[Any], int]]]] = {
-    "torch": _torch_allocator, "cupy": _cupy_allocator}
+_ALLOCATORS: dict[str, Callable[[], Allocator]] = {"torch": _torch_allocator, "cupy": _cupy_allocator}
+
+
+def _input_pointer_getter(framework: str) -> Callable[[Any], int] | None:
+    """How a repeated call reads an input's address (None: such inputs take the checked path)."""
+    if framework == "torch":
+        import torch
+
+        return torch.Tensor.data_ptr
+    return _cupy_ptr if framework == "cupy" else None
 
 
 def _torch_device_object(index: int) -> Any:
@@ -232,8 +226,27 @@ def out_framework(policy: str, framework: str) -> str:
 
 # -- the executor ---------------------------------------------------------------------------
 
+class _Known:
+    """A set of input objects seen before, checked, and all a repeated call with them needs."""
+
+    __slots__ = ("device", "frame", "in_ptr", "index", "makers", "packs", "plan", "ptrs", "refs")
+
+    def __init__(self, plan: IoPlan, frame: Frame, in_ptr: Callable[[Any], int], index: int, device: Any,
+                 ptrs: tuple[int, ...]) -> None:
+        self.plan, self.frame, self.in_ptr, self.index, self.device, self.ptrs = plan, frame, in_ptr, index, device, ptrs
+        self.makers = tuple(frame.alloc.bind(spec, device) for spec in plan.outs)
+        self.packs: dict[tuple[Any, ...], Any] = {}  # (output addresses..., stream) -> the Runner's entry
+        self.refs: list[Any] = []  # weak references whose callbacks forget this entry
+
+
 class Executor:
-    """Runs one built pygraph for the wrapper; made when the ``with`` block builds it."""
+    """Runs one built pygraph for the wrapper; made when the ``with`` block builds it.
+
+    The first call with a set of input objects takes the checked path: the Runner reads and
+    checks every buffer. Afterwards those objects (by identity, while they live, and at the
+    addresses they had) are known: a call allocates the outputs, finds the backend variant
+    pack for their addresses, and makes one ``cudnnBackendExecute``.
+    """
 
     def __init__(self, graph: pygraph, handle: Any, policy: str, allocate_workspace: bool) -> None:
         self.graph = graph
@@ -241,10 +254,10 @@ class Executor:
         self.policy = policy
         self.allocate_workspace = allocate_workspace
         self._frames: dict[type, Frame] = {}
-        self._views: dict[tuple[int, int], Any] = {}  # (uid, address) -> OutputAt (or the int address)
         self._workspaces: dict[Any, tuple[int, Any]] = {}  # stream -> (size, buffer or None)
         self._workspace_size: int | None = None
-        self._execute = graph.execute
+        self._known: dict[tuple[int, ...], _Known] = {}  # ids of the inputs -> _Known
+        self._runner: Any = None  # the Runner the known packs belong to
 
     def frame(self, x: Any) -> Frame:
         frame = self._frames.get(type(x))
@@ -257,12 +270,54 @@ class Executor:
 
     def call(self, plan: IoPlan, args: tuple[Any, ...], handle: Any, workspace: Any, stream: Any) -> Any:
         """``graph(x, w, ...)``: returns the output, or a tuple of them."""
+        known = self._known.get(tuple(map(id, args)))
+        runner: Any = self._runner
+        g: Any = self.graph
+        if known is None or known.plan is not plan or workspace is not None \
+                or runner is not g._active or runner.candidate is not g._plans.selected \
+                or tuple(map(known.in_ptr, args)) != known.ptrs:
+            return self._checked_call(plan, args, handle, workspace, stream)
+        if handle is None:
+            handle = self.handle
+        if type(handle) is Handle and stream is None:
+            s = handle._stream
+        else:  # this thread's handle on the current stream, a raw cudnnHandle_t, or a stream given
+            handle, s = self.handle_for(known.frame, known.index, handle, stream)
+        ptr = known.frame.alloc.ptr
+        if len(known.makers) == 1:
+            y = known.makers[0]()
+            key: tuple[Any, ...] = (ptr(y), s)
+        else:
+            outs = tuple(make() for make in known.makers)
+            key = (*map(ptr, outs), s)
+        entry = known.packs.get(key)
+        if entry is None:
+            entry = self._known_pack(known, args, key, s)
+        h = handle._ptr if type(handle) is Handle else as_handle_ptr(handle)
+        status = runner.backend_execute(h, runner.plan_ptr, entry.pack_ptr)
+        if status:
+            runner.failed(status, handle)
+        return y if len(known.makers) == 1 else outs
+
+    # -- the checked path -------------------------------------------------------------------
+
+    def _checked_call(self, plan: IoPlan, args: tuple[Any, ...], handle: Any, workspace: Any, stream: Any) -> Any:
+        """A call with inputs not known yet (or a workspace given): the Runner checks every
+        buffer it has not seen; then the inputs are known for later calls."""
         pack, frame, index, device, outs = self.positional_pack(plan, args)
-        self.run(pack, frame, index, device, handle, workspace, stream)
+        runner = self._current_runner()
+        handle, s = self.handle_for(frame, index, handle, stream)
+        ws = workspace
+        if ws is None and self.allocate_workspace:
+            ws = self._workspace(s, frame, device)
+        runner.run(pack, ws, handle)
+        if workspace is None and frame.in_ptr is not None \
+                and len(plan.device_inputs) == len(args) and all(type(a) is type(args[0]) for a in args):
+            self._learn(plan, args, frame, index, device, runner)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def positional_pack(self, plan: IoPlan, args: tuple[Any, ...]) -> tuple[dict[int, Any], Frame, int, Any, list[Any]]:
-        """The variant pack of a positional call, with its outputs allocated."""
+        """The variant pack of a positional call, with its outputs allocated (by address)."""
         position = plan.device_inputs[0] if plan.device_inputs else None
         x = args[position] if position is not None else 0
         frame = self._frames.get(type(x)) or self.frame(x)
@@ -271,23 +326,56 @@ class Executor:
         except _NotOnGpu as exc:
             raise ExecutionInputError(f"{plan.in_names[position]}: {exc}") from None
         pack = dict(zip(plan.in_uids, args))
-        empty, ptr, views = frame.empty, frame.ptr, self._views
         outs = []
         for spec in plan.outs:
-            y = empty(spec, device)
-            address = ptr(y)
-            view = views.get((spec.uid, address))
-            pack[spec.uid] = view if view is not None else self._view(spec, address)
+            y = frame.alloc.empty(spec, device)
+            pack[spec.uid] = frame.alloc.ptr(y)  # our own allocation: the address says all
             outs.append(y)
         return pack, frame, index, device, outs
 
-    def run(self, pack: dict[int, Any], frame: Frame, index: int, device: Any, handle: Any, workspace: Any,
-            stream: Any) -> None:
-        handle, s = self.handle_for(frame, index, handle, stream)
-        if workspace is None and self.allocate_workspace:
-            held = self._workspaces.get(s)
-            workspace = held[1] if held is not None else self._new_workspace(s, frame, device)
-        self._execute(pack, workspace, handle)
+    def _current_runner(self) -> Any:
+        """The Runner of the selected plan; known inputs and workspaces of an earlier one are dropped."""
+        runner = self.graph._current_runner()
+        if runner is not self._runner:
+            if self._runner is not None:
+                self._known.clear()
+                self._workspaces.clear()
+                self._workspace_size = None  # the new plan may need another size
+            self._runner = runner
+        return runner
+
+    def _learn(self, plan: IoPlan, args: tuple[Any, ...], frame: Frame, index: int, device: Any,
+               runner: Any) -> None:
+        """Remember these checked inputs (forgotten when one of them dies)."""
+        key = tuple(map(id, args))
+        in_ptr = frame.in_ptr
+        if key in self._known or in_ptr is None:
+            return
+        try:
+            ptrs = tuple(map(in_ptr, args))
+        except Exception:  # noqa: BLE001 - an input that is not what its type promised: stay on the checked path
+            return
+        known = _Known(plan, frame, in_ptr, index, device, ptrs)
+        forget = _forgetter(self, key)
+        try:
+            known.refs = [weakref.ref(a, forget) for a in args]
+        except TypeError:
+            return  # objects without weak references: every call takes the checked path
+        known_sets = self._known
+        if len(known_sets) >= _KNOWN_KEPT:
+            del known_sets[next(iter(known_sets))]
+        known_sets[key] = known
+
+    def _known_pack(self, known: _Known, args: tuple[Any, ...], key: tuple[Any, ...], stream: Any) -> Any:
+        """The Runner's entry for known inputs and new output addresses (made once per address)."""
+        pack = dict(zip(known.plan.in_uids, args))
+        pack.update(zip((spec.uid for spec in known.plan.outs), key[:-1]))
+        ws = self._workspace(stream, known.frame, known.device) if self.allocate_workspace else None
+        entry = self._runner.entry_for(pack, ws)
+        if len(known.packs) >= _PACKS_KEPT:
+            known.packs.clear()
+        known.packs[key] = entry
+        return entry
 
     def handle_for(self, frame: Frame, index: int, handle: Any, stream: Any) -> tuple[Any, Any]:
         """The handle to run on, its stream set as the call asks; and that stream."""
@@ -311,31 +399,19 @@ class Executor:
         pack, frame, index, _device, _outs = self.positional_pack(plan, args)
         handle, _ = self.handle_for(frame, index, handle, None)
         report = self.graph.autotune(pack, None, handle, warmup, repeats)
-        self._workspace_size = None  # the chosen plan may need another size
-        self._workspaces.clear()
+        self._current_runner()  # the chosen plan's: what was known for the earlier one is dropped
         return report
 
-    def _view(self, spec: OutSpec, address: int) -> Any:
-        try:
-            view: Any = OutputAt(spec, address)
-        except ValueError:  # no framework dtype (packed sub-byte types): the raw address
-            view = address
-        views = self._views
-        if len(views) >= _VIEWS_KEPT:
-            del views[next(iter(views))]
-        views[(spec.uid, address)] = view
-        return view
-
-    def _new_workspace(self, stream: Any, frame: Frame, device: Any) -> Any:
+    def _workspace(self, stream: Any, frame: Frame, device: Any) -> Any:
         """A workspace per stream (calls on two streams must not share one), made once in the
-        outputs' framework, grown if a larger one is ever needed; None when the plan needs none."""
+        outputs' framework; None when the plan needs none."""
+        held = self._workspaces.get(stream)
+        if held is not None:
+            return held[1]
         if self._workspace_size is None:
             self._workspace_size = int(self.graph.get_workspace_size())
         size = self._workspace_size
-        held = self._workspaces.get(stream)
-        if held is not None and held[0] >= size:
-            return held[1]
-        buffer = frame.empty(OutSpec(0, "workspace", (size,), (1,), data_type.UINT8), device) if size else None
+        buffer = frame.alloc.empty(OutSpec(0, "workspace", (size,), (1,), data_type.UINT8), device) if size else None
         self._workspaces[stream] = (size, buffer)
         return buffer
 
@@ -365,12 +441,27 @@ class Executor:
             raise ExecutionInputError(f"{name}: {exc}") from None
         for spec in plan.outs:
             if spec.uid not in pack:
-                y = frame.empty(spec, device)
-                buffers[spec.name] = y
-                address = frame.ptr(y)
-                pack[spec.uid] = self._views.get((spec.uid, address)) or self._view(spec, address)
-        self.run(pack, frame, index, device, handle, workspace, stream)
+                y = buffers[spec.name] = frame.alloc.empty(spec, device)
+                pack[spec.uid] = frame.alloc.ptr(y)
+        runner = self._current_runner()
+        handle, s = self.handle_for(frame, index, handle, stream)
+        ws = workspace
+        if ws is None and self.allocate_workspace:
+            ws = self._workspace(s, frame, device)
+        runner.run(pack, ws, handle)
         return buffers
+
+
+def _forgetter(executor: Executor, key: tuple[int, ...]) -> Callable[[Any], None]:
+    """A weak-reference callback that forgets the known inputs ``key`` (the executor held weakly)."""
+    ref = weakref.ref(executor)
+
+    def forget(_: Any) -> None:
+        owner = ref()
+        if owner is not None:
+            owner._known.pop(key, None)
+
+    return forget
 
 
 def _name(plan: IoPlan, uid: int) -> str:
