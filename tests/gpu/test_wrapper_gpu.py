@@ -214,7 +214,7 @@ def test_repeated_calls_give_fresh_outputs_and_read_current_data() -> None:
     first = graph(x, w)
     second = graph(x, w)  # known inputs: the short path
     assert first.data_ptr() != second.data_ptr()
-    assert len(graph._executor._known) == 1
+    assert len(graph._executor.known) == 1
     x.copy_(nhwc(4, 32, 16, 16))  # new data at the same address: no new check needed, new result
     third = graph(x, w)
     torch.testing.assert_close(first, second, rtol=0, atol=0)
@@ -242,10 +242,10 @@ def test_known_inputs_are_forgotten_when_they_die() -> None:
     graph(x, w)
     x2 = nhwc(4, 32, 16, 16)
     y2 = graph(x2, w)
-    assert len(graph._executor._known) == 2
+    assert len(graph._executor.known) == 2
     torch.testing.assert_close(y2, reference(x2, w), **TOL)
     del x2
-    assert len(graph._executor._known) == 1
+    assert len(graph._executor.known) == 1
 
 
 def test_mixed_input_frameworks_take_the_checked_path() -> None:
@@ -256,7 +256,7 @@ def test_mixed_input_frameworks_take_the_checked_path() -> None:
     w_c = cupy.from_dlpack(w)
     for _ in range(2):
         torch.testing.assert_close(graph(x, w_c), reference(x, w), **TOL)
-    assert not graph._executor._known
+    assert not graph._executor.known
 
 
 # -- streams and handles -------------------------------------------------------------------------

@@ -19,8 +19,8 @@ from itertools import compress
 from typing import Any
 
 from .._lib import capi, cuda
-from .._lib.errors import DescriptorClosedError, raise_status
 from .._lib.enums import data_type
+from .._lib.errors import DescriptorClosedError, raise_status
 from .._lib.host import HostScalar
 from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor

@@ -229,12 +229,16 @@ def out_framework(policy: str, framework: str) -> str:
 class _Known:
     """A set of input objects seen before, checked, and all a repeated call with them needs."""
 
-    __slots__ = ("device", "frame", "in_ptr", "index", "makers", "packs", "plan", "ptrs", "refs")
+    __slots__ = ("device", "frame", "in_ptr", "index", "make", "makers", "out_ptr", "packs", "plan", "ptrs",
+                 "refs", "runner")
 
     def __init__(self, plan: IoPlan, frame: Frame, in_ptr: Callable[[Any], int], index: int, device: Any,
-                 ptrs: tuple[int, ...]) -> None:
-        self.plan, self.frame, self.in_ptr, self.index, self.device, self.ptrs = plan, frame, in_ptr, index, device, ptrs
+                 ptrs: tuple[int, ...], runner: Any) -> None:
+        self.plan, self.frame, self.in_ptr, self.index, self.device = plan, frame, in_ptr, index, device
+        self.ptrs, self.runner = ptrs, runner
         self.makers = tuple(frame.alloc.bind(spec, device) for spec in plan.outs)
+        self.make = self.makers[0] if len(self.makers) == 1 else None  # the common case: one output
+        self.out_ptr = frame.alloc.ptr
         self.packs: dict[tuple[Any, ...], Any] = {}  # (output addresses..., stream) -> the Runner's entry
         self.refs: list[Any] = []  # weak references whose callbacks forget this entry
 
@@ -242,10 +246,11 @@ class _Known:
 class Executor:
     """Runs one built pygraph for the wrapper; made when the ``with`` block builds it.
 
-    The first call with a set of input objects takes the checked path: the Runner reads and
-    checks every buffer. Afterwards those objects (by identity, while they live, and at the
-    addresses they had) are known: a call allocates the outputs, finds the backend variant
-    pack for their addresses, and makes one ``cudnnBackendExecute``.
+    The first call with a set of input objects takes the checked path (``call``): the Runner
+    reads and checks every buffer. Afterwards those objects (by identity, while they live, and
+    at the addresses they had) are known (``known``, keyed by their ids): ``call_known``
+    allocates the outputs, finds the backend variant pack for their addresses, and makes one
+    ``cudnnBackendExecute``.
     """
 
     def __init__(self, graph: pygraph, handle: Any, policy: str, allocate_workspace: bool) -> None:
@@ -256,7 +261,7 @@ class Executor:
         self._frames: dict[type, Frame] = {}
         self._workspaces: dict[Any, tuple[int, Any]] = {}  # stream -> (size, buffer or None)
         self._workspace_size: int | None = None
-        self._known: dict[tuple[int, ...], _Known] = {}  # ids of the inputs -> _Known
+        self.known: dict[tuple[int, ...], _Known] = {}  # ids of the inputs -> _Known
         self._runner: Any = None  # the Runner the known packs belong to
 
     def frame(self, x: Any) -> Frame:
@@ -266,44 +271,46 @@ class Executor:
             frame = self._frames[type(x)] = Frame(framework, out_framework(self.policy, framework))
         return frame
 
+    def forget(self) -> None:
+        """Drop what is known of earlier inputs (the io tuples changed)."""
+        self.known.clear()
+
     # -- the hot path -----------------------------------------------------------------------
 
-    def call(self, plan: IoPlan, args: tuple[Any, ...], handle: Any, workspace: Any, stream: Any) -> Any:
-        """``graph(x, w, ...)``: returns the output, or a tuple of them."""
-        known = self._known.get(tuple(map(id, args)))
-        runner: Any = self._runner
+    def call_known(self, known: _Known, args: tuple[Any, ...], handle: Any, stream: Any) -> Any:
+        """``graph(x, w, ...)`` with known inputs: returns the output, or a tuple of them."""
+        runner = known.runner
         g: Any = self.graph
-        if known is None or known.plan is not plan or workspace is not None \
-                or runner is not g._active or runner.candidate is not g._plans.selected \
-                or tuple(map(known.in_ptr, args)) != known.ptrs:
-            return self._checked_call(plan, args, handle, workspace, stream)
+        if runner is not g._active or runner.candidate is not g._plans.selected \
+                or tuple(map(known.in_ptr, args)) != known.ptrs:  # another plan, or an input moved
+            return self.call(known.plan, args, handle, None, stream)
         if handle is None:
             handle = self.handle
-        if type(handle) is Handle and stream is None:
+        if stream is None and type(handle) is Handle:
             s = handle._stream
         else:  # this thread's handle on the current stream, a raw cudnnHandle_t, or a stream given
             handle, s = self.handle_for(known.frame, known.index, handle, stream)
-        ptr = known.frame.alloc.ptr
-        if len(known.makers) == 1:
-            y = known.makers[0]()
-            key: tuple[Any, ...] = (ptr(y), s)
+        make = known.make
+        if make is not None:
+            y = make()
+            key: tuple[Any, ...] = (known.out_ptr(y), s)
         else:
-            outs = tuple(make() for make in known.makers)
-            key = (*map(ptr, outs), s)
+            y = tuple(make() for make in known.makers)
+            key = (*map(known.out_ptr, y), s)
         entry = known.packs.get(key)
         if entry is None:
             entry = self._known_pack(known, args, key, s)
-        h = handle._ptr if type(handle) is Handle else as_handle_ptr(handle)
-        status = runner.backend_execute(h, runner.plan_ptr, entry.pack_ptr)
+        status = runner.backend_execute(handle._ptr if type(handle) is Handle else as_handle_ptr(handle),
+                                        runner.plan_ptr, entry.pack_ptr)
         if status:
             runner.failed(status, handle)
-        return y if len(known.makers) == 1 else outs
+        return y
 
     # -- the checked path -------------------------------------------------------------------
 
-    def _checked_call(self, plan: IoPlan, args: tuple[Any, ...], handle: Any, workspace: Any, stream: Any) -> Any:
-        """A call with inputs not known yet (or a workspace given): the Runner checks every
-        buffer it has not seen; then the inputs are known for later calls."""
+    def call(self, plan: IoPlan, args: tuple[Any, ...], handle: Any, workspace: Any, stream: Any) -> Any:
+        """``graph(x, w, ...)``: the Runner checks every buffer it has not seen; then the
+        inputs are known for later calls (unless a workspace is given)."""
         pack, frame, index, device, outs = self.positional_pack(plan, args)
         runner = self._current_runner()
         handle, s = self.handle_for(frame, index, handle, stream)
@@ -338,7 +345,7 @@ class Executor:
         runner = self.graph._current_runner()
         if runner is not self._runner:
             if self._runner is not None:
-                self._known.clear()
+                self.known.clear()
                 self._workspaces.clear()
                 self._workspace_size = None  # the new plan may need another size
             self._runner = runner
@@ -349,19 +356,19 @@ class Executor:
         """Remember these checked inputs (forgotten when one of them dies)."""
         key = tuple(map(id, args))
         in_ptr = frame.in_ptr
-        if key in self._known or in_ptr is None:
+        if key in self.known or in_ptr is None:
             return
         try:
             ptrs = tuple(map(in_ptr, args))
         except Exception:  # noqa: BLE001 - an input that is not what its type promised: stay on the checked path
             return
-        known = _Known(plan, frame, in_ptr, index, device, ptrs)
+        known = _Known(plan, frame, in_ptr, index, device, ptrs, runner)
         forget = _forgetter(self, key)
         try:
             known.refs = [weakref.ref(a, forget) for a in args]
         except TypeError:
             return  # objects without weak references: every call takes the checked path
-        known_sets = self._known
+        known_sets = self.known
         if len(known_sets) >= _KNOWN_KEPT:
             del known_sets[next(iter(known_sets))]
         known_sets[key] = known
@@ -371,7 +378,7 @@ class Executor:
         pack = dict(zip(known.plan.in_uids, args))
         pack.update(zip((spec.uid for spec in known.plan.outs), key[:-1]))
         ws = self._workspace(stream, known.frame, known.device) if self.allocate_workspace else None
-        entry = self._runner.entry_for(pack, ws)
+        entry = known.runner.entry_for(pack, ws)
         if len(known.packs) >= _PACKS_KEPT:
             known.packs.clear()
         known.packs[key] = entry
@@ -459,7 +466,7 @@ def _forgetter(executor: Executor, key: tuple[int, ...]) -> Callable[[Any], None
     def forget(_: Any) -> None:
         owner = ref()
         if owner is not None:
-            owner._known.pop(key, None)
+            owner.known.pop(key, None)
 
     return forget
 
