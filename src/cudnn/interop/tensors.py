@@ -221,7 +221,7 @@ def _locate_cupy(a: Any, ptr: int) -> tuple[int, int | None]:
     try:
         mem = a.data.mem
         if type(mem).__name__ not in _CUPY_OWN_MEMORY:
-            return _locate_pointer(a, ptr)
+            return int(a.device.id), _locate_pointer(a, ptr)[1]
         return int(a.device.id), int(mem.ptr) + int(mem.size) - ptr
     except AttributeError:
         return _locate_pointer(a, ptr)
