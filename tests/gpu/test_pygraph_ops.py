@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -399,14 +400,20 @@ def test_execute_refuses_bad_buffers_before_any_kernel_runs() -> None:
             g.execute({X: x, Y: y}, torch.empty(1, device="cuda", dtype=torch.uint8))
 
 
-def test_repeated_execute_reuses_the_variant_pack() -> None:
-    x = _any(SHAPE)
+def _sqrt_abs_built(x: torch.Tensor) -> tuple[cudnn.pygraph, Any, Any, torch.Tensor, torch.Tensor]:
+    """sqrt(abs(X)) built for ``x``: the graph, X, Y, an output buffer and a workspace."""
     g = _pointwise_graph()
     X = g.tensor_like(x)
     Y = g.sqrt(g.abs(X)).set_output(True)
     g.build(HEURISTICS)
     y = torch.empty(SHAPE, device="cuda")
     ws = torch.empty(g.get_workspace_size(), device="cuda", dtype=torch.uint8)
+    return g, X, Y, y, ws
+
+
+def test_repeated_execute_reuses_the_variant_pack() -> None:
+    x = _any(SHAPE)
+    g, X, Y, y, ws = _sqrt_abs_built(x)
     pack = {X: x, Y: y}
     g.execute(pack, ws)
     runner = g._runners[id(g._plans.selected)]
@@ -427,12 +434,7 @@ def test_a_tensor_re_pointed_in_place_is_read_again() -> None:
     """The same tensor object given new memory (``set_``) between executes: the new data is read,
     and a new shape is refused; never the old, possibly freed, address."""
     x = _any(SHAPE)
-    g = _pointwise_graph()
-    X = g.tensor_like(x)
-    Y = g.sqrt(g.abs(X)).set_output(True)
-    g.build(HEURISTICS)
-    y = torch.empty(SHAPE, device="cuda")
-    ws = torch.empty(g.get_workspace_size(), device="cuda", dtype=torch.uint8)
+    g, X, Y, y, ws = _sqrt_abs_built(x)
     pack = {X: x, Y: y}
     g.execute(pack, ws)
     other = _any(SHAPE) + 5

@@ -323,10 +323,7 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
 
     def execute(self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None) -> None:
         """Run the selected plan: ``variant_pack`` maps tensors (or uids) to buffers."""
-        active = self._active
-        if active is None or active.candidate is not self._plans.selected:  # type: ignore[union-attr]
-            active = self._activate()
-        active.run(variant_pack, workspace, handle)
+        self._current_runner().run(variant_pack, workspace, handle)
 
     def _current_runner(self) -> Runner:
         """The Runner of the selected plan (what execute() uses)."""

@@ -312,22 +312,28 @@ class Executor:
         """``graph(x, w, ...)``: the Runner checks every buffer it has not seen; then the
         inputs are known for later calls (unless a workspace is given)."""
         pack, frame, index, device, outs = self.positional_pack(plan, args)
-        runner = self._current_runner()
-        handle, s = self.handle_for(frame, index, handle, stream)
-        ws = workspace
-        if ws is None and self.allocate_workspace:
-            ws = self._workspace(s, frame, device)
-        runner.run(pack, ws, handle)
+        runner = self._run(pack, frame, index, device, handle, workspace, stream)
         if workspace is None and frame.in_ptr is not None \
                 and len(plan.device_inputs) == len(args) and all(type(a) is type(args[0]) for a in args):
             self._learn(plan, args, frame, index, device, runner)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _run(self, pack: dict[int, Any], frame: Frame, index: int, device: Any, handle: Any, workspace: Any,
+             stream: Any) -> Any:
+        """Run ``pack`` through the selected plan's Runner (which checks buffers it has not seen)
+        on the handle and stream the call asks for; returns that Runner."""
+        runner = self._current_runner()
+        handle, s = self.handle_for(frame, index, handle, stream)
+        if workspace is None and self.allocate_workspace:
+            workspace = self._workspace(s, frame, device)
+        runner.run(pack, workspace, handle)
+        return runner
+
     def positional_pack(self, plan: IoPlan, args: tuple[Any, ...]) -> tuple[dict[int, Any], Frame, int, Any, list[Any]]:
         """The variant pack of a positional call, with its outputs allocated (by address)."""
         position = plan.device_inputs[0] if plan.device_inputs else None
         x = args[position] if position is not None else 0
-        frame = self._frames.get(type(x)) or self.frame(x)
+        frame = self.frame(x)
         try:
             index, device = frame.device(x)
         except _NotOnGpu as exc:
@@ -450,12 +456,7 @@ class Executor:
             if spec.uid not in pack:
                 y = buffers[spec.name] = frame.alloc.empty(spec, device)
                 pack[spec.uid] = frame.alloc.ptr(y)
-        runner = self._current_runner()
-        handle, s = self.handle_for(frame, index, handle, stream)
-        ws = workspace
-        if ws is None and self.allocate_workspace:
-            ws = self._workspace(s, frame, device)
-        runner.run(pack, ws, handle)
+        self._run(pack, frame, index, device, handle, workspace, stream)
         return buffers
 
 
