@@ -1,4 +1,10 @@
-"""Batched matrix multiply C = A @ B with broadcasting of the batch dims."""
+"""Batched matrix multiply C = A @ B with broadcasting of the batch dims.
+
+Batch dims broadcast numpy-style, and also by groups where one size divides the other (the
+backend's grouped broadcast: attention's Q [b, 8, s, d] @ Kᵀ [b, 2, d, s] for GQA). Optional
+M/N/K override tensors ([b, 1, 1, 1] INT32, e.g. per-batch sequence lengths) tell cuDNN the
+valid extent of each problem; ``padding`` fills the rest of C when one is set.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,12 @@ from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ...backend.descriptor import Descriptor
 from ..errors import GraphError
 from ..lower import Lowering
-from ..node import Context, Node, broadcast, row_major
+from ..node import Context, Node, row_major
 from ..tensor import Tensor
+
+OVERRIDES = {"M_OVERRIDE": A.CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC,
+             "N_OVERRIDE": A.CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC,
+             "K_OVERRIDE": A.CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC}
 
 
 class Matmul(Node):
@@ -18,11 +28,18 @@ class Matmul(Node):
 
     op, tag = "matmul", "MATMUL"
 
-    def __init__(self, name: str, a: Tensor, b: Tensor, compute_data_type: Any, padding: float) -> None:
+    def __init__(self, name: str, a: Tensor, b: Tensor, compute_data_type: Any, padding: float | None,
+                 overrides: dict[str, Tensor | None] | None = None) -> None:
         super().__init__(name, compute_data_type)
         self.inputs = {"A": a, "B": b}
+        for port, t in (overrides or {}).items():
+            if port not in OVERRIDES:
+                raise GraphError(f"{self.label()}: unknown override {port!r}; expected one of {sorted(OVERRIDES)}")
+            if t is not None:
+                self.inputs[port] = t
+        self.padding_set = padding is not None
         try:
-            self.padding = float(padding)
+            self.padding = float(padding) if padding is not None else 0.0
         except (TypeError, ValueError):
             raise GraphError(f"{self.label()}: padding must be a float, got {padding!r}") from None
 
@@ -33,7 +50,12 @@ class Matmul(Node):
             raise GraphError(f"{self.label()}: A {a} and B {b} must have the same rank >= 2")
         if a[-1] != b[-2]:
             raise GraphError(f"{self.label()}: A {a} has K={a[-1]} but B {b} has K={b[-2]}")
-        batch = broadcast(self, {"A": a[:-2], "B": b[:-2]}) if len(a) > 2 else []
+        batch = []
+        for i, (x, y) in enumerate(zip(a[:-2], b[:-2])):
+            if max(x, y) % min(x, y):
+                raise GraphError(f"{self.label()}: batch dim {i} of A {a} and B {b} do not broadcast "
+                                 "(sizes must be equal, 1, or one a multiple of the other)")
+            batch.append(max(x, y))
         dims = batch + [a[-2], b[-1]]
         self.set_output("C", self.outputs["C"], ctx, dims, row_major(dims), like=self.inputs["A"])
 
@@ -43,7 +65,7 @@ class Matmul(Node):
     def lower(self, lw: Lowering) -> list[Descriptor]:
         mm = lw.descriptor(D.CUDNN_BACKEND_MATMUL_DESCRIPTOR, self.name)
         mm.set(A.CUDNN_ATTR_MATMUL_COMP_TYPE, self.compute_data_type)
-        if self.padding != 0.0:
+        if self.padding_set or self.padding != 0.0:
             mm.set(A.CUDNN_ATTR_MATMUL_PADDING_VALUE, self.padding)
         mm.finalize()
         op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, self.name)
@@ -51,4 +73,7 @@ class Matmul(Node):
         op.set(A.CUDNN_ATTR_OPERATION_MATMUL_BDESC, lw.tensor(self.inputs["B"]))
         op.set(A.CUDNN_ATTR_OPERATION_MATMUL_CDESC, lw.tensor(self.outputs["C"]))
         op.set(A.CUDNN_ATTR_OPERATION_MATMUL_DESC, mm)
+        for port, attr in OVERRIDES.items():
+            if port in self.inputs:
+                lw.set(op, attr, lw.tensor(self.inputs[port]))
         return [op.finalize()]

@@ -12,6 +12,7 @@ gamma, and the canonical [rows, hidden, 1, 1] view of layer and RMS norms (canon
 from __future__ import annotations
 
 import math
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, norm_forward_phase, norm_mode
 from ...backend.descriptor import Descriptor
 from ..errors import GraphError
+from ..expand import Expander, View, inferred
 from ..lower import Lowering
 from ..node import Context, Node, channels_last, packed_in_order, resolve_input, row_major, stride_order
 from ..tensor import NOT_SET, Tensor
@@ -93,7 +95,8 @@ class NormNode(Node):
     """What forward and backward norms share: shape rules, scalar inputs, graph lookups."""
 
     kind: Kind
-    graph_nodes: list[Node] | None = None  # the graph's node list, set by NormOpsMixin
+    graph_nodes: list[Node] | None = None  # the graph's node list, set by norm_ops
+    primitive = False  # set on the copy expand() hands to lowering
 
     def __init__(self, name: str, kind: Kind, inputs: dict[str, Tensor | None], compute_data_type: Any) -> None:
         super().__init__(name, compute_data_type)
@@ -231,42 +234,51 @@ class NormNode(Node):
         for port, t in {**self.inputs, **self.outputs}.items():
             if id(t) not in made:
                 view = views.get(port)
-                made[id(t)] = t if view is None else viewed(t, *view)
+                made[id(t)] = t if view is None else View(t, *view)
             out[port] = made[id(t)]
         return out
 
-    def scale_plus_one(self, lw: Lowering, tensors: dict[str, Tensor]) -> list[Descriptor]:
-        """SCALE + 1 in a pointwise ADD into a virtual float tensor that the norm then reads
-        as its SCALE (NVIDIA's zero-centered-gamma pattern). Part of this node, so its
-        tensors take the same view as the norm's."""
-        from .pointwise import TABLE, Pointwise
+    def expand(self, ex: Expander) -> list[Node] | None:
+        """The canonical view of the ports and, for a zero-centered gamma, SCALE + 1 in a
+        pointwise ADD into a virtual float tensor that the norm reads as its SCALE (NVIDIA's
+        zero-centered-gamma pattern); None when the node goes to the backend as it is."""
+        if self.primitive:
+            return None
+        tensors = self.port_tensors()
+        if not self.zero_centered_gamma and all(t is tensors[p] for p, t in {**self.inputs, **self.outputs}.items()):
+            return None
+        parts: list[Node] = []
+        if self.zero_centered_gamma:
+            from .pointwise import TABLE, Pointwise
 
-        scale = tensors["SCALE"]
-        plus = Tensor(f"{self.name}::SCALE_PLUS_ONE", scale.get_dim(), scale.get_stride(), FLOAT, is_virtual=True)
-        plus._uid, plus._uid_assigned = internal_uid(lw, self.graph_nodes), True
-        add = Pointwise(f"{self.name}.scale_plus_one", TABLE["add"], [scale, tensors[OFFSET]], {}, FLOAT)
-        add.outputs["OUT_0"] = plus
-        tensors["SCALE"] = plus
-        return add.lower(lw)
+            scale = tensors["SCALE"]
+            plus = ex.virtual(f"{self.name}::SCALE_PLUS_ONE", scale.get_dim(), FLOAT, scale.get_stride())
+            add = Pointwise(f"{self.name}.scale_plus_one", TABLE["add"], [scale, tensors[OFFSET]], {}, FLOAT)
+            parts.append(inferred(add, ex.ctx, {"OUT_0": plus}))
+            tensors["SCALE"] = plus
+        twin = copy.copy(self)
+        twin.primitive = True
+        twin.inputs = {port: tensors[port] for port in self.inputs if port != OFFSET}
+        twin.outputs = {port: tensors[port] for port in self.outputs}
+        return parts + [twin]
 
     def emit(self, lw: Lowering, desc_type: D, ports: dict[str, A], attrs: dict[A, Any], peers_attr: A
              ) -> list[Descriptor]:
         """The operation descriptor: ``attrs`` (mode, phase), each port's tensor through the
-        ``ports`` table, the peer statistics as one list; after the ADD of a zero-centered gamma."""
+        ``ports`` table, the peer statistics as one list (ports as expand left them)."""
         if self.kind.since:
             lw.require(f"{self.label()}: {self.kind.mode.name} ({self.kind.since_reason})", self.kind.since)
-        tensors = self.port_tensors()
-        ops = self.scale_plus_one(lw, tensors) if self.zero_centered_gamma else []
         op = lw.descriptor(desc_type, self.name)
         for attr, value in attrs.items():
             op.set(attr, value)
+        tensors = {**self.inputs, **self.outputs}
         for port, t in tensors.items():
             if port != OFFSET and not port.startswith(PEER):
                 op.set(ports[port], lw.tensor(t))
         peers = [lw.tensor(t) for port, t in tensors.items() if port.startswith(PEER)]
         if peers:
             op.set(peers_attr, peers)
-        return ops + [op.finalize()]
+        return [op.finalize()]
 
     def peer_json(self) -> dict[str, Any]:
         return {"peer_stats": [t.get_name() for t in self.peer_stats]}
@@ -342,29 +354,26 @@ class BatchNormInference(NormForward):
             return self.lowering == "norm"
         return any(getattr(n, "tag", "") == "DBN" for n in self.graph_nodes or [])
 
-    def lower(self, lw: Lowering) -> list[Descriptor]:
-        if self.uses_norm_op():
-            return super().lower(lw)
+    def expand(self, ex: Expander) -> list[Node] | None:
+        if self.primitive or self.uses_norm_op():
+            return super().expand(ex)
         from .pointwise import TABLE, Pointwise
 
         x = self.inputs["X"]
         dims = x.get_dim()
         strides = packed_in_order(dims, stride_order(dims, x.get_stride()))
         compute = self.compute_data_type
-        ops: list[Descriptor] = []
+        parts: list[Node] = []
         prev = x
         steps = (("sub", "MEAN"), ("mul", "INV_VARIANCE"), ("mul", "SCALE"), ("add", "BIAS"))
         for i, (method, port) in enumerate(steps):
             step = Pointwise(f"{self.name}.{i}.{method}", TABLE[method], [prev, self.inputs[port]], {}, compute)
-            if i == len(steps) - 1:
-                out = self.outputs["Y"]
-            else:
-                out = Tensor(f"{self.name}::{method}_{port.lower()}", dims, strides, compute, is_virtual=True)
-                out._uid, out._uid_assigned = internal_uid(lw, self.graph_nodes), True
-            step.outputs["OUT_0"] = out
-            ops += step.lower(lw)
+            last = i == len(steps) - 1
+            out = self.outputs["Y"] if last else ex.virtual(f"{self.name}::{method}_{port.lower()}", dims, compute,
+                                                             strides)
+            parts.append(inferred(step, ex.ctx, {"OUT_0": out}))
             prev = out
-        return ops
+        return parts
 
 
 # -- the canonical view and internal tensors ---------------------------------------------------
@@ -418,22 +427,3 @@ def canonical_views(node: NormNode) -> dict[str, tuple[list[int], list[int]]]:
             return {}
         views[port] = view
     return views
-
-
-def viewed(t: Tensor, dims: list[int], strides: list[int]) -> Tensor:
-    """A stand-in for ``t`` with other dims over the same memory: same uid, name and type."""
-    v = t.copy_attributes(t.get_name())
-    v._uid, v._uid_assigned = t.get_uid(), True
-    return v.set_dim(dims).set_stride(strides)
-
-
-def internal_uid(lw: Lowering, nodes: list[Node] | None) -> int:
-    """A uid for a tensor a node creates while lowering: above every uid of the graph."""
-    nxt = lw.__dict__.get("_internal_uid")
-    if nxt is None:
-        used = [t.get_uid() for n in nodes or [] for t in (*n.inputs.values(), *n.outputs.values())
-                if t._uid_assigned]
-        used += [t.get_uid() for t in lw.tensor_objects if t._uid_assigned]
-        nxt = max(used, default=0) + 1 if nodes is not None else 1 << 40
-    lw.__dict__["_internal_uid"] = nxt + 1
-    return nxt

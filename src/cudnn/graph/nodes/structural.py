@@ -28,7 +28,8 @@ def _reduction_mode(value: Any) -> reduction_mode:
 
 
 class Reduction(Node):
-    """Y = reduce(X) over the dims where Y has size 1 (set Y's dims to choose them)."""
+    """Y = reduce(X) over the dims where Y has size 1 (set Y's dims to choose them); a Y dim
+    that divides X's reduces consecutive groups of X's (cuDNN's grouped reduction)."""
 
     op, tag = "reduction", "REDUCTION"
 
@@ -44,8 +45,9 @@ class Reduction(Node):
         x = self.inputs["X"]
         y = self.outputs["Y"]
         dims = y.get_dim() or x.get_dim()
-        if len(dims) != len(x.get_dim()) or any(d not in (1, xd) for d, xd in zip(dims, x.get_dim())):
-            raise GraphError(f"{self.at('Y')}: dims {dims} must equal X's {x.get_dim()} or be 1 where reduced")
+        if len(dims) != len(x.get_dim()) or any(d <= 0 or xd % d for d, xd in zip(dims, x.get_dim())):
+            raise GraphError(f"{self.at('Y')}: dims {dims} must equal X's {x.get_dim()}, be 1 where reduced, "
+                             "or divide X's dim (a reduction over groups, as GQA's head groups)")
         strides = packed_in_order(dims, stride_order(x.get_dim(), x.get_stride()))
         self.set_output("Y", y, ctx, dims, strides, like=x)
 

@@ -1,0 +1,266 @@
+"""The attention op methods of ``pygraph``: ``sdpa``, ``sdpa_backward`` and their long aliases.
+
+Signatures are the official frontend's v1.23 ones (positional order, names, defaults); the
+keywords the 1.32 wheel added (``max_total_seq_len_q/kv``, ``cu_seq_len_q/kv``,
+``stats_use_log2``) are keyword-only, which accepts code written for either version. The
+argument translation is the official binding's: ``is_inference`` / ``generate_stats`` (exactly
+one), causal flags -> alignment and right bound 0, ``sliding_window_length`` -> left bound, a
+float ``attn_scale`` -> a by-value constant, and the ``dropout`` tuple forms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .errors import GraphError
+from .nodes.sdpa import SDPA
+from .nodes.sdpa_backward import SDPABackward
+from .nodes.sdpa_common import SdpaOptions
+from .oplib import op, register
+from .sdpa_enums import attention_implementation, diagonal_alignment
+from .tensor import NOT_SET, Tensor
+
+Maybe = Tensor | None
+TOP_LEFT = diagonal_alignment.TOP_LEFT
+AUTO = attention_implementation.AUTO
+
+
+# -- argument translation ------------------------------------------------------------------------
+
+def _int_or_none(value: Any, at: str, arg: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise GraphError(f"{at}: {arg} must be an int, got {value!r}")
+    return value
+
+
+def _bool(value: Any, at: str, arg: str) -> bool:
+    if not isinstance(value, bool):
+        raise GraphError(f"{at}: {arg} must be True or False, got {value!r}")
+    return value
+
+
+def _bounds(at: str, causal: bool, causal_br: bool, window: Any, alignment: Any, left: Any, right: Any
+            ) -> tuple[diagonal_alignment, int | None, int | None]:
+    """(alignment, left bound, right bound) from the causal flags, window and explicit bounds."""
+    _bool(causal, at, "use_causal_mask")
+    _bool(causal_br, at, "use_causal_mask_bottom_right")
+    try:
+        align = diagonal_alignment(alignment)
+    except ValueError:
+        raise GraphError(f"{at}: diagonal_alignment must be a cudnn.diagonal_alignment, got {alignment!r}") from None
+    left = _int_or_none(left, at, "diagonal_band_left_bound")
+    right = _int_or_none(right, at, "diagonal_band_right_bound")
+    window = _int_or_none(window, at, "sliding_window_length")
+    if causal and causal_br:
+        raise GraphError(f"{at}: use_causal_mask and use_causal_mask_bottom_right cannot both be True")
+    if (causal or causal_br) and right is not None:
+        flag = "use_causal_mask" if causal else "use_causal_mask_bottom_right"
+        raise GraphError(f"{at}: {flag} sets the right bound to 0; do not also give diagonal_band_right_bound "
+                         f"(got {right})")
+    if window is not None and left is not None:
+        raise GraphError(f"{at}: sliding_window_length sets the left bound; do not also give "
+                         f"diagonal_band_left_bound (got {left})")
+    if causal:
+        align, right = diagonal_alignment.TOP_LEFT, 0
+    elif causal_br:
+        align, right = diagonal_alignment.BOTTOM_RIGHT, 0
+    if window is not None:
+        left = window
+    return align, left, right
+
+
+def _scale(graph: Any, attn_scale: Any, at: str) -> tuple[float | None, Maybe]:
+    if attn_scale is None:
+        return None, None
+    if isinstance(attn_scale, float) or (isinstance(attn_scale, int) and not isinstance(attn_scale, bool)):
+        return float(attn_scale), None
+    return None, graph._input(attn_scale, at, "attn_scale")
+
+
+def _callable(fn: Any, at: str, arg: str) -> Callable[..., Any] | None:
+    if fn is not None and not callable(fn):
+        raise GraphError(f"{at}: {arg} must be a callable f(graph, score) -> tensor, got {type(fn).__name__}")
+    return fn
+
+
+def _tensor(graph: Any, value: Any, at: str, arg: str) -> Maybe:
+    return None if value is None else graph._input(value, at, arg)
+
+
+def _output(value: Any, at: str, arg: str) -> Maybe:
+    """A user-made output tensor (rng_dump, score_max, dBias, ...)."""
+    if value is None:
+        return None
+    if not isinstance(value, Tensor):
+        raise GraphError(f"{at}: {arg} must be a cudnn.tensor made with graph.tensor(...), got {type(value).__name__}")
+    return value
+
+
+def _probability(value: Any, at: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GraphError(f"{at}: dropout probability must be a float, got {value!r}")
+    p = float(value)
+    if not 0.0 <= p < 1.0:
+        raise GraphError(f"{at}: dropout probability must be in [0, 1), got {p} "
+                         "(p = 1 would drop every element)")
+    return p
+
+
+def _dropout_forward(graph: Any, dropout: Any, at: str) -> tuple[float | None, dict[str, Maybe]]:
+    if dropout is None:
+        return None, {}
+    if not isinstance(dropout, (tuple, list)) or len(dropout) not in (2, 3):
+        raise GraphError(f"{at}: dropout must be (probability, seed, offset) or (mask, scale), got {dropout!r}")
+    if len(dropout) == 3:
+        p = _probability(dropout[0], at)
+        return p, {"Seed": graph._input(dropout[1], at, "dropout seed"),
+                   "Offset": graph._input(dropout[2], at, "dropout offset")}
+    if isinstance(dropout[0], (int, float)):
+        raise GraphError(f"{at}: dropout with a probability needs (probability, seed, offset); a 2-tuple is "
+                         "(mask, scale)")
+    return None, {"Dropout_mask": graph._input(dropout[0], at, "dropout mask"),
+                  "Dropout_scale": graph._input(dropout[1], at, "dropout scale")}
+
+
+def _dropout_backward(graph: Any, dropout: Any, at: str) -> tuple[float | None, dict[str, Maybe]]:
+    if dropout is None:
+        return None, {}
+    if not isinstance(dropout, (tuple, list)) or len(dropout) != 3:
+        raise GraphError(f"{at}: dropout must be (probability, seed, offset) or (mask, scale, scale_inverse), "
+                         f"got {dropout!r}")
+    if isinstance(dropout[0], (int, float)) and not isinstance(dropout[0], bool):
+        p = _probability(dropout[0], at)
+        return p, {"Seed": graph._input(dropout[1], at, "dropout seed"),
+                   "Offset": graph._input(dropout[2], at, "dropout offset")}
+    return None, {"Dropout_mask": graph._input(dropout[0], at, "dropout mask"),
+                  "Dropout_scale": graph._input(dropout[1], at, "dropout scale"),
+                  "Dropout_scale_inv": graph._input(dropout[2], at, "dropout scale_inverse")}
+
+
+def _implementation(value: Any, at: str) -> attention_implementation:
+    try:
+        return attention_implementation(value)
+    except ValueError:
+        raise GraphError(f"{at}: implementation must be a cudnn.attention_implementation, got {value!r}") from None
+
+
+# -- the methods ---------------------------------------------------------------------------------
+
+@op
+def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, attn_scale: Any = None,
+         bias: Any = None, block_mask: Any = None, use_alibi_mask: bool = False, use_padding_mask: bool = False,
+         seq_len_q: Any = None, seq_len_kv: Any = None, use_causal_mask: bool = False,
+         use_causal_mask_bottom_right: bool = False, sliding_window_length: int | None = None,
+         diagonal_alignment: Any = TOP_LEFT, diagonal_band_left_bound: int | None = None,  # noqa: F811
+         diagonal_band_right_bound: int | None = None, dropout: Any = None, rng_dump: Any = None,
+         paged_attention_k_table: Any = None, paged_attention_v_table: Any = None,
+         paged_attention_max_seq_len_kv: int | None = None, compute_data_type: Any = NOT_SET, name: str = "",
+         score_mod: Callable[..., Any] | None = None, generate_stats: bool | None = None,
+         implementation: Any = AUTO, score_max: Any = None, score_sum_exp: Any = None, sink_token: Any = None,
+         unfuse_fma: bool = False, *, max_total_seq_len_q: int | None = None,
+         max_total_seq_len_kv: int | None = None, cu_seq_len_q: Any = None, cu_seq_len_kv: Any = None,
+         stats_use_log2: bool = False) -> list[Maybe]:
+    """Scaled dot-product attention forward; returns [O, Stats] (Stats None when not generated).
+
+    Q [b, h_q, s_q, d_qk], K [b, h_k, s_kv, d_qk], V [b, h_v, s_kv, d_v] in HALF or BFLOAT16;
+    O is [b, h_q, s_q, d_v] in Q's layout order, Stats [b, h_q, s_q, 1] FLOAT (log-sum-exp).
+    Give exactly one of ``is_inference`` and ``generate_stats``."""
+    name = self._name(name)
+    at = f"sdpa {name!r}"
+    if (is_inference is None) == (generate_stats is None):
+        raise GraphError(f"{at}: give exactly one of is_inference and generate_stats (got is_inference="
+                         f"{is_inference!r}, generate_stats={generate_stats!r})")
+    stats = not _bool(is_inference, at, "is_inference") if generate_stats is None \
+        else _bool(generate_stats, at, "generate_stats")
+    if cu_seq_len_q is not None or cu_seq_len_kv is not None:
+        raise GraphError(f"{at}: cu_seq_len_q / cu_seq_len_kv need the SDPA_FWD CU_SEQ_LEN attributes "
+                         "(cuDNN >= 9.24), which cudnn-py does not build; use seq_len_q/kv with ragged offsets")
+    align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, sliding_window_length,
+                                 diagonal_alignment, diagonal_band_left_bound, diagonal_band_right_bound)
+    scale_value, scale_tensor = _scale(self, attn_scale, at)
+    p, dropout_ins = _dropout_forward(self, dropout, at)
+    if rng_dump is not None and p is None:
+        raise GraphError(f"{at}: rng_dump is only used with dropout=(probability, seed, offset)")
+    opts = SdpaOptions(
+        generate_stats=stats, attn_scale_value=scale_value, alibi=_bool(use_alibi_mask, at, "use_alibi_mask"),
+        padding=_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
+        right_bound=right, dropout_p=p,
+        max_seq_len_kv=_int_or_none(paged_attention_max_seq_len_kv, at, "paged_attention_max_seq_len_kv"),
+        max_total_seq_len_q=_int_or_none(max_total_seq_len_q, at, "max_total_seq_len_q"),
+        max_total_seq_len_kv=_int_or_none(max_total_seq_len_kv, at, "max_total_seq_len_kv"),
+        score_mod=_callable(score_mod, at, "score_mod"), implementation=_implementation(implementation, at),
+        unfuse_fma=_bool(unfuse_fma, at, "unfuse_fma"), stats_use_log2=_bool(stats_use_log2, at, "stats_use_log2"))
+    inputs: dict[str, Maybe] = {
+        "Q": self._input(q, at, "q"), "K": self._input(k, at, "k"), "V": self._input(v, at, "v"),
+        "Attn_scale": scale_tensor, "Bias": _tensor(self, bias, at, "bias"),
+        "Block_mask": _tensor(self, block_mask, at, "block_mask"),
+        "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"), "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
+        "Page_table_K": _tensor(self, paged_attention_k_table, at, "paged_attention_k_table"),
+        "Page_table_V": _tensor(self, paged_attention_v_table, at, "paged_attention_v_table"),
+        "SINK_TOKEN": _tensor(self, sink_token, at, "sink_token"), **dropout_ins}
+    node = SDPA(name, inputs, opts, compute_data_type)
+    if opts.stats_use_log2:
+        raise GraphError(f"{at}: stats_use_log2 needs the SOFTMAX operation's STATS_LOG2 attribute "
+                         "(cuDNN >= 9.27), which cudnn-py does not build")
+    out = self._add(node, ["O", "Stats"] if stats else ["O"])
+    for port, t, arg in (("RNG_DUMP", rng_dump, "rng_dump"), ("Max", score_max, "score_max"),
+                         ("Sum_exp", score_sum_exp, "score_sum_exp")):
+        user = _output(t, at, arg)
+        if user is not None:
+            node.outputs[port] = user
+    return [out[0], out[1] if stats else None]
+
+
+@op
+def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any, attn_scale: Any = None,  # noqa: N803
+                  bias: Any = None, dBias: Any = None, use_alibi_mask: bool = False,  # noqa: N803
+                  use_padding_mask: bool = False, seq_len_q: Any = None, seq_len_kv: Any = None,
+                  max_total_seq_len_q: int | None = None, max_total_seq_len_kv: int | None = None,
+                  use_causal_mask: bool = False, use_causal_mask_bottom_right: bool = False,
+                  sliding_window_length: int | None = None, diagonal_alignment: Any = TOP_LEFT,  # noqa: F811
+                  diagonal_band_left_bound: int | None = None, diagonal_band_right_bound: int | None = None,
+                  dropout: Any = None, rng_dump: Any = None, use_deterministic_algorithm: bool = False,
+                  compute_data_type: Any = NOT_SET, name: str = "", score_mod: Callable[..., Any] | None = None,
+                  score_mod_bprop: Callable[..., Any] | None = None, sink_token: Any = None,
+                  dSink_token: Any = None) -> list[Tensor]:  # noqa: N803
+    """Scaled dot-product attention backward; returns [dQ, dK, dV] shaped like Q, K, V.
+
+    Repeat the forward's options (scale, bias, masks, dropout); ``stats`` is the forward's
+    Stats. ``dBias`` and ``dSink_token`` are output tensors the caller makes."""
+    name = self._name(name)
+    at = f"sdpa_backward {name!r}"
+    align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, sliding_window_length,
+                                 diagonal_alignment, diagonal_band_left_bound, diagonal_band_right_bound)
+    scale_value, scale_tensor = _scale(self, attn_scale, at)
+    p, dropout_ins = _dropout_backward(self, dropout, at)
+    if rng_dump is not None and p is None:
+        raise GraphError(f"{at}: rng_dump is only used with dropout=(probability, seed, offset)")
+    opts = SdpaOptions(
+        attn_scale_value=scale_value, alibi=_bool(use_alibi_mask, at, "use_alibi_mask"),
+        padding=_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
+        right_bound=right, dropout_p=p,
+        max_total_seq_len_q=_int_or_none(max_total_seq_len_q, at, "max_total_seq_len_q"),
+        max_total_seq_len_kv=_int_or_none(max_total_seq_len_kv, at, "max_total_seq_len_kv"),
+        score_mod=_callable(score_mod, at, "score_mod"), score_mod_bprop=_callable(score_mod_bprop, at, "score_mod_bprop"),
+        deterministic=_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))
+    inputs: dict[str, Maybe] = {
+        "Q": self._input(q, at, "q"), "K": self._input(k, at, "k"), "V": self._input(v, at, "v"),
+        "O": self._input(o, at, "o"), "dO": self._input(dO, at, "dO"), "Stats": self._input(stats, at, "stats"),
+        "Attn_scale": scale_tensor, "Bias": _tensor(self, bias, at, "bias"),
+        "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"), "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
+        "SINK_TOKEN": _tensor(self, sink_token, at, "sink_token"), **dropout_ins}
+    node = SDPABackward(name, inputs, opts, compute_data_type)
+    out = self._add(node, ["dQ", "dK", "dV"])
+    for port, t, arg in (("dBias", dBias, "dBias"), ("RNG_DUMP", rng_dump, "rng_dump"),
+                         ("DSINK_TOKEN", dSink_token, "dSink_token")):
+        user = _output(t, at, arg)
+        if user is not None:
+            node.outputs[port] = user
+    return out
+
+
+register("scaled_dot_product_flash_attention", sdpa)
+register("scaled_dot_product_flash_attention_backward", sdpa_backward)
