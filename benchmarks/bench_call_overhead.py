@@ -77,9 +77,9 @@ def measure_ours(calls: int, batches: int) -> dict[str, float]:
     ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=x.device)
     pack = {X: x, W: w, Y: y}
     results["pygraph.execute (same buffers)"] = timed(lambda: g.execute(pack, ws, handle), calls, batches)
-    runner = g._current_runner()
-    entry = runner.entry_for(pack, ws)
-    args = (handle._ptr, runner.plan_ptr, entry.pack_ptr)
+    runner = g.runner()
+    entry = runner.prepare(pack, ws)
+    args = (int(handle), runner.plan_ptr, entry.pack_ptr)
     results["cudnnBackendExecute alone (one ctypes call)"] = timed(lambda: runner.backend_execute(*args), calls,
                                                                    batches)
     results["pygraph.execute (new output each call)"] = timed(

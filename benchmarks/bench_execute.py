@@ -95,9 +95,9 @@ def bench_host(stream: torch.cuda.Stream) -> list[tuple[str, float]]:
     ws = torch.empty(g.get_workspace_size(), device="cuda", dtype=torch.uint8)
     pack = {**feeds, Y: y}
     g.execute(pack, ws, handle=handle)
-    runner = g._runners[id(g._plans.selected)]
-    entry = next(iter(runner._cache.values()))
-    execute, h, plan_ptr, pack_ptr = capi.graph.cudnnBackendExecute, handle.ptr, runner.plan_ptr, entry.pack._ptr
+    runner = g.runner()
+    entry = runner.prepare(pack, ws)
+    execute, h, plan_ptr, pack_ptr = capi.graph.cudnnBackendExecute, handle.ptr, runner.plan_ptr, entry.pack_ptr
 
     rows = [
         ("bare cudnnBackendExecute (ctypes)", host_us_per_call(lambda: execute(h, plan_ptr, pack_ptr))),

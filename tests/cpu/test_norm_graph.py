@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 import cudnn
+from cudnn.graph.pipeline import all_tensors, assign_uids
 from cudnn._lib.enums import cudnnBackendDescriptorType_t as D
 from cudnn._lib.errors import FeatureUnavailableError
 from cudnn.backend import descriptor as backend_descriptor
+from cudnn.graph.expand import expand
 from cudnn.graph.lower import Lowering
 
 dt = cudnn.data_type
@@ -492,9 +494,10 @@ class FakeLowering(Lowering):
 
 def lower(g: cudnn.pygraph, version: int = 91900) -> list[FakeDesc]:
     g.validate()
-    g._assign_uids()
+    nodes, _ = expand(g.nodes, g.context, version)
+    assign_uids(all_tensors(nodes))
     lw = FakeLowering(version)
-    return [op for n in g.nodes for op in n.lower(lw)]
+    return [op for n in nodes for op in n.lower(lw)]
 
 
 def test_layernorm_lowers_to_norm_forward_in_the_canonical_view() -> None:

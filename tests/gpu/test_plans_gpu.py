@@ -94,7 +94,7 @@ def test_knobs_and_a_hand_picked_engine_config() -> None:
     g.build_operation_graph()
     g.create_execution_plans([cudnn.heur_mode.A])
     g.build_plans()
-    engine_id = g._plans.selected.engine_index
+    engine_id = int(g.get_plan_name_at_index(0).split("_")[0].removeprefix("eng"))
     knobs = g.get_knobs_for_engine(engine_id)
     assert all(k.min_value <= k.max_value and k.stride >= 1 for k in knobs)
     choice = {k.type: k.min_value for k in knobs[:1]}

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
 
 from .._lib import capi, cuda, marshal
 from .._lib.errors import DescriptorClosedError, raise_status
-from ..interop.streams import stream_ptr
 
 
 class Handle:
-    """An owned ``cudnnHandle_t``. ``int(handle)`` is the C pointer."""
+    """An owned ``cudnnHandle_t``. ``int(handle)`` is the C pointer.
 
-    __slots__ = ("_ptr", "device", "_stream", "_stream_ref", "_finalizer", "__weakref__")
+    ``address`` is the pointer too, read without checks by execute paths (0 once destroyed);
+    ``last_stream`` is the stream last set through ``set_stream`` (0 at first)."""
+
+    __slots__ = ("address", "device", "last_stream", "_finalizer", "__weakref__")
 
     def __init__(self, device: int | None = None) -> None:
         if device is None:
@@ -34,17 +35,16 @@ class Handle:
         if status:
             where = "the current device" if device is None else f"device {device}"
             raise_status(status, f"creating a cuDNN handle on {where}")
-        self._ptr: int = ptr
-        self._finalizer = weakref.finalize(self, _destroy, self._ptr)
-        self._stream = 0
-        self._stream_ref: Any = None  # keeps a framework stream object alive while in use
+        self.address: int = ptr
+        self._finalizer = weakref.finalize(self, _destroy, ptr)
+        self.last_stream = 0
         self.device = cuda.current_device() if device is None else device
 
     @property
     def ptr(self) -> int:
-        if not self._ptr:
+        if not self.address:
             raise DescriptorClosedError("this cuDNN handle was destroyed (destroy_handle / close)")
-        return self._ptr
+        return self.address
 
     def __int__(self) -> int:
         return self.ptr
@@ -53,11 +53,11 @@ class Handle:
 
     @property
     def closed(self) -> bool:
-        return not self._ptr
+        return not self.address
 
     def close(self) -> None:
         """Destroy the handle (idempotent)."""
-        self._ptr = 0
+        self.address = 0
         self._finalizer()
 
     def __enter__(self) -> Handle:
@@ -66,14 +66,16 @@ class Handle:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def set_stream(self, stream: Any) -> None:
-        """Issue this handle's work on ``stream`` (int or framework stream)."""
-        raw = stream_ptr(stream)
-        status = capi.graph.cudnnSetStream(self.ptr, raw)
+    def set_stream(self, stream: int) -> None:
+        """Issue this handle's work on the raw ``cudaStream_t`` ``stream``
+        (``cudnn.set_stream`` also takes framework stream objects)."""
+        if isinstance(stream, bool) or not isinstance(stream, int):
+            raise TypeError(f"Handle.set_stream takes a raw cudaStream_t int, got {type(stream).__name__}; "
+                            "cudnn.set_stream(handle, stream) takes framework streams")
+        status = capi.graph.cudnnSetStream(self.ptr, stream)
         if status:
-            raise_status(status, f"setting stream {raw:#x} on the cuDNN handle of device {self.device}")
-        self._stream = raw
-        self._stream_ref = stream if not isinstance(stream, int) else None
+            raise_status(status, f"setting stream {stream:#x} on the cuDNN handle of device {self.device}")
+        self.last_stream = stream
 
     @property
     def stream(self) -> int:
@@ -84,8 +86,8 @@ class Handle:
         return stream
 
     def __repr__(self) -> str:
-        state = "destroyed" if self.closed else f"{self._ptr:#x}"
-        return f"<cudnn.Handle device={self.device} {state} stream={self._stream:#x}>"
+        state = "destroyed" if self.closed else f"{self.address:#x}"
+        return f"<cudnn.Handle device={self.device} {state} stream={self.last_stream:#x}>"
 
 
 def _destroy(ptr: int) -> None:
@@ -140,15 +142,14 @@ def destroy_handle(handle: Handle | int) -> None:
         raise_status(status, "destroying a cuDNN handle")
 
 
-def set_stream(handle: Handle | int, stream: Any) -> None:
-    """Make ``handle`` issue its work on ``stream``."""
+def set_stream(handle: Handle | int, stream: int) -> None:
+    """Make ``handle`` issue its work on the raw ``cudaStream_t`` ``stream``."""
     if isinstance(handle, Handle):
         handle.set_stream(stream)
         return
-    raw = stream_ptr(stream)
-    status = capi.graph.cudnnSetStream(as_handle_ptr(handle), raw)
+    status = capi.graph.cudnnSetStream(as_handle_ptr(handle), stream)
     if status:
-        raise_status(status, f"setting stream {raw:#x} on a cuDNN handle")
+        raise_status(status, f"setting stream {stream:#x} on a cuDNN handle")
 
 
 def get_stream(handle: Handle | int) -> int:

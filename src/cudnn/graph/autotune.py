@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from .._lib import cuda
 from .._lib.enums import build_plan_policy
 from .._lib.errors import CudnnError
+from ..backend.handle import get_stream
 
 if TYPE_CHECKING:
-    from .graph import pygraph
+    from .pipeline import Pipeline
 
 
 @dataclass(frozen=True)
@@ -49,23 +50,24 @@ class TuneReport(list):  # type: ignore[type-arg]
         return self[0]
 
 
-def autotune(g: pygraph, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None,
+def autotune(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None,
              warmup: int = 3, repeats: int = 10, progress: bool | None = None) -> TuneReport:
-    """Time all candidate plans of a built graph with real buffers; select the fastest.
+    """Time all candidate plans of a pipeline with real buffers; select the fastest.
 
     ``workspace`` may be None: a buffer as large as the largest plan needs is allocated.
     """
     if warmup < 0 or repeats < 1:
         raise ValueError(f"autotune: warmup must be >= 0 and repeats >= 1, got {warmup}, {repeats}")
-    g.build_plans(build_plan_policy.ALL)
-    plans = g._require_plans()
+    p.build_plans(build_plan_policy.ALL)
+    plans = p.plans()
     cands = plans.candidates
-    need = max([c.workspace or 0 for c in cands if c.plan is not None] + [0])
+    need = max([p.workspace_size(c) for c in cands if c.plan is not None] + [0])
     own_ws = None
     if workspace is None and need:
         own_ws = cuda.DeviceBuffer(need)
         workspace = own_ws.ptr
-    stream = _stream_of(handle, g)
+    h = handle if handle is not None else p.handle()
+    stream = get_stream(h)
     start, end = cuda.Event(), cuda.Event()
     results: list[TuneResult] = []
     began = time.perf_counter()
@@ -74,19 +76,19 @@ def autotune(g: pygraph, variant_pack: Mapping[Any, Any], workspace: Any = None,
         if show is None and time.perf_counter() - began > 1.0:
             show = True
         if show:
-            print(f"\rautotuning {g._label()}: plan {i + 1}/{len(cands)} {c.name[:40]:40s}", end="",
+            print(f"\rautotuning {p.label}: plan {i + 1}/{len(cands)} {c.name[:40]:40s}", end="",
                   file=sys.stderr, flush=True)
         if c.plan is None:
             results.append(TuneResult(i, c.name, None, 0, c.error.status_name if c.error else "not built"))
             continue
         try:
-            run = lambda: g.execute_plan_at_index(variant_pack, workspace, i, handle)  # noqa: B023, E731
+            runner = p.runner(c)
             for _ in range(warmup):
-                run()
+                runner.run(variant_pack, workspace, h)
             times = []
             for _ in range(repeats):
                 start.record(stream)
-                run()
+                runner.run(variant_pack, workspace, h)
                 end.record(stream)
                 end.synchronize()
                 times.append(start.elapsed_ms(end))
@@ -99,17 +101,7 @@ def autotune(g: pygraph, variant_pack: Mapping[Any, Any], workspace: Any = None,
         cuda.synchronize()
         own_ws.close()
     report = TuneReport(sorted(results, key=lambda r: (r.time_ms is None, r.time_ms or 0.0)))
-    if report and report.best.time_ms is not None:
-        plans.selected = cands[report.best.index]
-    else:
+    if not report or report.best.time_ms is None:
         raise plans.not_supported(cands)
+    p.select(cands[report.best.index])
     return report
-
-
-def _stream_of(handle: Any, g: pygraph) -> int:
-    from ..backend.handle import Handle, get_stream
-
-    h = handle if handle is not None else (g.handle if g.handle is not None else g._handle_obj)
-    if isinstance(h, Handle) or isinstance(h, int):
-        return get_stream(h)
-    return 0

@@ -1,11 +1,20 @@
 """Executing a built plan: from a variant pack of tensors to one ``cudnnBackendExecute``.
 
-A call with the same buffer objects as an earlier one is a dict lookup and one C call:
-the backend variant pack for that set of objects was made (and the buffers checked) the
-first time. Cache entries hold weak references and vanish when a buffer object dies, so an
-id can never be confused with a new object's. Raw int pointers key by value. A torch tensor
-can be re-pointed in place (``set_``, a growing ``resize_``, ``.data =``): its address is read
-again on every call, and a tensor that moved is checked again.
+Every backend variant pack of a plan lives in its Runner's `PackCache`, at two levels:
+
+- by **binding**: (uids, pointers, workspace pointer) -> the finalized pack. That key is
+  exactly what the backend is told, so an entry can never give a buffer to the wrong tensor.
+  New buffer objects at known addresses (framework allocators reuse blocks) are checked,
+  then find their pack here.
+- by **identity**: the dict's keys, the ids of its values and of the workspace -> an entry
+  of the first level. A call with the same objects under the same keys is one dict lookup.
+  Entries hold weak references and vanish when a buffer object dies, so an id is never taken
+  for a newer object's. Raw int pointers and torch tensors are compared on every hit (an
+  int's id can be reused; a tensor can be re-pointed in place by ``set_``, a growing
+  ``resize_`` or ``.data =``), and a change sends the call down the checked path.
+
+Scratch tensors of composite nodes live in the first ``scratch_bytes`` of the workspace; the
+plan's own workspace follows. Their host-side initial values are copied before each execute.
 """
 
 from __future__ import annotations
@@ -13,9 +22,8 @@ from __future__ import annotations
 import sys
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import compress
 from typing import Any
 
 from .._lib import capi, cuda
@@ -23,12 +31,14 @@ from .._lib.enums import data_type
 from .._lib.errors import DescriptorClosedError, raise_status
 from .._lib.host import HostScalar
 from ..backend import plan as backend_plan
-from ..backend.descriptor import Descriptor
-from ..backend.handle import as_handle_ptr
+from ..backend.handle import as_handle_ptr, get_stream
 from .errors import ExecutionInputError
 from .tensor import Tensor
 
-_CACHE_SIZE = 8
+_BY_IDENTITY = 16  # sets of buffer objects remembered per plan
+_BY_BINDING = 64  # backend variant packs kept per plan
+SCRATCH_ALIGNMENT = 256
+_BY_VALUE = (int, float, bool)  # buffers compared by value on an identity hit (their ids can be reused)
 
 
 @dataclass
@@ -46,70 +56,150 @@ class Binding:
         return f"{self.node}: {self.port} tensor {self.tensor.label()} (uid {self.uid})"
 
 
-class _Entry:
-    """A finalized backend variant pack and the host scalars it points at."""
+@dataclass(frozen=True)
+class ScratchSlot:
+    """A scratch tensor's place in the workspace, and what to write there before each execute."""
 
-    __slots__ = ("pack", "pack_ptr", "keep")
+    uid: int
+    offset: int
+    nbytes: int
+    fill: bytes | None = None  # host bytes to copy
+    zero: bool = False  # memset to 0
 
-    def __init__(self, pack: Descriptor, keep: list[Any]) -> None:
+
+class Entry:
+    """A finalized backend variant pack, the host scalars it points at, and scratch to fill."""
+
+    __slots__ = ("pack", "pack_ptr", "keep", "fills")
+
+    def __init__(self, pack: Any, keep: list[Any], fills: tuple[tuple[int, ScratchSlot], ...]) -> None:
         self.pack = pack
         self.pack_ptr = pack.ptr
         self.keep = keep
+        self.fills = fills  # (device address, slot) of scratch written before each execute
 
 
 class _Seen:
-    """A cache hit: the entry, and which buffers are torch tensors (``mask``) at what addresses."""
+    """An identity-level hit: the entry, and the addresses that must not have changed."""
 
-    __slots__ = ("entry", "mask", "ptrs")
+    __slots__ = ("entry", "positions", "addresses", "refs")
 
-    def __init__(self, entry: _Entry, values: list[Any]) -> None:
+    def __init__(self, entry: Entry, values: Sequence[Any]) -> None:
         self.entry = entry
         torch = sys.modules.get("torch")
-        mask = tuple(torch is not None and isinstance(v, torch.Tensor) for v in values)
-        self.mask = mask if any(mask) else None
-        self.ptrs = tuple(v.data_ptr() for v in compress(values, mask)) if self.mask else ()
+        tensor_type = torch.Tensor if torch is not None else ()
+        self.positions = tuple(i for i, v in enumerate(values) if type(v) in _BY_VALUE or isinstance(v, tensor_type))
+        self.addresses = _addresses(values, self.positions)
+        self.refs: list[Any] = []
 
-    def moved(self, values: Iterable[Any]) -> bool:
-        """Whether a torch tensor among ``values`` (the same objects) now points elsewhere."""
-        return tuple(v.data_ptr() for v in compress(values, self.mask)) != self.ptrs  # type: ignore[arg-type]
+    def moved(self, values: Sequence[Any]) -> bool:
+        return _addresses(values, self.positions) != self.addresses
+
+
+def _addresses(values: Sequence[Any], positions: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(v if type(v) in _BY_VALUE else v.data_ptr() for v in (values[i] for i in positions))
+
+
+class PackCache:
+    """The prepared backend variant packs of one plan (see the module docstring); bounded."""
+
+    __slots__ = ("_by_identity", "_by_binding", "__weakref__")
+
+    def __init__(self) -> None:
+        self._by_identity: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()
+        self._by_binding: OrderedDict[tuple[Any, ...], Entry] = OrderedDict()
+
+    def lookup(self, variant_pack: Mapping[Any, Any], workspace: Any) -> Entry | None:
+        """The entry for these very objects under these keys, or None (the hot path)."""
+        seen = self._by_identity.get((*variant_pack, *map(id, variant_pack.values()), id(workspace)))
+        if seen is None or (seen.positions and seen.moved((*variant_pack.values(), workspace))):
+            return None
+        return seen.entry
+
+    def remember(self, variant_pack: Mapping[Any, Any], workspace: Any, entry: Entry) -> None:
+        """Make ``entry`` the identity-level answer for these objects while they all live."""
+        values = (*variant_pack.values(), workspace)
+        key = (*variant_pack, *map(id, variant_pack.values()), id(workspace))
+        seen = _Seen(entry, values)
+        evict = _evictor(self, key)
+        try:
+            seen.refs = [weakref.ref(v, evict) for v in values if v is not None and type(v) not in _BY_VALUE]
+        except TypeError:
+            return  # an object without weak references: checked on every call
+        self._by_identity[key] = seen
+        while len(self._by_identity) > _BY_IDENTITY:
+            self._by_identity.popitem(last=False)
+
+    def bound(self, key: tuple[Any, ...]) -> Entry | None:
+        """The entry for a binding key ``(uids, pointers, workspace pointer)``, or None."""
+        return self._by_binding.get(key)
+
+    def store(self, key: tuple[Any, ...], entry: Entry) -> None:
+        self._by_binding[key] = entry
+        while len(self._by_binding) > _BY_BINDING:
+            self._by_binding.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._by_binding)
+
+
+def _evictor(cache: PackCache, key: tuple[Any, ...]) -> Callable[[Any], None]:
+    """A weak-reference callback dropping ``key`` from the identity level (the cache held weakly)."""
+    ref = weakref.ref(cache)
+
+    def evict(_: Any) -> None:
+        owner = ref()
+        if owner is not None:
+            owner._by_identity.pop(key, None)
+
+    return evict
 
 
 class Runner:
-    """Runs one execution plan; made at build time, used by every execute()."""
+    """Runs one execution plan; made when the plan is first executed, used by every execute()."""
 
-    __slots__ = ("label", "plan", "plan_ptr", "workspace_size", "device", "default_handle", "by_uid",
-                 "by_tensor", "required", "_cache", "_refs", "_packs", "backend_execute", "candidate", "__weakref__")
+    __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
+                 "default_handle", "by_uid", "by_tensor", "required", "packs", "backend_execute", "candidate")
 
-    def __init__(self, label: str, plan: Descriptor, workspace_size: int, bindings: list[Binding],
-                 default_handle: Any, device: int | None) -> None:
+    def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
+                 device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
+                 candidate: Any = None) -> None:
         self.label = label
         self.plan = plan
         self.plan_ptr = plan.ptr
-        self.workspace_size = workspace_size
+        self.plan_workspace = plan_workspace
+        self.scratch_bytes = scratch_bytes
+        self.slots = tuple(slots)
         self.device = device
         self.default_handle = default_handle  # a Handle, or an int cudnnHandle_t
         self.by_uid = {b.uid: b for b in bindings}
         self.by_tensor = {id(b.tensor): b for b in bindings}
         self.required = [b for b in bindings if b.constant is None]
-        self._cache: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()  # by buffer identity
-        self._refs: dict[tuple[Any, ...], list[Any]] = {}  # weak references behind each identity key
-        self._packs: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()  # by addresses
+        self.packs = PackCache()
         self.backend_execute = capi.graph.cudnnBackendExecute
+        self.candidate = candidate  # the plan's Candidate (what the pipeline selected)
+
+    @property
+    def workspace_size(self) -> int:
+        """Bytes the caller's workspace must have: scratch, then the plan's own."""
+        return self.scratch_bytes + self.plan_workspace if self.plan_workspace else self.scratch_bytes
 
     # -- the hot path -----------------------------------------------------------------------
 
     def run(self, variant_pack: Mapping[Any, Any], workspace: Any, handle: Any) -> None:
-        seen = self._cache.get((*map(id, variant_pack.values()), id(workspace)))
-        if seen is None or (seen.mask is not None and seen.moved((*variant_pack.values(), workspace))):
-            entry = self.entry_for(variant_pack, workspace)
-        else:
-            entry = seen.entry
-        if handle is None:
-            handle = self.default_handle
+        entry = self.packs.lookup(variant_pack, workspace)
+        if entry is None:
+            entry = self.prepare(variant_pack, workspace)
+        self.execute(entry, self.default_handle if handle is None else handle)
+
+    def execute(self, entry: Entry, handle: Any) -> None:
+        """One ``cudnnBackendExecute`` of ``entry`` on ``handle`` (a Handle or an int)."""
         try:
-            h = handle if type(handle) is int else handle._ptr
+            h = handle if type(handle) is int else handle.address
         except AttributeError:
             h = as_handle_ptr(handle)  # a clear TypeError for anything else
+        if entry.fills:
+            self._fill(entry, h)
         status = self.backend_execute(h, self.plan_ptr, entry.pack_ptr)
         if status:
             self.failed(status, handle)
@@ -120,23 +210,22 @@ class Runner:
             raise handle_closed_error()
         raise_status(status, f"{self.label}: executing the plan")
 
+    def _fill(self, entry: Entry, handle: int) -> None:
+        stream = get_stream(handle)
+        for address, slot in entry.fills:
+            if slot.fill is not None:
+                cuda.copy_host_to_device_async(address, slot.fill, stream)
+            else:
+                cuda.memset_async(address, 0, slot.nbytes, stream)
+
     # -- the first call with a set of buffers ------------------------------------------------
 
-    def entry_for(self, variant_pack: Mapping[Any, Any], workspace: Any) -> _Entry:
-        """The backend variant pack for these buffers, checking them the first time they are seen."""
-        values = [*variant_pack.values(), workspace]
-        stable = _stable_key(values)
-        seen = self._cache.get(stable if stable is not None else tuple(map(id, values)))
-        if seen is not None and (seen.mask is None or not seen.moved(values)):
-            return seen.entry
-        entry = self._prepare(variant_pack, workspace)
-        self._remember(values, stable, entry)
-        return entry
-
-    def _prepare(self, variant_pack: Mapping[Any, Any], workspace: Any) -> _Entry:
+    def prepare(self, variant_pack: Mapping[Any, Any], workspace: Any) -> Entry:
+        """Check every buffer, find or make the backend pack for this binding, and remember
+        these objects for the next call."""
         uids: list[int] = []
-        ptrs: list[int] = []
-        keep: list[Any] = []
+        ptrs: list[Any] = []
+        scalars: dict[int, HostScalar] = {}
         seen: set[int] = set()
         for key, value in variant_pack.items():
             if key is None:
@@ -145,59 +234,43 @@ class Runner:
             if binding.uid in seen:
                 raise ExecutionInputError(f"{self.label}: {binding.label} is given twice in the variant pack")
             seen.add(binding.uid)
-            ptr, scalar = self._pointer(binding, value)
-            if scalar is not None:
-                keep.append(scalar)
+            ptr = self._pointer(binding, value)
+            if isinstance(ptr, HostScalar):
+                scalars[binding.uid] = ptr
+                ptr = ("value", ptr.dtype, ptr.value)  # the binding key holds the value, not its buffer
             uids.append(binding.uid)
             ptrs.append(ptr)
         missing = [b.label for b in self.required if b.uid not in seen]
         if missing:
             raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing))
+        workspace_ptr = self._workspace_pointer(workspace)
+        key = (tuple(uids), tuple(ptrs), workspace_ptr)
+        entry = self.packs.bound(key)
+        if entry is None:
+            entry = self._make_entry(uids, ptrs, scalars, seen, workspace_ptr)
+            self.packs.store(key, entry)
+        self.packs.remember(variant_pack, workspace, entry)
+        return entry
+
+    def _make_entry(self, uids: list[int], ptrs: list[Any], scalars: dict[int, HostScalar], given: set[int],
+                    workspace_ptr: int) -> Entry:
+        """A finalized backend pack: the user's buffers, graph constants, scratch in the workspace."""
+        keep: list[Any] = list(scalars.values())
+        uids, ptrs = list(uids), [scalars[u].ptr if isinstance(p, tuple) else p for u, p in zip(uids, ptrs)]
         for b in self.by_uid.values():
-            if b.constant is not None and b.uid not in seen:
+            if b.constant is not None and b.uid not in given:
                 uids.append(b.uid)
                 ptrs.append(b.constant.ptr)
                 keep.append(b.constant)
-        workspace_ptr = self._workspace_pointer(workspace)
-        # New buffer objects often sit where earlier ones were (framework allocators reuse
-        # blocks): reuse the backend pack made for those addresses.
-        by_address = (tuple(uids), tuple(ptrs), workspace_ptr)
-        entry = self._packs.get(by_address)
-        if entry is None:
-            entry = _Entry(backend_plan.variant_pack(uids, ptrs, workspace_ptr, self.label), keep)
-            self._packs[by_address] = entry
-            while len(self._packs) > _CACHE_SIZE:
-                self._packs.popitem(last=False)
-        return entry
-
-    def _remember(self, values: list[Any], stable: tuple[Any, ...] | None, entry: _Entry) -> None:
-        """Cache by object identity while every object lives (weak references evict the entry
-        when one dies, so an id is never mistaken for a newer object's); int pointers key by value."""
-        key = stable if stable is not None else tuple(map(id, values))
-        refs = []
-        evict = self._evictor(key)
-        try:
-            for v in values:
-                if type(v) is not int and v is not None:
-                    refs.append(weakref.ref(v, evict))
-        except TypeError:
-            return  # an object without weak references: not cached, checked on every call
-        self._cache[key] = _Seen(entry, values)
-        self._refs[key] = refs
-        while len(self._cache) > _CACHE_SIZE:
-            old, _ = self._cache.popitem(last=False)
-            self._refs.pop(old, None)
-
-    def _evictor(self, key: tuple[Any, ...]) -> Callable[[Any], None]:
-        runner_ref = weakref.ref(self)
-
-        def evict(_: Any) -> None:
-            runner = runner_ref()
-            if runner is not None:
-                runner._cache.pop(key, None)
-                runner._refs.pop(key, None)
-
-        return evict
+        fills = []
+        for slot in self.slots:
+            uids.append(slot.uid)
+            ptrs.append(workspace_ptr + slot.offset)
+            if slot.fill is not None or slot.zero:
+                fills.append((workspace_ptr + slot.offset, slot))
+        plan_ws = workspace_ptr + self.scratch_bytes if self.plan_workspace else 0
+        pack = backend_plan.variant_pack(uids, ptrs, plan_ws, self.label)
+        return Entry(pack, keep, tuple(fills))
 
     def _binding(self, key: Any) -> Binding:
         if isinstance(key, Tensor):
@@ -215,21 +288,21 @@ class Runner:
         raise ExecutionInputError(f"{self.label}: variant pack keys must be cudnn.tensor objects or int uids, "
                                   f"got {type(key).__name__}")
 
-    def _pointer(self, b: Binding, value: Any) -> tuple[int, HostScalar | None]:
+    def _pointer(self, b: Binding, value: Any) -> int | HostScalar:
+        """The checked device address of ``value`` for ``b`` (a HostScalar for a Python number)."""
         t = b.tensor
         if t.get_is_pass_by_value():
-            if isinstance(value, (int, float, bool)) and not isinstance(value, type(None)):
-                scalar = HostScalar(value, t.get_data_type())
-                return scalar.ptr, scalar
+            if isinstance(value, (int, float, bool)):
+                return HostScalar(value, t.get_data_type())
             info = self._describe(b, value)
             if info.device_type not in ("cpu", "cuda_host"):
                 raise ExecutionInputError(f"{self.label}: {b.label} is passed by value and needs a host "
                                           f"tensor or a Python number, got memory on {info.device_type}")
             self._check_layout(b, info)
-            return info.ptr, None
+            return info.ptr
         if type(value) is int:
-            self._check_raw_pointer(b.label, value, _needed_bytes(t))
-            return value, None
+            self._check_raw_pointer(b.label, value, needed_bytes(t))
+            return value
         info = self._describe(b, value)
         if info.device_type not in ("cuda", "cuda_managed"):
             raise ExecutionInputError(f"{self.label}: {b.label} must be in GPU memory, got a "
@@ -241,7 +314,7 @@ class Runner:
         if info.ptr % t.get_alignment():
             raise ExecutionInputError(f"{self.label}: {b.label} starts at {info.ptr:#x}, which is not "
                                       f"{t.get_alignment()}-byte aligned")
-        return info.ptr, None
+        return info.ptr
 
     def _describe(self, b: Binding, value: Any) -> Any:
         from ..interop import tensors as interop
@@ -254,7 +327,7 @@ class Runner:
     def _check_layout(self, b: Binding, info: Any) -> None:
         t = b.tensor
         if t.get_data_type() == data_type.BOOLEAN:  # bit-packed masks: any bytes, enough of them
-            needed = _needed_bytes(t)
+            needed = needed_bytes(t)
             have = info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
             if have < needed:
                 raise ExecutionInputError(f"{self.label}: {b.label} is a bit-packed BOOLEAN mask of "
@@ -268,7 +341,7 @@ class Runner:
                 _squeezed(info.shape, info.strides) != _squeezed(dims, strides):
             raise ExecutionInputError(f"{self.label}: {b.label} expects dims {dims} strides {strides}, got a "
                                       f"buffer with shape {list(info.shape)} strides {list(info.strides)}")
-        needed = _needed_bytes(t)
+        needed = needed_bytes(t)
         if info.extent_bytes is not None and info.extent_bytes < needed:
             raise ExecutionInputError(f"{self.label}: {b.label} needs {needed} bytes for dims {dims} strides "
                                       f"{strides}; the buffer has {info.extent_bytes}")
@@ -317,16 +390,7 @@ def handle_closed_error() -> DescriptorClosedError:
     return DescriptorClosedError("this cuDNN handle was destroyed (destroy_handle / close)")
 
 
-def _stable_key(values: list[Any]) -> tuple[Any, ...] | None:
-    """A key for packs holding raw int pointers (compared by value), else None.
-
-    None needs no such key: it is a singleton, so its id is stable."""
-    if not any(type(v) is int for v in values):
-        return None
-    return tuple(("ptr", v) if type(v) is int else id(v) for v in values)
-
-
-def _needed_bytes(t: Tensor) -> int:
+def needed_bytes(t: Tensor) -> int:
     """Bytes the tensor's dims and strides reach (sub-byte types count packed bits)."""
     from ..interop.tensors import nbytes
 

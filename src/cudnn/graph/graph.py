@@ -1,8 +1,9 @@
-"""``cudnn.pygraph``: declare tensors and ops, then validate -> lower -> plan -> execute.
+"""``cudnn.pygraph``: declare tensors and ops, then validate -> expand -> lower -> plan -> execute.
 
-Declaring, validating and printing are pure Python (no GPU, no libcudnn needed). Building
-lowers the nodes to backend descriptors on a handle, asks heuristics for engine configs,
-and finalizes plans; executing runs the selected plan through a prepared `Runner`.
+Declaring, validating and printing are pure Python (no GPU, no libcudnn needed). The op
+methods are the functions registered in `oplib` by the op modules. Everything built from
+the nodes (lowered graph, plans, the selected plan, runners) lives in the graph's
+`Pipeline`; the build, plan and execute methods here are its documented front.
 """
 
 from __future__ import annotations
@@ -12,36 +13,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._lib import loader
-from .._lib.enums import build_plan_policy, heur_mode, tensor_reordering
-from .._lib.errors import (
-    CudnnError,
-    CudnnNotSupportedError,
-    FeatureUnavailableError,
-    cudnnGraphNotSupportedError,
-    version_string,
-)
-from .._lib.host import HostScalar
+from .._lib.enums import behavior_note, build_plan_policy, heur_mode, knob_type, numerical_note, tensor_reordering
+from .._lib.errors import version_string
 from .._version import __version__
 from ..backend import engine as eng
-from ..backend.descriptor import Descriptor
-from ..backend.handle import Handle, as_handle_ptr, default_handle
+from ..backend.handle import Handle, as_handle_ptr
+from . import norm_ops, ops, plan_store  # noqa: F401 - op modules register their methods in oplib
+from .autotune import TuneReport, autotune
 from .errors import GraphError, GraphStateError
-from .execute import Binding, Runner
 from .jsonfmt import dumps
-from .lower import Lowering
-from .node import Context, Node
-from .norm_ops import NormOpsMixin
-from .ops import OpsMixin
-from .plan_api import PlanApiMixin
-from .plan_store import PlanStoreMixin
-from .plans import Candidate, PlanSet
-from .tensor import NOT_SET, Tensor, as_data_type
+from .node import Context, Node, row_major
+from .oplib import OPS
+from .pipeline import DEFAULT_HEURISTICS, Pipeline, all_tensors, as_heur_modes
+from .plans import candidate_from_config, notes_of
+from .tensor import NOT_SET, Tensor, as_data_type, constant
 
 _VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
-DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 
 
-class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N801 (documented name)
+class pygraph:  # noqa: N801 (documented name)
     """A cuDNN operation graph under construction, and once built, runnable."""
 
     def __init__(self, name: str = "", io_data_type: Any = NOT_SET, intermediate_data_type: Any = NOT_SET,
@@ -61,17 +51,13 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
         self.device_property = device_property
         self.nodes: list[Node] = []
         self._names: set[str] = set()
-        self._reset()
-
-    def _reset(self) -> None:
-        """Forget everything derived from the nodes (after a change)."""
         self._validated = False
-        self._op_graph: Descriptor | None = None
-        self._plans: PlanSet | None = None
-        self._runners: dict[int, Runner] = {}
-        self._active: Runner | None = None
-        self._bindings: list[Binding] = []
-        self._handle_obj: Handle | None = None
+        self._pipeline = Pipeline(self)
+
+    def _changed(self) -> None:
+        """The nodes changed: what was validated and built from them is gone."""
+        self._validated = False
+        self._pipeline = Pipeline(self)
 
     # -- tensors ----------------------------------------------------------------------------
 
@@ -84,8 +70,6 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
             raise GraphError(f"pygraph.tensor({name!r}): dim= is required")
         t = Tensor(name, dim, stride, data_type, is_virtual, is_pass_by_value, reordering_type, uid)
         if not t.get_stride():
-            from .node import row_major
-
             t.set_stride(row_major(t.get_dim()))
         if ragged_offset is not None:
             t.set_ragged_offset(ragged_offset)
@@ -108,22 +92,21 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
             stride = getattr(input, "stride", None)
             stride = stride() if callable(stride) else getattr(input, "strides", None)
             t = Tensor(name, list(shape), None, interop.data_type_of(dtype))
-            from .node import row_major
-
             return t.set_stride(list(stride) if stride is not None and len(stride) == len(shape)
                                 else row_major(t.get_dim()))
         raise GraphError(f"tensor_like: expected a cudnn.tensor, a DLPack / __cuda_array_interface__ tensor, or "
                          f"an object with .shape and .dtype; got {type(input).__name__}")
 
+    # -- what op methods use ------------------------------------------------------------------
+
     def _input(self, value: Any, op: str, param: str) -> Tensor:
+        """An op's input: a cudnn.tensor, a framework tensor, or a Python number (by value)."""
         if isinstance(value, Tensor):
             return value
         if value is None:
             raise GraphError(f"{op}: {param} is required, got None")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            t = Tensor(f"{op}::{param}", None, None, NOT_SET, False, True)
-            t._value = value
-            return t
+            return constant(f"{op}::{param}", value)
         try:
             return self.tensor_like(value)
         except GraphError:
@@ -131,22 +114,24 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
                              f"got {type(value).__name__}") from None
 
     def _name(self, name: str) -> str:
+        """A node name: the given one (unique) or the node's index."""
         name = str(name) if name else str(len(self.nodes))
         if name in self._names:
             raise GraphError(f"a node named {name!r} is already in this graph; node names must be unique")
         return name
 
     def _add(self, node: Node, ports: Sequence[str]) -> list[Tensor]:
+        """Add ``node`` with fresh virtual outputs named ``node::PORT``; returns them in order."""
         for port in ports:
             t = Tensor(f"{node.name}::{port}", is_virtual=True)
-            t._producer = node
+            t.producer = node
             node.outputs[port] = t
         for port, t in node.inputs.items():
             if t.get_value() is not None and not t.get_name().startswith(node.name):
                 t.set_name(f"{node.name}::{port}")
         self.nodes.append(node)
         self._names.add(node.name)
-        self._reset()
+        self._changed()
         return list(node.outputs.values())
 
     # -- validate -----------------------------------------------------------------------------
@@ -165,7 +150,7 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
         for node in self.nodes:
             for port, t in node.inputs.items():
                 consumed.add(id(t))
-                if t.get_is_virtual() and t._producer is None:
+                if t.get_is_virtual() and t.producer is None:
                     raise GraphError(f"{node.at(port)} tensor {t.label()} is virtual but no node produces it; "
                                      "graph inputs must be non-virtual")
         for node in self.nodes:
@@ -176,7 +161,7 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
         by_uid: dict[int, tuple[Tensor, str]] = {}
         for node in self.nodes:
             for port, t in {**node.inputs, **node.outputs}.items():
-                if not t._uid_assigned:
+                if not t.has_uid():
                     continue
                 other = by_uid.setdefault(t.get_uid(), (t, node.at(port)))
                 if other[0] is not t:
@@ -186,112 +171,43 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
                                          f"used by {other[1]} tensor {other[0].label()}; uids must be unique "
                                          "(in-place use of a uid is only allowed in single-node graphs)")
 
-    # -- build ------------------------------------------------------------------------------
+    def _require_validated(self) -> None:
+        if not self._validated:
+            self.validate()
 
-    def _handle_ptr(self) -> int:
-        if self.handle is not None:
-            return as_handle_ptr(self.handle)
-        if self._handle_obj is None or self._handle_obj.closed:
-            self._handle_obj = default_handle()
-        return self._handle_obj.ptr
+    # -- build ------------------------------------------------------------------------------
 
     def build_operation_graph(self) -> None:
         """Validate, give every tensor a uid, and lower the nodes to a backend operation graph."""
-        if not self._validated:
-            self.validate()
-        self._op_graph = self._lower()
-        self._bindings = self._make_bindings()
-        self._plans = None
-        self._runners = {}
-        self._active = None
+        self._require_validated()
+        if self._pipeline.has_op_graph() or self._pipeline.has_plans():
+            self._pipeline = Pipeline(self)
+        self._pipeline.op_graph()
 
-    def _lower(self) -> Descriptor:
-        """The finalized backend operation graph of the (validated) nodes."""
-        self._assign_uids()
-        lowering = Lowering(self._handle_ptr(), loader.report().version)
-        ops: list[Descriptor] = []
-        for node in self.nodes:
-            try:
-                ops += node.lower(lowering)
-            except CudnnNotSupportedError as exc:
-                if isinstance(exc, (cudnnGraphNotSupportedError, FeatureUnavailableError)):
-                    raise
-                raise cudnnGraphNotSupportedError(exc.status, f"{self._label()}: {node.label()}: {exc.context}",
-                                                  exc.message or f"cuDNN {version_string(lowering.version)} "
-                                                  "does not support this operation") from exc
-        dynamic = self.kernel_cache is not None
-        return eng.operation_graph(self._handle_ptr(), ops, self.name or "graph", dynamic_shape=dynamic)
-
-    def _assign_uids(self) -> None:
-        used = {t.get_uid() for t in self._all_tensors() if t._uid_assigned}
-        next_uid = 1
-        for t in self._all_tensors():
-            if t._uid_assigned:
-                continue
-            while next_uid in used:
-                next_uid += 1
-            t._uid, t._uid_assigned = next_uid, True
-            used.add(next_uid)
-
-    def _all_tensors(self) -> list[Tensor]:
-        seen: dict[int, Tensor] = {}
-        for node in self.nodes:
-            for t in list(node.inputs.values()) + list(node.outputs.values()):
-                seen.setdefault(id(t), t)
-                ragged = t.get_ragged_offset()
-                if ragged is not None:
-                    seen.setdefault(id(ragged), ragged)
-        return list(seen.values())
-
-    def _make_bindings(self) -> list[Binding]:
-        out: dict[int, Binding] = {}
-        for node in self.nodes:
-            for port, t in {**node.inputs, **node.outputs}.items():
-                if t.get_is_virtual() or t.get_uid() in out:
-                    continue
-                const = HostScalar(t.get_value(), t.get_data_type()) if t.get_value() is not None else None
-                out[t.get_uid()] = Binding(t.get_uid(), t, node.label(), port, const)
-        return list(out.values())
-
-    def _require_op_graph(self) -> Descriptor:
-        if self._op_graph is None:
-            if not (self._validated and self._plans is not None and self.nodes):
-                raise GraphStateError(f"{self._label()}: call build_operation_graph() (or build()) first")
-            self._op_graph = self._lower()  # a plan came from the plan cache: lower only when asked
-        return self._op_graph
-
-    def _require_plans(self) -> PlanSet:
-        if self._plans is None:
-            raise GraphStateError(f"{self._label()}: call create_execution_plans() (or build()) first")
-        return self._plans
+    def _op_graph(self) -> Any:
+        """The operation graph; after a plan-cache hit it is lowered only when asked for."""
+        if not self._pipeline.has_op_graph() and not self._pipeline.has_plans():
+            raise GraphStateError(f"{self.label()}: call build_operation_graph() (or build()) first")
+        return self._pipeline.op_graph()
 
     def create_execution_plans(self, heur_modes: Iterable[heur_mode] | heur_mode = DEFAULT_HEURISTICS) -> None:
         """Ask the heuristics (in order) for ranked engine configs."""
-        op_graph = self._require_op_graph()
-        modes = [heur_modes] if isinstance(heur_modes, (heur_mode, int)) else list(heur_modes)
+        self._op_graph()
+        modes = as_heur_modes(heur_modes)
         if not modes:
             raise GraphError("create_execution_plans: give at least one cudnn.heur_mode")
-        plans = self._plans if self._plans is not None else self._new_planset()
         for mode in modes:
             if not isinstance(mode, heur_mode):
                 raise GraphError(f"create_execution_plans: expected cudnn.heur_mode values, got {mode!r}")
-            try:
-                configs = eng.heuristic_configs(op_graph, int(mode), self.sm_count, self._label())
-            except CudnnError:
-                if mode == heur_mode.FALLBACK or len(modes) > 1:
-                    continue  # a mode that cannot handle this graph is not fatal when others may
-                raise
-            plans.add(configs, mode.name)
-        self._plans = plans
+        self._pipeline.create_plans(modes)
 
     def check_support(self) -> None:
         """Raise cudnnGraphNotSupportedError unless some candidate plan can be built."""
-        plans = self._require_plans()
-        plans.first_supported(self._handle_ptr())
+        self._pipeline.plans().first_supported(self._pipeline.handle_ptr())
 
     def build_plans(self, policy: build_plan_policy = build_plan_policy.HEURISTICS_CHOICE) -> None:
         """Build the first supported plan (HEURISTICS_CHOICE) or every candidate (ALL)."""
-        self._require_plans().build(self._handle_ptr(), build_plan_policy(policy))
+        self._pipeline.build_plans(policy)
 
     def build(self, heur_modes: Iterable[heur_mode] | heur_mode = DEFAULT_HEURISTICS) -> None:
         """validate, build_operation_graph, create_execution_plans, check_support, build_plans.
@@ -299,58 +215,175 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
         The plan cache (``cudnn.plan_cache``) is consulted after validation: a graph built
         before, in this process or another, reuses its chosen plan and skips the rest."""
         self.validate()
-        modes = [heur_modes] if isinstance(heur_modes, (heur_mode, int)) else list(heur_modes)
-        if self._adopt_cached_plan(modes):
+        modes = as_heur_modes(heur_modes)
+        self._pipeline = Pipeline(self)
+        if plan_store.adopt_cached(self._pipeline, modes):
             return
         self.build_operation_graph()
         self.create_execution_plans(modes)
         self.check_support()
         self.build_plans()
-        self._store_plan(modes, autotuned=False)
+        plan_store.store(self._pipeline, modes, autotuned=False)
 
     # -- execute ----------------------------------------------------------------------------
 
-    def _runner(self, cand: Candidate) -> Runner:
-        runner = self._runners.get(id(cand))
-        if runner is None:
-            plan = cand.build(self._handle_ptr(), self._label())
-            h = self.handle if self.handle is not None else self._handle_obj
-            device = h.device if isinstance(h, Handle) else None
-            runner = Runner(self._label(), plan, int(cand.workspace or 0), self._bindings, h, device)
-            runner.candidate = cand  # type: ignore[attr-defined]
-            self._runners[id(cand)] = runner
-        return runner
-
     def execute(self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None) -> None:
         """Run the selected plan: ``variant_pack`` maps tensors (or uids) to buffers."""
-        self._current_runner().run(variant_pack, workspace, handle)
-
-    def _current_runner(self) -> Runner:
-        """The Runner of the selected plan (what execute() uses)."""
-        active = self._active
-        if active is None or active.candidate is not self._plans.selected:  # type: ignore[union-attr]
-            active = self._activate()
-        return active
-
-    def _activate(self) -> Runner:
-        plans = self._plans
-        if plans is None or plans.selected is None:
-            raise GraphStateError(f"{self._label()}: execute() before build(); build the graph first")
-        self._active: Runner | None = self._runner(plans.selected)
-        return self._active
+        self._pipeline.current_runner().run(variant_pack, workspace, handle)
 
     def execute_plan_at_index(self, variant_pack: Mapping[Any, Any], workspace: Any, index: int,
                               handle: Any = None) -> None:
-        self._runner(self._require_plans().at(index)).run(variant_pack, workspace, handle)
+        p = self._pipeline
+        p.runner(p.plans().at(index)).run(variant_pack, workspace, handle)
+
+    def runner(self) -> Any:
+        """The Runner of the selected plan: what ``execute`` calls (for wrappers that keep it)."""
+        return self._pipeline.current_runner()
+
+    # -- plans: queries and filters ----------------------------------------------------------
+
+    def get_engine_count(self) -> int:
+        return eng.engine_count(self._op_graph())
+
+    def get_execution_plan_count(self) -> int:
+        return len(self._pipeline.plans().candidates) if self._pipeline.has_plans() else 0
+
+    def build_plan_at_index(self, index: int) -> None:
+        self._pipeline.build_candidate(self._pipeline.plans().at(index))
+
+    def get_plan_name_at_index(self, index: int) -> str:
+        return self._pipeline.plans().at(index).name
+
+    def get_workspace_size_plan_at_index(self, index: int) -> int:
+        cand = self._pipeline.plans().at(index)
+        self._pipeline.build_candidate(cand)
+        return self._pipeline.workspace_size(cand)
+
+    def get_workspace_size(self) -> int:
+        """Bytes of workspace the selected plan needs (with scratch composite nodes use)."""
+        return self._pipeline.workspace_size()
+
+    def get_behavior_notes(self) -> list[behavior_note]:
+        plans = self._pipeline.plans()
+        cand = plans.selected or plans.at(0)
+        return [behavior_note(int(n)) for n in cand.behavior_notes]
+
+    def get_behavior_notes_for_plan_at_index(self, index: int) -> list[behavior_note]:
+        return [behavior_note(int(n)) for n in self._pipeline.plans().at(index).behavior_notes]
+
+    def get_numerical_notes_for_plan_at_index(self, index: int) -> list[numerical_note]:
+        return [numerical_note(int(n)) for n in self._pipeline.plans().at(index).numerical_notes]
+
+    def select_numeric_notes(self, notes: Iterable[numerical_note]) -> None:
+        self._pipeline.plans().filters.numeric_select |= notes_of(notes, numerical_note)
+
+    def deselect_numeric_notes(self, notes: Iterable[numerical_note]) -> None:
+        self._pipeline.plans().filters.numeric_deselect |= notes_of(notes, numerical_note)
+
+    def select_behavior_notes(self, notes: Iterable[behavior_note]) -> None:
+        self._pipeline.plans().filters.behavior_select |= notes_of(notes, behavior_note)
+
+    def deselect_behavior_notes(self, notes: Iterable[behavior_note]) -> None:
+        self._pipeline.plans().filters.behavior_deselect |= notes_of(notes, behavior_note)
+
+    def deselect_engines(self, names: Iterable[str]) -> None:
+        names = [names] if isinstance(names, str) else list(names)
+        self._pipeline.plans().filters.engines_deselect |= {str(n) for n in names}
+
+    def deselect_workspace_greater_than(self, workspace: int) -> None:
+        if int(workspace) < 0:
+            raise GraphError(f"deselect_workspace_greater_than: expected a size >= 0, got {workspace}")
+        self._pipeline.plans().filters.max_workspace = int(workspace)
+
+    def get_knobs_for_engine(self, engine_id: int) -> list[eng.KnobInfo]:
+        e = self._engine(engine_id)
+        try:
+            return eng.knob_infos(e)
+        finally:
+            e.close()
+
+    def create_execution_plan(self, engine_id: int, knobs: Mapping[knob_type | int, int] | None = None) -> None:
+        """Add a hand-picked engine config (engine global index and knob values) as a candidate."""
+        knobs = dict(knobs or {})
+        e = self._engine(engine_id)
+        infos = {int(k.type): k for k in eng.knob_infos(e)}
+        for knob, value in knobs.items():
+            info = infos.get(int(knob))
+            name = getattr(knob, "name", knob)
+            if info is None:
+                raise GraphError(f"create_execution_plan: engine {engine_id} has no knob {name}; "
+                                 f"it has {[getattr(k.type, 'name', k.type) for k in infos.values()]}")
+            if not info.minimum <= int(value) <= info.maximum or (int(value) - info.minimum) % max(info.stride, 1):
+                raise GraphError(f"create_execution_plan: knob {name}={value} is outside {info.minimum}.."
+                                 f"{info.maximum} step {info.stride} for engine {engine_id}")
+        cfg = eng.engine_config(e, {int(k): int(v) for k, v in knobs.items()}, self.label())
+        self._pipeline.add_manual(candidate_from_config(cfg, "manual"))
+
+    def _engine(self, engine_id: int) -> Any:
+        count = self.get_engine_count()
+        if isinstance(engine_id, bool) or not isinstance(engine_id, int) or not 0 <= engine_id < count:
+            raise GraphError(f"engine id {engine_id!r} is out of range: this graph has {count} engines "
+                             "(get_engine_count())")
+        return eng.engine(self._op_graph(), engine_id, self.sm_count, self.label())
+
+    # -- autotuning, serialization, CUDA graphs ------------------------------------------------
+
+    def autotune(self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None,
+                 warmup: int = 3, repeats: int = 10, progress: bool | None = None) -> TuneReport:
+        """Time every candidate plan on these buffers, select the fastest, cache the choice;
+        returns the table (fastest first)."""
+        p = self._pipeline
+        if not p.has_plans() or not any(c.config is not None for c in p.plans().all):
+            # built from the plan cache (no candidates kept): ask the heuristics now
+            self.build_operation_graph()
+            self.create_execution_plans(DEFAULT_HEURISTICS)
+        report = autotune(self._pipeline, variant_pack, workspace, handle, warmup, repeats, progress)
+        plan_store.store(self._pipeline, DEFAULT_HEURISTICS, autotuned=True)
+        return report
+
+    def serialize(self) -> bytes:
+        """The selected plan and what binds it, as bytes for ``deserialize`` (any process)."""
+        return plan_store.serialize(self._pipeline)
+
+    def deserialize(self, *args: Any) -> None:
+        """``deserialize(handle, data)`` or ``deserialize(data)``: restore a serialized plan.
+
+        Refused (SerializationError) when made by another cuDNN version or on another GPU."""
+        if len(args) == 1:
+            handle, data = None, args[0]
+        elif len(args) == 2:
+            handle, data = args
+        else:
+            raise TypeError("deserialize(handle, data) or deserialize(data)")
+        if handle is not None:
+            as_handle_ptr(handle)
+            self.handle = handle
+        if self.nodes:
+            self._require_validated()
+        self._pipeline = Pipeline(self)
+        plan_store.deserialize(self._pipeline, data)
+
+    def populate_cuda_graph(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any,
+                            cuda_graph: Any) -> None:
+        """Add the selected plan's work to an empty CUDA graph (cudaGraph_t, int or object)."""
+        plan_store.cuda_graph_call(self._pipeline, handle, variant_pack, workspace, cuda_graph, update=False)
+
+    def update_cuda_graph(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any,
+                          cuda_graph: Any) -> None:
+        """Point a CUDA graph populated by this plan at new buffers."""
+        plan_store.cuda_graph_call(self._pipeline, handle, variant_pack, workspace, cuda_graph, update=True)
 
     # -- introspection ----------------------------------------------------------------------
 
-    def _label(self) -> str:
+    def label(self) -> str:
+        """'graph 'name'' (or 'graph'): how messages name this graph."""
         return f"graph {self.name!r}" if self.name else "graph"
 
     def query_tensor_attributes_of_uid(self, uid: int) -> Tensor:
-        for t in self._all_tensors() + [b.tensor for b in self._bindings]:
-            if t._uid_assigned and t.get_uid() == uid:
+        tensors = all_tensors(self.nodes) + [b.tensor for b in self._pipeline.bindings()] \
+            if self._pipeline.has_plans() else all_tensors(self.nodes)
+        for t in tensors:
+            if t.has_uid() and t.get_uid() == uid:
                 return t
         raise GraphError(f"no tensor of this graph has uid {uid}")
 
@@ -405,3 +438,5 @@ class pygraph(OpsMixin, NormOpsMixin, PlanApiMixin, PlanStoreMixin):  # noqa: N8
         return int.from_bytes(digest, "little") >> 1
 
 
+for _name, _method in OPS.items():  # the op methods (ops.py, norm_ops.py, ...), each registered once
+    setattr(pygraph, _name, _method)

@@ -22,246 +22,268 @@ from typing import TYPE_CHECKING, Any
 from .errors import GraphError
 from .nodes.norm import FORWARD, OFFSET, BatchNormInference, NormForward, NormNode, forward_phase
 from .nodes.norm_backward import BACKWARD, BNFinalize, NormBackward
+from .oplib import op
 from .tensor import NOT_SET, Tensor
 
 if TYPE_CHECKING:
-    from .node import Node
+    from .graph import pygraph
 
 Maybe = Tensor | None
 
 
-class NormOpsMixin:
-    """Normalization op methods; ``pygraph`` provides ``nodes``, ``_add``, ``_input`` and ``_name``."""
+# -- plumbing -----------------------------------------------------------------------------
 
-    nodes: list[Node]
+def _norm(self: pygraph, node: NormNode, returns: Sequence[str]) -> list[Maybe]:
+    node.graph_nodes = self.nodes  # lowering asks whether other nodes share its tensors
+    self._add(node, node.output_ports())
+    for port, t in node.inputs.items():  # constants made from numbers: 'node::PORT'
+        if t.get_value() is not None and t.get_name().startswith(f"{node.label()}::"):
+            t.set_name(f"{node.name}::{port}")
+    return [node.outputs.get(port) for port in returns]
 
-    if TYPE_CHECKING:
-        def _add(self, node: Node, ports: Sequence[str]) -> list[Tensor]: ...
-        def _input(self, value: Any, op: str, param: str) -> Tensor: ...
-        def _name(self, name: str) -> str: ...
 
-    # -- plumbing -----------------------------------------------------------------------------
+def _offset(self: pygraph, zero_centered: bool, at: str) -> dict[str, Maybe]:
+    """For a zero-centered gamma, the 1.0 the norm node adds to SCALE (port SCALE_OFFSET)."""
+    if not isinstance(zero_centered, bool):
+        raise GraphError(f"{at}: zero_centered_gamma must be True or False, got {zero_centered!r}")
+    return {OFFSET: self._input(1.0, at, "scale_offset")} if zero_centered else {}
 
-    def _norm(self, node: NormNode, returns: Sequence[str]) -> list[Maybe]:
-        node.graph_nodes = self.nodes  # lowering asks whether other nodes share its tensors
-        self._add(node, node.output_ports())
-        for port, t in node.inputs.items():  # constants made from numbers: 'node::PORT'
-            if t.get_value() is not None and t.get_name().startswith(f"{node.label()}::"):
-                t.set_name(f"{node.name}::{port}")
-        return [node.outputs.get(port) for port in returns]
 
-    def _offset(self, zero_centered: bool, at: str) -> dict[str, Maybe]:
-        """For a zero-centered gamma, the 1.0 the norm node adds to SCALE (port SCALE_OFFSET)."""
-        if not isinstance(zero_centered, bool):
-            raise GraphError(f"{at}: zero_centered_gamma must be True or False, got {zero_centered!r}")
-        return {OFFSET: self._input(1.0, at, "scale_offset")} if zero_centered else {}
+def _maybe(self: pygraph, value: Any, op: str, param: str) -> Maybe:
+    return None if value is None else self._input(value, op, param)
 
-    def _maybe(self, value: Any, op: str, param: str) -> Maybe:
-        return None if value is None else self._input(value, op, param)
 
-    def _peers(self, peer_stats: Sequence[Any] | None, op: str) -> dict[str, Maybe]:
-        if peer_stats is None or isinstance(peer_stats, (Tensor, str, bytes)):
-            if peer_stats is None:
-                return {}
-            raise GraphError(f"{op}: peer_stats must be a list of tensors, got {type(peer_stats).__name__}")
-        return {f"PEER_STATS_{i}": self._input(t, op, f"peer_stats[{i}]") for i, t in enumerate(peer_stats)}
+def _peers(self: pygraph, peer_stats: Sequence[Any] | None, op: str) -> dict[str, Maybe]:
+    if peer_stats is None or isinstance(peer_stats, (Tensor, str, bytes)):
+        if peer_stats is None:
+            return {}
+        raise GraphError(f"{op}: peer_stats must be a list of tensors, got {type(peer_stats).__name__}")
+    return {f"PEER_STATS_{i}": self._input(t, op, f"peer_stats[{i}]") for i, t in enumerate(peer_stats)}
 
-    def _forward(self, op: str, phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
-                 compute_data_type: Any, name: str, zero_centered: bool, returns: Sequence[str],
-                 bias_optional: bool = False) -> list[Maybe]:
-        phase = forward_phase(phase, op)
-        name = self._name(name)
-        at = f"{op} {name!r}"
-        inputs: dict[str, Maybe] = {
-            "X": self._input(input, at, "input"), "SCALE": self._input(scale, at, "scale"),
-            "BIAS": self._maybe(bias, at, "bias") if bias_optional else self._input(bias, at, "bias"),
-            "EPSILON": self._input(epsilon, at, "epsilon"), **self._offset(zero_centered, at)}
-        node = NormForward(name, FORWARD[op], phase, inputs, compute_data_type)
-        return self._norm(node, returns)
 
-    def _backward(self, op: str, grad: Any, input: Any, scale: Any, stats: dict[str, Any],
-                  compute_data_type: Any, name: str, zero_centered: bool = False,
-                  extra: dict[str, Maybe] | None = None, has_dbias: bool = True) -> list[Maybe]:
-        name = self._name(name)
-        at = f"{op} {name!r}"
-        inputs: dict[str, Maybe] = {"DY": self._input(grad, at, "grad"), "X": self._input(input, at, "input"),
-                                    "SCALE": self._input(scale, at, "scale")}
-        for port, (param, value) in stats.items():
-            inputs[port] = self._maybe(value, at, param)
-        inputs.update(extra or {})
-        inputs.update(self._offset(zero_centered, at))
-        node = NormBackward(name, BACKWARD[op], inputs, compute_data_type, has_dbias)
-        return self._norm(node, ["DX", "DSCALE", "DBIAS"])
+def _forward(self: pygraph, op: str, phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
+             compute_data_type: Any, name: str, zero_centered: bool, returns: Sequence[str],
+             bias_optional: bool = False) -> list[Maybe]:
+    phase = forward_phase(phase, op)
+    name = self._name(name)
+    at = f"{op} {name!r}"
+    inputs: dict[str, Maybe] = {
+        "X": self._input(input, at, "input"), "SCALE": self._input(scale, at, "scale"),
+        "BIAS": _maybe(self, bias, at, "bias") if bias_optional else self._input(bias, at, "bias"),
+        "EPSILON": self._input(epsilon, at, "epsilon"), **_offset(self, zero_centered, at)}
+    node = NormForward(name, FORWARD[op], phase, inputs, compute_data_type)
+    return _norm(self, node, returns)
 
-    def _running_stats(self, label: str, mean: Any, var: Any, momentum: Any, names: tuple[str, str]) -> None:
-        """Running statistics come as a pair, and with a momentum; refuse half of it."""
-        if (mean is None) != (var is None):
-            missing, given = (names[0], names[1]) if mean is None else (names[1], names[0])
-            raise GraphError(f"{label}: {missing} is None but {given} is given: updating the running "
-                             f"statistics needs both {names[0]} and {names[1]}")
-        if mean is not None and momentum is None:
-            raise GraphError(f"{label}: momentum is None but {names[0]} and {names[1]} are given: the running "
-                             "statistics update needs a momentum (e.g. 0.1)")
-        if mean is None and momentum is not None:
-            raise GraphError(f"{label}: momentum is given but {names[0]} and {names[1]} are None: give both "
-                             "running-statistics tensors to update them, or momentum=None to skip the update")
 
-    # -- layer, RMS, instance and adaptive layer norm -------------------------------------------
+def _backward(self: pygraph, op: str, grad: Any, input: Any, scale: Any, stats: dict[str, Any],
+              compute_data_type: Any, name: str, zero_centered: bool = False,
+              extra: dict[str, Maybe] | None = None, has_dbias: bool = True) -> list[Maybe]:
+    name = self._name(name)
+    at = f"{op} {name!r}"
+    inputs: dict[str, Maybe] = {"DY": self._input(grad, at, "grad"), "X": self._input(input, at, "input"),
+                                "SCALE": self._input(scale, at, "scale")}
+    for port, (param, value) in stats.items():
+        inputs[port] = _maybe(self, value, at, param)
+    inputs.update(extra or {})
+    inputs.update(_offset(self, zero_centered, at))
+    node = NormBackward(name, BACKWARD[op], inputs, compute_data_type, has_dbias)
+    return _norm(self, node, ["DX", "DSCALE", "DBIAS"])
 
-    def layernorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
-                  compute_data_type: Any = NOT_SET, name: str = "", *,
-                  zero_centered_gamma: bool = False) -> list[Maybe]:
-        """Layer norm over the axes where SCALE is not 1; returns [Y, MEAN, INV_VARIANCE]
-        (TRAINING) or [Y, None, None] (INFERENCE). INV_VARIANCE = 1 / sqrt(var + epsilon).
 
-        Speed (9.19, H200, bf16 16384x4096): SCALE/BIAS in X's dtype get cuDNN's fast engines
-        (default 1.06x PyTorch); fp32 SCALE/BIAS with a 16-bit X only a generic engine, ~3x
-        slower than PyTorch. ``graph.autotune(...)`` picks the fastest (eng6, 1.35x PyTorch)."""
-        return self._forward("layernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
-                             name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"])
+def _running_stats(self: pygraph, label: str, mean: Any, var: Any, momentum: Any, names: tuple[str, str]) -> None:
+    """Running statistics come as a pair, and with a momentum; refuse half of it."""
+    if (mean is None) != (var is None):
+        missing, given = (names[0], names[1]) if mean is None else (names[1], names[0])
+        raise GraphError(f"{label}: {missing} is None but {given} is given: updating the running "
+                         f"statistics needs both {names[0]} and {names[1]}")
+    if mean is not None and momentum is None:
+        raise GraphError(f"{label}: momentum is None but {names[0]} and {names[1]} are given: the running "
+                         "statistics update needs a momentum (e.g. 0.1)")
+    if mean is None and momentum is not None:
+        raise GraphError(f"{label}: momentum is given but {names[0]} and {names[1]} are None: give both "
+                         "running-statistics tensors to update them, or momentum=None to skip the update")
 
-    def rmsnorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
-                epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
-                zero_centered_gamma: bool = False) -> list[Maybe]:
-        """RMS norm (bias optional; epsilon required); returns [Y, INV_VARIANCE] (TRAINING) or
-        [Y, None] (INFERENCE). INV_VARIANCE = 1 / sqrt(mean(x^2) + epsilon).
+# -- layer, RMS, instance and adaptive layer norm -------------------------------------------
 
-        Speed (9.19): as layernorm, SCALE/BIAS in X's dtype get the fast engines; fp32 with a
-        16-bit X a generic one, ~3x slower than PyTorch. ``graph.autotune(...)`` picks the fastest."""
-        return self._forward("rmsnorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
-                             name, zero_centered_gamma, ["Y", "INV_VARIANCE"], bias_optional=True)
 
-    def instancenorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any,
-                     epsilon: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
-        """Instance norm of [N, C, spatial...] over the spatial axes, SCALE/BIAS [1, C, 1...];
-        returns [Y, MEAN, INV_VARIANCE] (statistics [N, C, 1...]) or [Y, None, None]."""
-        return self._forward("instancenorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
-                             name, False, ["Y", "MEAN", "INV_VARIANCE"])
+@op
+def layernorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
+              compute_data_type: Any = NOT_SET, name: str = "", *,
+              zero_centered_gamma: bool = False) -> list[Maybe]:
+    """Layer norm over the axes where SCALE is not 1; returns [Y, MEAN, INV_VARIANCE]
+    (TRAINING) or [Y, None, None] (INFERENCE). INV_VARIANCE = 1 / sqrt(var + epsilon).
 
-    def adalayernorm(self, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
-                     epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
+    Speed (9.19, H200, bf16 16384x4096): SCALE/BIAS in X's dtype get cuDNN's fast engines
+    (default 1.06x PyTorch); fp32 SCALE/BIAS with a 16-bit X only a generic engine, ~3x
+    slower than PyTorch. ``graph.autotune(...)`` picks the fastest (eng6, 1.35x PyTorch)."""
+    return _forward(self, "layernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
+                         name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"])
+
+
+@op
+def rmsnorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
+            epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
+            zero_centered_gamma: bool = False) -> list[Maybe]:
+    """RMS norm (bias optional; epsilon required); returns [Y, INV_VARIANCE] (TRAINING) or
+    [Y, None] (INFERENCE). INV_VARIANCE = 1 / sqrt(mean(x^2) + epsilon).
+
+    Speed (9.19): as layernorm, SCALE/BIAS in X's dtype get the fast engines; fp32 with a
+    16-bit X a generic one, ~3x slower than PyTorch. ``graph.autotune(...)`` picks the fastest."""
+    return _forward(self, "rmsnorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
+                         name, zero_centered_gamma, ["Y", "INV_VARIANCE"], bias_optional=True)
+
+
+@op
+def instancenorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias: Any,
+                 epsilon: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
+    """Instance norm of [N, C, spatial...] over the spatial axes, SCALE/BIAS [1, C, 1...];
+    returns [Y, MEAN, INV_VARIANCE] (statistics [N, C, 1...]) or [Y, None, None]."""
+    return _forward(self, "instancenorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
+                         name, False, ["Y", "MEAN", "INV_VARIANCE"])
+
+
+@op
+def adalayernorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
+                 epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
+                 zero_centered_gamma: bool = False) -> list[Maybe]:
+    """Adaptive layer norm: SCALE/BIAS may differ per sample ([N, 1, D] for X [N, S, D]);
+    returns [Y, MEAN, INV_VARIANCE] or [Y, None, None]. Needs cuDNN >= 9.9 to build."""
+    return _forward(self, "adalayernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
+                         name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"], bias_optional=True)
+
+
+@op
+def layernorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,
+                       compute_data_type: Any = NOT_SET, name: str = "", *,
+                       zero_centered_gamma: bool = False) -> list[Maybe]:
+    """Layer norm gradients from DY (grad) and the saved statistics; returns [DX, DSCALE, DBIAS]."""
+    return _backward(self, "layernorm_backward", grad, input, scale,
+                          {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
+                          compute_data_type, name, zero_centered_gamma)
+
+
+@op
+def rmsnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, inv_variance: Any,
+                     has_dbias: bool, compute_data_type: Any = NOT_SET, name: str = "", *,
                      zero_centered_gamma: bool = False) -> list[Maybe]:
-        """Adaptive layer norm: SCALE/BIAS may differ per sample ([N, 1, D] for X [N, S, D]);
-        returns [Y, MEAN, INV_VARIANCE] or [Y, None, None]. Needs cuDNN >= 9.9 to build."""
-        return self._forward("adalayernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
-                             name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"], bias_optional=True)
+    """RMS norm gradients; returns [DX, DSCALE, DBIAS], DBIAS None unless has_dbias."""
+    if not isinstance(has_dbias, bool):
+        raise GraphError(f"rmsnorm_backward: has_dbias must be True or False, got {has_dbias!r}")
+    out = _backward(self, "rmsnorm_backward", grad, input, scale, {"INV_VARIANCE": ("inv_variance", inv_variance)},
+                         compute_data_type, name, zero_centered_gamma, has_dbias=has_dbias)
+    node_name = self.nodes[-1].name
+    for t, suffix in zip(out[1:], ("Dscale", "Dbias")):  # the documented tensor names
+        if t is not None:
+            t.set_name(f"{node_name}::{suffix}")
+    return out
 
-    def layernorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,
-                           compute_data_type: Any = NOT_SET, name: str = "", *,
-                           zero_centered_gamma: bool = False) -> list[Maybe]:
-        """Layer norm gradients from DY (grad) and the saved statistics; returns [DX, DSCALE, DBIAS]."""
-        return self._backward("layernorm_backward", grad, input, scale,
-                              {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
-                              compute_data_type, name, zero_centered_gamma)
 
-    def rmsnorm_backward(self, grad: Any, input: Any, scale: Any, inv_variance: Any,
-                         has_dbias: bool, compute_data_type: Any = NOT_SET, name: str = "", *,
-                         zero_centered_gamma: bool = False) -> list[Maybe]:
-        """RMS norm gradients; returns [DX, DSCALE, DBIAS], DBIAS None unless has_dbias."""
-        if not isinstance(has_dbias, bool):
-            raise GraphError(f"rmsnorm_backward: has_dbias must be True or False, got {has_dbias!r}")
-        out = self._backward("rmsnorm_backward", grad, input, scale, {"INV_VARIANCE": ("inv_variance", inv_variance)},
-                             compute_data_type, name, zero_centered_gamma, has_dbias=has_dbias)
-        node_name = self.nodes[-1].name
-        for t, suffix in zip(out[1:], ("Dscale", "Dbias")):  # the documented tensor names
-            if t is not None:
-                t.set_name(f"{node_name}::{suffix}")
-        return out
+@op
+def instancenorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: Any = None,
+                          inv_variance: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
+                          epsilon: Any = None) -> list[Maybe]:
+    """Instance norm gradients; returns [DX, DSCALE, DBIAS]. Without the saved mean and
+    inv_variance, give ``epsilon=`` so cuDNN can recompute them."""
+    label = f"instancenorm_backward {name!r}"
+    if (mean is None) != (inv_variance is None):
+        raise GraphError(f"{label}: give both mean and inv_variance (the TRAINING forward's statistics) "
+                         "or neither")
+    if mean is None and epsilon is None:
+        raise GraphError(f"{label}: without mean and inv_variance cuDNN recomputes the statistics and needs "
+                         "epsilon=; pass the forward's MEAN and INV_VARIANCE, or epsilon")
+    eps = {"EPSILON": _maybe(self, epsilon, "instancenorm_backward", "epsilon")}
+    return _backward(self, "instancenorm_backward", grad, input, scale,
+                          {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
+                          compute_data_type, name, extra=eps)
 
-    def instancenorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any = None,
-                              inv_variance: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
-                              epsilon: Any = None) -> list[Maybe]:
-        """Instance norm gradients; returns [DX, DSCALE, DBIAS]. Without the saved mean and
-        inv_variance, give ``epsilon=`` so cuDNN can recompute them."""
-        label = f"instancenorm_backward {name!r}"
-        if (mean is None) != (inv_variance is None):
-            raise GraphError(f"{label}: give both mean and inv_variance (the TRAINING forward's statistics) "
-                             "or neither")
-        if mean is None and epsilon is None:
-            raise GraphError(f"{label}: without mean and inv_variance cuDNN recomputes the statistics and needs "
-                             "epsilon=; pass the forward's MEAN and INV_VARIANCE, or epsilon")
-        eps = {"EPSILON": self._maybe(epsilon, "instancenorm_backward", "epsilon")}
-        return self._backward("instancenorm_backward", grad, input, scale,
-                              {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
-                              compute_data_type, name, extra=eps)
 
-    def adalayernorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any,
-                              inv_variance: Any, compute_data_type: Any = NOT_SET, name: str = "", *,
-                              zero_centered_gamma: bool = False) -> list[Maybe]:
-        """Adaptive layer norm gradients; returns [DX, DSCALE, DBIAS] (DSCALE/DBIAS per sample)."""
-        return self._backward("adalayernorm_backward", grad, input, scale,
-                              {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
-                              compute_data_type, name, zero_centered_gamma)
+@op
+def adalayernorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: Any,
+                          inv_variance: Any, compute_data_type: Any = NOT_SET, name: str = "", *,
+                          zero_centered_gamma: bool = False) -> list[Maybe]:
+    """Adaptive layer norm gradients; returns [DX, DSCALE, DBIAS] (DSCALE/DBIAS per sample)."""
+    return _backward(self, "adalayernorm_backward", grad, input, scale,
+                          {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
+                          compute_data_type, name, zero_centered_gamma)
 
-    # -- batch norm ---------------------------------------------------------------------------
+# -- batch norm ---------------------------------------------------------------------------
 
-    def batchnorm(self, input: Any, scale: Any, bias: Any, in_running_mean: Any, in_running_var: Any,
-                  epsilon: Any, momentum: Any, peer_stats: Sequence[Any] | None = None,
-                  compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
-        """Training batch norm over N and the spatial axes; returns [Y, MEAN, INV_VARIANCE,
-        NEXT_RUNNING_MEAN, NEXT_RUNNING_VAR]. The running statistics are optional (None, None
-        with momentum None: the last two outputs are None); next = (1 - momentum) * prev +
-        momentum * batch statistic."""
-        op = "batchnorm"
-        name = self._name(name)
-        at = f"{op} {name!r}"
-        self._running_stats(at, in_running_mean, in_running_var, momentum, ("in_running_mean", "in_running_var"))
-        inputs: dict[str, Maybe] = {
-            "X": self._input(input, at, "input"), "SCALE": self._input(scale, at, "scale"),
-            "BIAS": self._input(bias, at, "bias"),
-            "PREV_RUNNING_MEAN": self._maybe(in_running_mean, at, "in_running_mean"),
-            "PREV_RUNNING_VAR": self._maybe(in_running_var, at, "in_running_var"),
-            "EPSILON": self._input(epsilon, at, "epsilon"), "MOMENTUM": self._maybe(momentum, at, "momentum"),
-            **self._peers(peer_stats, at)}
-        node = NormForward(name, FORWARD[op], forward_phase("TRAINING", op), inputs, compute_data_type)
-        return self._norm(node, ["Y", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN", "NEXT_RUNNING_VAR"])
 
-    def batchnorm_inference(self, input: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any,
-                            compute_data_type: Any = NOT_SET, name: str = "", *, lowering: str = "auto") -> Tensor:
-        """Y = (X - mean) * inv_variance * scale + bias with per-channel [1, C, 1...] tensors."""
-        name = self._name(name)
-        at = f"batchnorm_inference {name!r}"
-        inputs: dict[str, Maybe] = {
-            "X": self._input(input, at, "input"), "MEAN": self._input(mean, at, "mean"),
-            "INV_VARIANCE": self._input(inv_variance, at, "inv_variance"),
-            "SCALE": self._input(scale, at, "scale"), "BIAS": self._input(bias, at, "bias")}
-        node = BatchNormInference(name, inputs, compute_data_type, lowering)
-        y = self._norm(node, ["Y"])[0]
-        assert y is not None
-        return y
+@op
+def batchnorm(self: pygraph, input: Any, scale: Any, bias: Any, in_running_mean: Any, in_running_var: Any,
+              epsilon: Any, momentum: Any, peer_stats: Sequence[Any] | None = None,
+              compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
+    """Training batch norm over N and the spatial axes; returns [Y, MEAN, INV_VARIANCE,
+    NEXT_RUNNING_MEAN, NEXT_RUNNING_VAR]. The running statistics are optional (None, None
+    with momentum None: the last two outputs are None); next = (1 - momentum) * prev +
+    momentum * batch statistic."""
+    op = "batchnorm"
+    name = self._name(name)
+    at = f"{op} {name!r}"
+    _running_stats(self, at, in_running_mean, in_running_var, momentum, ("in_running_mean", "in_running_var"))
+    inputs: dict[str, Maybe] = {
+        "X": self._input(input, at, "input"), "SCALE": self._input(scale, at, "scale"),
+        "BIAS": self._input(bias, at, "bias"),
+        "PREV_RUNNING_MEAN": _maybe(self, in_running_mean, at, "in_running_mean"),
+        "PREV_RUNNING_VAR": _maybe(self, in_running_var, at, "in_running_var"),
+        "EPSILON": self._input(epsilon, at, "epsilon"), "MOMENTUM": _maybe(self, momentum, at, "momentum"),
+        **_peers(self, peer_stats, at)}
+    node = NormForward(name, FORWARD[op], forward_phase("TRAINING", op), inputs, compute_data_type)
+    return _norm(self, node, ["Y", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN", "NEXT_RUNNING_VAR"])
 
-    def batchnorm_backward(self, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,
-                           peer_stats: Sequence[Any] | None = None, compute_data_type: Any = NOT_SET,
-                           name: str = "") -> list[Maybe]:
-        """Batch norm gradients from the saved statistics; returns [DX, DSCALE, DBIAS]."""
-        op = "batchnorm_backward"
-        return self._backward(op, grad, input, scale,
-                              {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
-                              compute_data_type, name, extra=self._peers(peer_stats, op))
 
-    def bn_finalize(self, sum: Any, sq_sum: Any, scale: Any, bias: Any, epsilon: Any,
-                    accum_count: Any, prev_running_mean: Any = None, prev_running_var: Any = None,
-                    momentum: Any = None, compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
-        """Batch-norm statistics from genstats' per-channel SUM and SQ_SUM over ``accum_count``
-        elements (an int: N*H*W); returns [EQ_SCALE, EQ_BIAS, MEAN, INV_VARIANCE,
-        NEXT_RUNNING_MEAN, NEXT_RUNNING_VAR] (the last two None without running statistics).
-        cuDNN requires a momentum even without running statistics: None then gives it 0.0.
-        Build it as a graph of its own, SUM and SQ_SUM its inputs, as NVIDIA's samples do.
-        Not in the documented Python API (the C++ frontend's bn_finalize)."""
-        name = self._name(name)
-        at = f"bn_finalize {name!r}"
-        self._running_stats(at, prev_running_mean, prev_running_var, momentum, ("prev_running_mean", "prev_running_var"))
-        if momentum is None:
-            momentum = 0.0  # unused without running statistics, but the backend requires the factor
-        if isinstance(accum_count, float):
-            raise GraphError(f"{at}: accum_count must be an int (elements per channel), got {accum_count}")
-        inputs: dict[str, Maybe] = {
-            "SUM": self._input(sum, at, "sum"), "SQ_SUM": self._input(sq_sum, at, "sq_sum"),
-            "SCALE": self._input(scale, at, "scale"), "BIAS": self._input(bias, at, "bias"),
-            "EPSILON": self._input(epsilon, at, "epsilon"), "ACCUM_COUNT": self._input(accum_count, at, "accum_count"),
-            "PREV_RUNNING_MEAN": self._maybe(prev_running_mean, at, "prev_running_mean"),
-            "PREV_RUNNING_VAR": self._maybe(prev_running_var, at, "prev_running_var"),
-            "MOMENTUM": self._input(momentum, at, "momentum")}
-        node = BNFinalize(name, inputs, compute_data_type)
-        return self._norm(node, ["EQ_SCALE", "EQ_BIAS", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN",
-                                 "NEXT_RUNNING_VAR"])
+@op
+def batchnorm_inference(self: pygraph, input: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any,
+                        compute_data_type: Any = NOT_SET, name: str = "", *, lowering: str = "auto") -> Tensor:
+    """Y = (X - mean) * inv_variance * scale + bias with per-channel [1, C, 1...] tensors."""
+    name = self._name(name)
+    at = f"batchnorm_inference {name!r}"
+    inputs: dict[str, Maybe] = {
+        "X": self._input(input, at, "input"), "MEAN": self._input(mean, at, "mean"),
+        "INV_VARIANCE": self._input(inv_variance, at, "inv_variance"),
+        "SCALE": self._input(scale, at, "scale"), "BIAS": self._input(bias, at, "bias")}
+    node = BatchNormInference(name, inputs, compute_data_type, lowering)
+    y = _norm(self, node, ["Y"])[0]
+    assert y is not None
+    return y
+
+
+@op
+def batchnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,
+                       peer_stats: Sequence[Any] | None = None, compute_data_type: Any = NOT_SET,
+                       name: str = "") -> list[Maybe]:
+    """Batch norm gradients from the saved statistics; returns [DX, DSCALE, DBIAS]."""
+    op = "batchnorm_backward"
+    return _backward(self, op, grad, input, scale,
+                          {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
+                          compute_data_type, name, extra=_peers(self, peer_stats, op))
+
+
+@op
+def bn_finalize(self: pygraph, sum: Any, sq_sum: Any, scale: Any, bias: Any, epsilon: Any,
+                accum_count: Any, prev_running_mean: Any = None, prev_running_var: Any = None,
+                momentum: Any = None, compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
+    """Batch-norm statistics from genstats' per-channel SUM and SQ_SUM over ``accum_count``
+    elements (an int: N*H*W); returns [EQ_SCALE, EQ_BIAS, MEAN, INV_VARIANCE,
+    NEXT_RUNNING_MEAN, NEXT_RUNNING_VAR] (the last two None without running statistics).
+    cuDNN requires a momentum even without running statistics: None then gives it 0.0.
+    Build it as a graph of its own, SUM and SQ_SUM its inputs, as NVIDIA's samples do.
+    Not in the documented Python API (the C++ frontend's bn_finalize)."""
+    name = self._name(name)
+    at = f"bn_finalize {name!r}"
+    _running_stats(self, at, prev_running_mean, prev_running_var, momentum, ("prev_running_mean", "prev_running_var"))
+    if momentum is None:
+        momentum = 0.0  # unused without running statistics, but the backend requires the factor
+    if isinstance(accum_count, float):
+        raise GraphError(f"{at}: accum_count must be an int (elements per channel), got {accum_count}")
+    inputs: dict[str, Maybe] = {
+        "SUM": self._input(sum, at, "sum"), "SQ_SUM": self._input(sq_sum, at, "sq_sum"),
+        "SCALE": self._input(scale, at, "scale"), "BIAS": self._input(bias, at, "bias"),
+        "EPSILON": self._input(epsilon, at, "epsilon"), "ACCUM_COUNT": self._input(accum_count, at, "accum_count"),
+        "PREV_RUNNING_MEAN": _maybe(self, prev_running_mean, at, "prev_running_mean"),
+        "PREV_RUNNING_VAR": _maybe(self, prev_running_var, at, "prev_running_var"),
+        "MOMENTUM": self._input(momentum, at, "momentum")}
+    node = BNFinalize(name, inputs, compute_data_type)
+    return _norm(self, node, ["EQ_SCALE", "EQ_BIAS", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN",
+                             "NEXT_RUNNING_VAR"])
+

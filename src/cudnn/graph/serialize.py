@@ -16,7 +16,7 @@ from .._lib import cuda, loader
 from .._lib.enums import data_type
 from .._lib.errors import version_string
 from .errors import SerializationError
-from .tensor import Tensor
+from .tensor import Tensor, constant
 
 FORMAT = "cudnn-py-plan"
 FORMAT_VERSION = 1
@@ -35,10 +35,9 @@ class TensorRecord:
     port: str
 
     def tensor(self) -> Tensor:
-        t = Tensor(self.name, self.dim, self.stride, data_type[self.data_type], False, self.is_pass_by_value)
-        t.set_uid(self.uid)
-        t._value = self.value
-        return t
+        t = constant(self.name, self.value) if self.value is not None else Tensor(self.name)
+        t.set_dim(self.dim).set_stride(self.stride).set_data_type(data_type[self.data_type])
+        return t.set_is_pass_by_value(self.is_pass_by_value).set_uid(self.uid)
 
 
 @dataclass

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from .._lib.enums import data_type, tensor_reordering
-from .errors import GraphError
 from .jsonfmt import compact
 
 NOT_SET = data_type.NOT_SET
@@ -55,7 +54,7 @@ class Tensor:
 
     __slots__ = ("_name", "_dim", "_stride", "_data_type", "_is_virtual", "_is_pass_by_value",
                  "_value", "_reordering", "_uid", "_uid_assigned", "_ragged_offset", "_alignment",
-                 "_producer", "__weakref__")
+                 "producer", "__weakref__")
 
     def __init__(self, name: str = "", dim: Sequence[int] | None = None, stride: Sequence[int] | None = None,
                  data_type: Any = NOT_SET, is_virtual: bool = False, is_pass_by_value: bool = False,
@@ -72,7 +71,7 @@ class Tensor:
         self._uid_assigned = False
         self._ragged_offset: Tensor | None = None
         self._alignment = 16
-        self._producer: Any = None  # the node whose output this is (set by the graph)
+        self.producer: Any = None  # the node whose output this is (set by the graph that adds the node)
         if uid is not None and int(uid) >= 0:
             self.set_uid(uid)
 
@@ -165,6 +164,10 @@ class Tensor:
         """The constant of a by-value scalar made from a Python number, else None."""
         return self._value
 
+    def has_uid(self) -> bool:
+        """Whether a uid was given (``set_uid``, ``uid=``) or assigned at build."""
+        return self._uid_assigned
+
     # -- helpers ----------------------------------------------------------------------------
 
     @property
@@ -208,7 +211,8 @@ class Tensor:
         return repr(self._name) if self._name else "<unnamed tensor>"
 
 
-def require_tensor(value: Any, what: str) -> Tensor:
-    if not isinstance(value, Tensor):
-        raise GraphError(f"{what}: expected a cudnn.tensor, got {type(value).__name__}")
-    return value
+def constant(name: str, value: int | float) -> Tensor:
+    """A by-value scalar tensor carrying a Python number (its type is inferred by the node)."""
+    t = Tensor(name, None, None, NOT_SET, False, True)
+    t._value = value
+    return t

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
@@ -41,3 +42,49 @@ def stream_ptr(stream: Any) -> int:
         f"cannot use {type(stream).__module__}.{type(stream).__qualname__} as a CUDA stream: "
         "give an int, a torch/cupy/numba/cuda.core stream, or an object with __cuda_stream__"
     )
+
+
+def set_stream(handle: Any, stream: Any) -> None:
+    """``cudnn.set_stream``: make ``handle`` (a Handle or an int) issue its work on ``stream``
+    (anything `stream_ptr` takes)."""
+    from ..backend.handle import set_stream as set_raw_stream
+
+    set_raw_stream(handle, stream_ptr(stream))
+
+
+# -- a framework's current stream -------------------------------------------------------------
+
+def _torch_getter() -> Callable[[int], int]:
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what torch.compile's code calls
+    if raw is not None:
+        return raw  # type: ignore[no-any-return]
+    return lambda index: int(torch.cuda.current_stream(index).cuda_stream)
+
+
+def _cupy_getter() -> Callable[[int], int]:
+    import cupy
+
+    def current(index: int) -> int:
+        try:
+            return int(cupy.cuda.get_current_stream(index).ptr)
+        except TypeError:  # CuPy without the device argument
+            with cupy.cuda.Device(index):
+                return int(cupy.cuda.get_current_stream().ptr)
+
+    return current
+
+
+_GETTERS: dict[str, Callable[[], Callable[[int], int]]] = {"torch": _torch_getter, "cupy": _cupy_getter}
+
+
+def stream_getter(framework: str) -> Callable[[int], int]:
+    """``get(device_index) -> cudaStream_t``: ``framework``'s current stream on a device
+    (torch and CuPy; 0, the legacy default stream, for frameworks without one)."""
+    make = _GETTERS.get(framework)
+    return make() if make is not None else _default_stream
+
+
+def _default_stream(index: int) -> int:
+    return 0

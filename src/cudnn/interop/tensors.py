@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 from .._lib import dlpack as _dl
@@ -375,34 +376,41 @@ def _device_type(example: Any, framework: str) -> str:
 
 
 def _empty_torch(shape: tuple[int, ...], strides: tuple[int, ...], dt: data_type, device_type: str,
-                 device_id: int) -> Any:
+                 device_id: int) -> Callable[[], Any]:
     import torch
 
     device = torch.device(device_type, device_id) if device_type == "cuda" else torch.device(device_type)
-    return torch.empty_strided(shape, strides, dtype=torch_dtype(dt), device=device)
+    return partial(torch.empty_strided, shape, strides, dtype=torch_dtype(dt), device=device)
 
 
 def _empty_cupy(shape: tuple[int, ...], strides: tuple[int, ...], dt: data_type, device_type: str,
-                device_id: int) -> Any:
+                device_id: int) -> Callable[[], Any]:
     import cupy
 
     if device_type != "cuda":
         raise ValueError(f"CuPy allocates CUDA memory, not {device_type!r} memory")
     np_dtype = numpy_dtype(dt)
-    with cupy.cuda.Device(device_id):
-        memory = cupy.cuda.alloc(span_bytes(shape, strides, np_dtype.itemsize))
-        return cupy.ndarray(shape, dtype=np_dtype, memptr=memory,
-                            strides=tuple(s * np_dtype.itemsize for s in strides))
+    size, byte_strides = span_bytes(shape, strides, np_dtype.itemsize), tuple(s * np_dtype.itemsize for s in strides)
+
+    def make() -> Any:
+        with cupy.cuda.Device(device_id):
+            return cupy.ndarray(shape, dtype=np_dtype, memptr=cupy.cuda.alloc(size), strides=byte_strides)
+
+    return make
 
 
 def _empty_numpy(shape: tuple[int, ...], strides: tuple[int, ...], dt: data_type, device_type: str,
-                 device_id: int) -> Any:
+                 device_id: int) -> Callable[[], Any]:
     import numpy
 
     np_dtype = numpy_dtype(dt)
-    buffer = numpy.empty(span_bytes(shape, strides, np_dtype.itemsize), dtype=numpy.uint8)
-    byte_strides = tuple(s * np_dtype.itemsize for s in strides)
-    return numpy.ndarray(shape, dtype=np_dtype, buffer=buffer, strides=byte_strides)
+    size, byte_strides = span_bytes(shape, strides, np_dtype.itemsize), tuple(s * np_dtype.itemsize for s in strides)
+
+    def make() -> Any:
+        buffer = numpy.empty(size, dtype=numpy.uint8)
+        return numpy.ndarray(shape, dtype=np_dtype, buffer=buffer, strides=byte_strides)
+
+    return make
 
 
 _ALLOCATE: dict[str, Callable[..., Any]] = {"torch": _empty_torch, "cupy": _empty_cupy, "numpy": _empty_numpy}
@@ -419,6 +427,13 @@ def empty_like_framework(example: Any, shape: Sequence[int], strides: Sequence[i
     other producers, whose arrays cannot be allocated writable here, a torch tensor is made
     (else CuPy for CUDA, NumPy for host memory); TypeError when none of them is installed.
     """
+    return allocator(example, shape, strides, dtype, device_id)()
+
+
+def allocator(example: Any, shape: Sequence[int], strides: Sequence[int], dtype: data_type,
+              device_id: int = 0) -> Callable[[], Any]:
+    """A zero-argument maker of such tensors (``empty_like_framework`` without the call), for
+    callers that allocate the same layout again and again."""
     framework = example if isinstance(example, str) else framework_of(example)
     shape, strides = tuple(int(d) for d in shape), tuple(int(s) for s in strides)
     if len(shape) != len(strides) or any(s < 0 for s in strides):
@@ -436,34 +451,28 @@ def empty_like_framework(example: Any, shape: Sequence[int], strides: Sequence[i
                     f"make an uninitialised writable array here, and {wanted} is not installed")
 
 
-def _torch_stream(example: Any) -> int:
-    import torch
-
-    device = getattr(example, "device", None)
-    if (device is None and not torch.cuda.is_available()) or (device is not None and device.type != "cuda"):
-        return 0
-    return int(torch.cuda.current_stream(device).cuda_stream)
-
-
-def _cupy_stream(example: Any) -> int:
-    import cupy
-
-    device = getattr(example, "device", None)
-    if device is None:
-        return int(cupy.cuda.get_current_stream().ptr)
-    with cupy.cuda.Device(device.id):
-        return int(cupy.cuda.get_current_stream().ptr)
-
-
-_STREAMS: dict[str, Callable[[Any], int]] = {"torch": _torch_stream, "cupy": _cupy_stream}
-
-
 def current_stream(example: Any) -> int:
     """The ``cudaStream_t`` that ``example``'s framework is working on for its device; 0 otherwise.
 
     torch: torch.cuda.current_stream(device); CuPy: its current stream; others: 0 (legacy default).
-    ``example`` may also be a framework name ("torch", "cupy"); a non-tensor gives 0 too.
+    ``example`` may also be a framework name ("torch", "cupy"): its current device then.
     """
-    route = None if isinstance(example, str) else _route(example)
-    get = _STREAMS.get(example if isinstance(example, str) else route.framework if route else "")
-    return get(example) if get is not None else 0
+    from .streams import stream_getter
+
+    framework = example if isinstance(example, str) else framework_of(example) if _route(example) else ""
+    if framework == "torch":
+        import torch
+
+        device = getattr(example, "device", None)
+        if device is not None and device.type != "cuda":
+            return 0
+        if device is None and not torch.cuda.is_available():
+            return 0
+        index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
+    elif framework == "cupy":
+        import cupy
+
+        index = example.device.id if not isinstance(example, str) else cupy.cuda.Device().id
+    else:
+        return 0
+    return stream_getter(framework)(index)

@@ -25,16 +25,15 @@ import sys
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from .._lib.enums import data_type
-from ..backend.handle import Handle, as_handle_ptr, default_handle
-from ..backend.handle import set_stream as _set_stream
+from ..backend.handle import Handle, default_handle, set_stream
 from ..graph import pygraph
 from ..graph.errors import ExecutionInputError
+from ..graph.execute import Runner
 from ..interop import tensors as interop
-from ..interop.streams import stream_ptr
+from ..interop.streams import stream_getter, stream_ptr
 
 OUTPUT_FRAMEWORKS = ("auto", "inputs", "torch", "cupy")
 
@@ -61,7 +60,6 @@ class IoPlan:
 
 
 _KNOWN_KEPT = 32  # input sets remembered per graph (the oldest is dropped beyond)
-_PACKS_KEPT = 16  # variant packs per input set: output addresses x streams
 
 
 class _NotOnGpu(Exception):
@@ -74,38 +72,29 @@ class _NotOnGpu(Exception):
 class Frame:
     """How inputs of one type are handled: device, current stream, output allocation."""
 
-    __slots__ = ("_devices", "alloc", "device", "framework", "in_ptr", "out_framework", "stream")
+    __slots__ = ("device", "framework", "in_ptr", "out_framework", "out_ptr", "stream")
 
     def __init__(self, framework: str, out_framework: str) -> None:
         self.framework = framework
         self.out_framework = out_framework
-        self._devices: dict[int, Any] = {}
-        self.device: Callable[[Any], tuple[int, Any]] = self._generic_device
-        stream_framework = framework if framework in ("torch", "cupy") else out_framework
-        self.stream: Callable[[int], int] = _STREAM_GETTERS[stream_framework]()
-        self.alloc = _ALLOCATORS[out_framework]()
-        self.in_ptr = _input_pointer_getter(framework)
-        if framework == "torch" and out_framework == "torch":
-            self.device = _torch_device  # the input's own torch.device serves the allocation
+        self.device: Callable[[Any], int] = self._generic_device
+        self.stream = stream_getter(framework if framework in ("torch", "cupy") else out_framework)
+        self.in_ptr = _pointer_getter(framework)  # None: such inputs always take the checked path
+        self.out_ptr = _pointer_getter(out_framework)
+        if framework == "torch":
+            self.device = _torch_device
         elif framework == "cupy":
-            self.device = self._cupy_device
+            self.device = _cupy_device
 
-    def _out_device(self, index: int) -> Any:
-        dev = self._devices.get(index)
-        if dev is None:
-            dev = self._devices[index] = _DEVICE_OBJECTS[self.out_framework](index)
-        return dev
+    def maker(self, spec: OutSpec, index: int) -> Callable[[], Any]:
+        """A zero-argument allocator of output ``spec`` on device ``index``."""
+        return interop.allocator(self.out_framework, spec.dims, spec.strides, spec.dtype, index)
 
-    def _cupy_device(self, x: Any) -> tuple[int, Any]:
-        index = x.device.id
-        return index, self._out_device(index)
-
-    def _generic_device(self, x: Any) -> tuple[int, Any]:
+    def _generic_device(self, x: Any) -> int:
         if type(x) is int:  # a raw pointer: the current device
             from .._lib import cuda
 
-            index = cuda.current_device()
-            return index, self._out_device(index)
+            return cuda.current_device()
         probe = getattr(x, "__dlpack_device__", None)
         if probe is not None:
             code, index = probe()
@@ -115,84 +104,25 @@ class Frame:
             where, index = info.device_type, info.device_id
         if where not in ("cuda", "cuda_managed"):
             raise _NotOnGpu(self.framework, where)
-        return int(index), self._out_device(int(index))
+        return int(index)
 
 
 _DLPACK_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 13: "cuda_managed"}
 
 
-def _torch_device(x: Any) -> tuple[int, Any]:
+def _torch_device(x: Any) -> int:
     dev = x.device
     if dev.type != "cuda":
         raise _NotOnGpu("torch", dev.type)
-    return dev.index, dev
+    return int(dev.index)
 
 
-def _torch_stream_getter() -> Callable[[int], int]:
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what torch.compile's code calls
-    if raw is not None:
-        return raw
-    return lambda index: int(torch.cuda.current_stream(index).cuda_stream)
+def _cupy_device(x: Any) -> int:
+    return int(x.device.id)
 
 
-def _cupy_stream_getter() -> Callable[[int], int]:
-    import cupy
-
-    def current(index: int) -> int:
-        try:
-            return int(cupy.cuda.get_current_stream(index).ptr)
-        except TypeError:  # CuPy without the device argument
-            with cupy.cuda.Device(index):
-                return int(cupy.cuda.get_current_stream().ptr)
-
-    return current
-
-
-_STREAM_GETTERS: dict[str, Callable[[], Callable[[int], int]]] = {
-    "torch": _torch_stream_getter, "cupy": _cupy_stream_getter}
-
-
-class Allocator:
-    """Output allocation in one framework: ``bind(spec, device)`` is a zero-argument maker of
-    that output (what a repeated call runs), ``ptr(y)`` its address."""
-
-    __slots__ = ("bind", "ptr")
-
-    def __init__(self, bind: Callable[[OutSpec, Any], Callable[[], Any]], ptr: Callable[[Any], int]) -> None:
-        self.bind, self.ptr = bind, ptr
-
-    def empty(self, spec: OutSpec, device: Any) -> Any:
-        return self.bind(spec, device)()
-
-
-def _torch_allocator() -> Allocator:
-    import torch
-
-    def bind(spec: OutSpec, device: Any) -> Callable[[], Any]:
-        return partial(torch.empty_strided, spec.dims, spec.strides, dtype=interop.torch_dtype(spec.dtype),
-                       device=device)
-
-    return Allocator(bind, torch.Tensor.data_ptr)
-
-
-def _cupy_allocator() -> Allocator:
-    def bind(spec: OutSpec, device: Any) -> Callable[[], Any]:
-        return partial(interop.empty_like_framework, "cupy", spec.dims, spec.strides, spec.dtype, device)
-
-    return Allocator(bind, _cupy_ptr)
-
-
-def _cupy_ptr(a: Any) -> int:
-    return int(a.data.ptr)
-
-
-_ALLOCATORS: dict[str, Callable[[], Allocator]] = {"torch": _torch_allocator, "cupy": _cupy_allocator}
-
-
-def _input_pointer_getter(framework: str) -> Callable[[Any], int] | None:
-    """How a repeated call reads an input's address (None: such inputs take the checked path)."""
+def _pointer_getter(framework: str) -> Any:
+    """The fastest read of a tensor's address for a framework that allocates (None for others)."""
     if framework == "torch":
         import torch
 
@@ -200,13 +130,8 @@ def _input_pointer_getter(framework: str) -> Callable[[Any], int] | None:
     return _cupy_ptr if framework == "cupy" else None
 
 
-def _torch_device_object(index: int) -> Any:
-    import torch
-
-    return torch.device("cuda", index)
-
-
-_DEVICE_OBJECTS: dict[str, Callable[[int], Any]] = {"torch": _torch_device_object, "cupy": lambda index: index}
+def _cupy_ptr(a: Any) -> int:
+    return int(a.data.ptr)
 
 
 def out_framework(policy: str, framework: str) -> str:
@@ -227,29 +152,27 @@ def out_framework(policy: str, framework: str) -> str:
 # -- the executor ---------------------------------------------------------------------------
 
 class _Known:
-    """A set of input objects seen before, checked, and all a repeated call with them needs."""
+    """A set of input objects checked before, and what a repeated call with them needs."""
 
-    __slots__ = ("device", "frame", "in_ptr", "index", "make", "makers", "out_ptr", "packs", "plan", "ptrs",
-                 "refs", "runner")
+    __slots__ = ("frame", "in_ptr", "index", "make", "makers", "out_ptr", "plan", "ptrs", "refs", "runner", "uids")
 
-    def __init__(self, plan: IoPlan, frame: Frame, in_ptr: Callable[[Any], int], index: int, device: Any,
-                 ptrs: tuple[int, ...], runner: Any) -> None:
-        self.plan, self.frame, self.in_ptr, self.index, self.device = plan, frame, in_ptr, index, device
-        self.ptrs, self.runner = ptrs, runner
-        self.makers = tuple(frame.alloc.bind(spec, device) for spec in plan.outs)
+    def __init__(self, plan: IoPlan, frame: Frame, index: int, ptrs: tuple[int, ...], runner: Runner) -> None:
+        self.plan, self.frame, self.index, self.ptrs, self.runner = plan, frame, index, ptrs, runner
+        self.in_ptr = frame.in_ptr
+        self.out_ptr = frame.out_ptr
+        self.makers = tuple(frame.maker(spec, index) for spec in plan.outs)
         self.make = self.makers[0] if len(self.makers) == 1 else None  # the common case: one output
-        self.out_ptr = frame.alloc.ptr
-        self.packs: dict[tuple[Any, ...], Any] = {}  # (output addresses..., stream) -> the Runner's entry
+        self.uids = plan.in_uids + tuple(spec.uid for spec in plan.outs)  # the binding key's uids
         self.refs: list[Any] = []  # weak references whose callbacks forget this entry
 
 
 class Executor:
     """Runs one built pygraph for the wrapper; made when the ``with`` block builds it.
 
-    The first call with a set of input objects takes the checked path (``call``): the Runner
-    reads and checks every buffer. Afterwards those objects (by identity, while they live, and
-    at the addresses they had) are known (``known``, keyed by their ids): ``call_known``
-    allocates the outputs, finds the backend variant pack for their addresses, and makes one
+    The first call with a set of input objects takes the checked path (``call``): the plan's
+    Runner reads and checks every buffer. Afterwards those objects (by identity, while they
+    live, and at the addresses they had) are known: ``call_known`` allocates the outputs, finds
+    the backend variant pack for the addresses in the Runner's pack cache, and makes one
     ``cudnnBackendExecute``.
     """
 
@@ -259,10 +182,9 @@ class Executor:
         self.policy = policy
         self.allocate_workspace = allocate_workspace
         self._frames: dict[type, Frame] = {}
-        self._workspaces: dict[Any, tuple[int, Any]] = {}  # stream -> (size, buffer or None)
-        self._workspace_size: int | None = None
+        self._workspaces: dict[Any, Any] = {}  # stream -> buffer (None when the plan needs none)
         self.known: dict[tuple[int, ...], _Known] = {}  # ids of the inputs -> _Known
-        self._runner: Any = None  # the Runner the known packs belong to
+        self._runner: Runner | None = None  # the Runner the known inputs and workspaces belong to
 
     def frame(self, x: Any) -> Frame:
         frame = self._frames.get(type(x))
@@ -280,30 +202,31 @@ class Executor:
     def call_known(self, known: _Known, args: tuple[Any, ...], handle: Any, stream: Any) -> Any:
         """``graph(x, w, ...)`` with known inputs: returns the output, or a tuple of them."""
         runner = known.runner
-        g: Any = self.graph
-        if runner is not g._active or runner.candidate is not g._plans.selected \
+        if runner is not self._runner or runner is not self.graph.runner() \
                 or tuple(map(known.in_ptr, args)) != known.ptrs:  # another plan, or an input moved
             return self.call(known.plan, args, handle, None, stream)
         if handle is None:
             handle = self.handle
         if stream is None and type(handle) is Handle:
-            s = handle._stream
+            s = handle.last_stream
         else:  # this thread's handle on the current stream, a raw cudnnHandle_t, or a stream given
             handle, s = self.handle_for(known.frame, known.index, handle, stream)
         make = known.make
         if make is not None:
             y = make()
-            key: tuple[Any, ...] = (known.out_ptr(y), s)
+            ptrs = (*known.ptrs, known.out_ptr(y))
         else:
             y = tuple(make() for make in known.makers)
-            key = (*map(known.out_ptr, y), s)
-        entry = known.packs.get(key)
-        if entry is None:
-            entry = self._known_pack(known, args, key, s)
-        status = runner.backend_execute(handle._ptr if type(handle) is Handle else as_handle_ptr(handle),
-                                        runner.plan_ptr, entry.pack_ptr)
-        if status:
-            runner.failed(status, handle)
+            ptrs = (*known.ptrs, *map(known.out_ptr, y))
+        workspace = self._workspaces.get(s) if self.allocate_workspace else None
+        entry = runner.packs.bound((known.uids, ptrs, 0 if workspace is None else known.out_ptr(workspace)))
+        if entry is None:  # outputs at new addresses (or a new stream): the Runner checks and packs
+            pack = dict(zip(known.uids, (*args, *ptrs[len(args):])))
+            if workspace is None and self.allocate_workspace:
+                workspace = self._workspace(s, known.frame, known.index)
+            runner.run(pack, workspace, handle)
+        else:
+            runner.execute(entry, handle)
         return y
 
     # -- the checked path -------------------------------------------------------------------
@@ -311,64 +234,61 @@ class Executor:
     def call(self, plan: IoPlan, args: tuple[Any, ...], handle: Any, workspace: Any, stream: Any) -> Any:
         """``graph(x, w, ...)``: the Runner checks every buffer it has not seen; then the
         inputs are known for later calls (unless a workspace is given)."""
-        pack, frame, index, device, outs = self.positional_pack(plan, args)
-        runner = self._run(pack, frame, index, device, handle, workspace, stream)
+        pack, frame, index, outs = self.positional_pack(plan, args)
+        runner = self._run(pack, frame, index, handle, workspace, stream)
         if workspace is None and frame.in_ptr is not None \
                 and len(plan.device_inputs) == len(args) and all(type(a) is type(args[0]) for a in args):
-            self._learn(plan, args, frame, index, device, runner)
+            self._learn(plan, args, frame, index, runner)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _run(self, pack: dict[int, Any], frame: Frame, index: int, device: Any, handle: Any, workspace: Any,
-             stream: Any) -> Any:
+    def _run(self, pack: dict[int, Any], frame: Frame, index: int, handle: Any, workspace: Any,
+             stream: Any) -> Runner:
         """Run ``pack`` through the selected plan's Runner (which checks buffers it has not seen)
         on the handle and stream the call asks for; returns that Runner."""
         runner = self._current_runner()
         handle, s = self.handle_for(frame, index, handle, stream)
         if workspace is None and self.allocate_workspace:
-            workspace = self._workspace(s, frame, device)
+            workspace = self._workspace(s, frame, index)
         runner.run(pack, workspace, handle)
         return runner
 
-    def positional_pack(self, plan: IoPlan, args: tuple[Any, ...]) -> tuple[dict[int, Any], Frame, int, Any, list[Any]]:
+    def positional_pack(self, plan: IoPlan, args: tuple[Any, ...]) -> tuple[dict[int, Any], Frame, int, list[Any]]:
         """The variant pack of a positional call, with its outputs allocated (by address)."""
         position = plan.device_inputs[0] if plan.device_inputs else None
         x = args[position] if position is not None else 0
         frame = self.frame(x)
         try:
-            index, device = frame.device(x)
+            index = frame.device(x)
         except _NotOnGpu as exc:
             raise ExecutionInputError(f"{plan.in_names[position]}: {exc}") from None
         pack = dict(zip(plan.in_uids, args))
         outs = []
         for spec in plan.outs:
-            y = frame.alloc.empty(spec, device)
-            pack[spec.uid] = frame.alloc.ptr(y)  # our own allocation: the address says all
+            y = frame.maker(spec, index)()
+            pack[spec.uid] = frame.out_ptr(y)  # our own allocation: the address says all
             outs.append(y)
-        return pack, frame, index, device, outs
+        return pack, frame, index, outs
 
-    def _current_runner(self) -> Any:
+    def _current_runner(self) -> Runner:
         """The Runner of the selected plan; known inputs and workspaces of an earlier one are dropped."""
-        runner = self.graph._current_runner()
+        runner = self.graph.runner()
         if runner is not self._runner:
             if self._runner is not None:
                 self.known.clear()
-                self._workspaces.clear()
-                self._workspace_size = None  # the new plan may need another size
+                self._workspaces.clear()  # the new plan may need another size
             self._runner = runner
         return runner
 
-    def _learn(self, plan: IoPlan, args: tuple[Any, ...], frame: Frame, index: int, device: Any,
-               runner: Any) -> None:
+    def _learn(self, plan: IoPlan, args: tuple[Any, ...], frame: Frame, index: int, runner: Runner) -> None:
         """Remember these checked inputs (forgotten when one of them dies)."""
         key = tuple(map(id, args))
-        in_ptr = frame.in_ptr
-        if key in self.known or in_ptr is None:
+        if key in self.known:
             return
         try:
-            ptrs = tuple(map(in_ptr, args))
+            ptrs = tuple(map(frame.in_ptr, args))  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - an input that is not what its type promised: stay on the checked path
             return
-        known = _Known(plan, frame, in_ptr, index, device, ptrs, runner)
+        known = _Known(plan, frame, index, ptrs, runner)
         forget = _forgetter(self, key)
         try:
             known.refs = [weakref.ref(a, forget) for a in args]
@@ -379,17 +299,6 @@ class Executor:
             del known_sets[next(iter(known_sets))]
         known_sets[key] = known
 
-    def _known_pack(self, known: _Known, args: tuple[Any, ...], key: tuple[Any, ...], stream: Any) -> Any:
-        """The Runner's entry for known inputs and new output addresses (made once per address)."""
-        pack = dict(zip(known.plan.in_uids, args))
-        pack.update(zip((spec.uid for spec in known.plan.outs), key[:-1]))
-        ws = self._workspace(stream, known.frame, known.device) if self.allocate_workspace else None
-        entry = known.runner.entry_for(pack, ws)
-        if len(known.packs) >= _PACKS_KEPT:
-            known.packs.clear()
-        known.packs[key] = entry
-        return entry
-
     def handle_for(self, frame: Frame, index: int, handle: Any, stream: Any) -> tuple[Any, Any]:
         """The handle to run on, its stream set as the call asks; and that stream."""
         if handle is None:
@@ -397,35 +306,32 @@ class Executor:
         if handle is None:  # this thread's handle for the inputs' device, on the current stream
             handle = default_handle(index)
             s = frame.stream(index) if stream is None else stream_ptr(stream)
-            if handle._stream != s:  # Handle.set_stream records the stream it last set
+            if handle.last_stream != s:
                 handle.set_stream(s)
         elif stream is not None:
             s = stream_ptr(stream)
-            if not isinstance(handle, Handle) or handle._stream != s:
-                _set_stream(handle, s)
+            if not isinstance(handle, Handle) or handle.last_stream != s:
+                set_stream(handle, s)
         else:
-            s = handle._stream if isinstance(handle, Handle) else None  # the user's stream, as it is
+            s = handle.last_stream if isinstance(handle, Handle) else None  # the user's stream, as it is
         return handle, s
 
     def autotune(self, plan: IoPlan, args: tuple[Any, ...], handle: Any, warmup: int, repeats: int) -> Any:
         """Time every candidate plan on these inputs (and fresh outputs); keep the fastest."""
-        pack, frame, index, _device, _outs = self.positional_pack(plan, args)
+        pack, frame, index, _outs = self.positional_pack(plan, args)
         handle, _ = self.handle_for(frame, index, handle, None)
         report = self.graph.autotune(pack, None, handle, warmup, repeats)
         self._current_runner()  # the chosen plan's: what was known for the earlier one is dropped
         return report
 
-    def _workspace(self, stream: Any, frame: Frame, device: Any) -> Any:
+    def _workspace(self, stream: Any, frame: Frame, index: int) -> Any:
         """A workspace per stream (calls on two streams must not share one), made once in the
         outputs' framework; None when the plan needs none."""
-        held = self._workspaces.get(stream)
-        if held is not None:
-            return held[1]
-        if self._workspace_size is None:
-            self._workspace_size = int(self.graph.get_workspace_size())
-        size = self._workspace_size
-        buffer = frame.alloc.empty(OutSpec(0, "workspace", (size,), (1,), data_type.UINT8), device) if size else None
-        self._workspaces[stream] = (size, buffer)
+        if stream in self._workspaces:
+            return self._workspaces[stream]
+        size = int(self.graph.get_workspace_size())
+        buffer = frame.maker(OutSpec(0, "workspace", (size,), (1,), data_type.UINT8), index)() if size else None
+        self._workspaces[stream] = buffer
         return buffer
 
     # -- dict calls -------------------------------------------------------------------------
@@ -448,15 +354,15 @@ class Executor:
         x = next((pack[plan.in_uids[i]] for i in plan.device_inputs if type(pack[plan.in_uids[i]]) is not int), 0)
         frame = self.frame(x)
         try:
-            index, device = frame.device(x)
+            index = frame.device(x)
         except _NotOnGpu as exc:
             name = next(n for i, n in zip(plan.in_uids, plan.in_names) if pack[i] is x)
             raise ExecutionInputError(f"{name}: {exc}") from None
         for spec in plan.outs:
             if spec.uid not in pack:
-                y = buffers[spec.name] = frame.alloc.empty(spec, device)
-                pack[spec.uid] = frame.alloc.ptr(y)
-        self._run(pack, frame, index, device, handle, workspace, stream)
+                y = buffers[spec.name] = frame.maker(spec, index)()
+                pack[spec.uid] = frame.out_ptr(y)
+        self._run(pack, frame, index, handle, workspace, stream)
         return buffers
 
 

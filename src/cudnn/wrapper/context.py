@@ -21,23 +21,23 @@ from typing import Any
 
 from .._lib.enums import data_type, heur_mode
 from ..graph import pygraph
+from ..graph.oplib import OPS
+from ..graph.pipeline import DEFAULT_HEURISTICS
 from ..graph.errors import ExecutionInputError, GraphError, GraphStateError
 from ..graph.tensor import Tensor
 from .calls import OUTPUT_FRAMEWORKS, Executor, IoPlan, OutSpec
 from .names import Recorder, UidNotAssigned, show
 
-DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 # pygraph methods that stay reachable through the wrapper; its other methods (build steps,
-# execute, plan selection) are the wrapper's job and refused. Ops are the methods of the
-# pygraph mixins named *OpsMixin (graph/ops.py, graph/norm_ops.py): each adds a node.
+# execute, plan selection) are the wrapper's job and refused. Ops are pygraph's registered
+# op methods (graph/oplib.py): each adds a node.
 _PASS_THROUGH = frozenset({"get_workspace_size", "get_workspace_size_plan_at_index", "serialize", "deserialize",
                            "query_tensor_attributes_of_uid", "to_json"})
 _PYGRAPH_PARAMS = inspect.signature(pygraph).parameters
 
 
 def _is_op(name: str) -> bool:
-    return not name.startswith("_") and any(
-        kind.__name__.endswith("OpsMixin") and name in vars(kind) for kind in pygraph.__mro__)
+    return name in OPS
 
 
 class Graph:

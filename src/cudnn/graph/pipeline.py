@@ -1,0 +1,276 @@
+"""The built state of a ``pygraph``, and the steps that make it.
+
+One `Pipeline` per set of nodes holds everything derived from them: the expanded primitive
+nodes and their bindings (uids, scratch slots), the backend operation graph, the candidate
+plans, the selected plan and a Runner per executed plan. This module alone writes that state;
+the plan cache (`plan_store`), autotuning and the plan queries of ``pygraph`` are handed the
+pipeline and go through its methods. Adding a node to the graph replaces its pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._lib import loader
+from .._lib.enums import build_plan_policy, heur_mode
+from .._lib.errors import (
+    CudnnError,
+    CudnnNotSupportedError,
+    FeatureUnavailableError,
+    cudnnGraphNotSupportedError,
+    version_string,
+)
+from .._lib.host import HostScalar
+from ..backend import engine as eng
+from ..backend.descriptor import Descriptor
+from ..backend.handle import Handle, as_handle_ptr, default_handle
+from .errors import GraphStateError
+from .execute import SCRATCH_ALIGNMENT, Binding, Runner, ScratchSlot, needed_bytes
+from .expand import expand
+from .lower import Lowering
+from .plans import Candidate, PlanSet
+
+if TYPE_CHECKING:
+    from .graph import pygraph
+    from .node import Node
+    from .tensor import Tensor
+
+DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
+
+
+def as_heur_modes(modes: Any) -> list[heur_mode]:
+    """A list of heuristic modes from one mode or an iterable of them."""
+    return [modes] if isinstance(modes, (heur_mode, int)) else list(modes)
+
+
+@dataclass
+class Lowered:
+    """The validated graph as the backend sees it: primitive nodes, bindings and scratch."""
+
+    nodes: list[Node]
+    bindings: list[Binding]
+    slots: list[ScratchSlot]
+    scratch_bytes: int
+
+
+class Pipeline:
+    """Lowered graph, operation graph, plans, selected plan and runners of one ``pygraph``."""
+
+    def __init__(self, graph: pygraph) -> None:
+        self.graph = graph
+        self.label = graph.label()
+        self._handle: Handle | None = None  # this thread's default handle, when the graph has none
+        self._lowered: Lowered | None = None
+        self._op_graph: Descriptor | None = None
+        self._plans: PlanSet | None = None
+        self._runners: dict[int, Runner] = {}
+        self._active: Runner | None = None
+
+    # -- handle and device ----------------------------------------------------------------------
+
+    def handle_ptr(self) -> int:
+        if self.graph.handle is not None:
+            return as_handle_ptr(self.graph.handle)
+        if self._handle is None or self._handle.closed:
+            self._handle = default_handle()
+        return self._handle.ptr
+
+    def handle(self) -> Handle | int:
+        """The handle execute runs on when the caller gives none."""
+        self.handle_ptr()
+        return self.graph.handle if self.graph.handle is not None else self._handle  # type: ignore[return-value]
+
+    def device(self) -> int:
+        h = self.handle()
+        if isinstance(h, Handle):
+            return h.device
+        from .._lib import cuda
+
+        return cuda.current_device()
+
+    # -- lowering -------------------------------------------------------------------------------
+
+    def lowered(self) -> Lowered:
+        """Expand the (validated) nodes, give every tensor a uid, and list the bindings."""
+        if self._lowered is None:
+            version = loader.report().version
+            user_nodes = self.graph.nodes
+            nodes, scratch = expand(user_nodes, self.graph.context, version)
+            assign_uids(all_tensors([*user_nodes, *nodes]))
+            slots, offset = [], 0
+            for s in scratch:
+                size = needed_bytes(s.tensor)
+                slots.append(ScratchSlot(s.tensor.get_uid(), offset, size, s.fill, s.zero))
+                offset += -(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT
+            scratch_uids = {s.uid for s in slots}
+            # the user's tensors bind as the user declared them (an expansion may use views of them)
+            bindings = [b for b in make_bindings([*user_nodes, *nodes]) if b.uid not in scratch_uids]
+            self._lowered = Lowered(nodes, bindings, slots, offset)
+        return self._lowered
+
+    def bindings(self) -> list[Binding]:
+        return self.lowered().bindings
+
+    def op_graph(self) -> Descriptor:
+        """The finalized backend operation graph (lowered on first use)."""
+        if self._op_graph is None:
+            self._op_graph = self._lower()
+        return self._op_graph
+
+    def has_op_graph(self) -> bool:
+        return self._op_graph is not None
+
+    def _lower(self) -> Descriptor:
+        lowered = self.lowered()
+        lowering = Lowering(self.handle_ptr(), loader.report().version)
+        ops: list[Descriptor] = []
+        for node in lowered.nodes:
+            try:
+                ops += node.lower(lowering)
+            except CudnnNotSupportedError as exc:
+                if isinstance(exc, (cudnnGraphNotSupportedError, FeatureUnavailableError)):
+                    raise
+                raise cudnnGraphNotSupportedError(exc.status, f"{self.label}: {node.label()}: {exc.context}",
+                                                  exc.message or f"cuDNN {version_string(lowering.version)} "
+                                                  "does not support this operation") from exc
+        dynamic = self.graph.kernel_cache is not None
+        return eng.operation_graph(self.handle_ptr(), ops, self.graph.name or "graph", dynamic_shape=dynamic)
+
+    # -- plans ----------------------------------------------------------------------------------
+
+    def plans(self) -> PlanSet:
+        if self._plans is None:
+            raise GraphStateError(f"{self.label}: call create_execution_plans() (or build()) first")
+        return self._plans
+
+    def has_plans(self) -> bool:
+        return self._plans is not None
+
+    def planset(self) -> PlanSet:
+        """The plan set, made empty (with the graph's kernel cache) if there is none yet."""
+        if self._plans is None:
+            plans = PlanSet(self.label)
+            if self.graph.kernel_cache is not None:
+                plans.kernel_cache = self.graph.kernel_cache.descriptor_for(self.op_graph())
+            self._plans = plans
+        return self._plans
+
+    def create_plans(self, modes: Sequence[heur_mode]) -> None:
+        """Ask the heuristics, in order, for ranked engine configs."""
+        op_graph = self.op_graph()
+        plans = self.planset()
+        for mode in modes:
+            try:
+                configs = eng.heuristic_configs(op_graph, int(mode), self.graph.sm_count, self.label)
+            except CudnnError:
+                if mode == heur_mode.FALLBACK or len(modes) > 1:
+                    continue  # a mode that cannot handle this graph is not fatal when others may
+                raise
+            plans.add(configs, mode.name)
+
+    def build_plans(self, policy: build_plan_policy) -> None:
+        self.plans().build(self.handle_ptr(), build_plan_policy(policy))
+
+    def build_candidate(self, cand: Candidate) -> Descriptor:
+        return cand.build(self.handle_ptr(), self.label, self.plans().kernel_cache)
+
+    def add_manual(self, cand: Candidate) -> None:
+        """A hand-picked engine config: first among the candidates, built and selected."""
+        plans = self.planset()
+        plans.all.insert(0, cand)
+        self.build_candidate(cand)
+        plans.selected = cand
+
+    def select(self, cand: Candidate) -> None:
+        self.plans().selected = cand
+
+    def adopt(self, plan: Descriptor, workspace: int, name: str, bindings: list[Binding] | None = None) -> None:
+        """Make a finalized plan (from the plan cache or serialized data) the selected one.
+
+        ``bindings`` come from the serialized record when the graph has no nodes to lower."""
+        if bindings is not None:
+            self._lowered = Lowered([], bindings, [], 0)
+        else:
+            self.lowered()
+        plans = PlanSet(self.label)
+        cand = Candidate(None, -1, {}, [], [], "cache", plan=plan, workspace=workspace, restored_name=name)
+        plans.all.append(cand)
+        plans.selected = cand
+        self._plans = plans
+        self._runners = {}
+        self._active = None
+
+    def workspace_size(self, cand: Candidate | None = None) -> int:
+        """Workspace the caller passes for ``cand`` (the selected plan): scratch, then the plan's."""
+        cand = cand if cand is not None else self.plans().require_selected()
+        plan_ws = int(cand.workspace or 0)
+        scratch = self.lowered().scratch_bytes
+        return scratch + plan_ws if plan_ws else scratch
+
+    # -- runners --------------------------------------------------------------------------------
+
+    def runner(self, cand: Candidate) -> Runner:
+        """The Runner of ``cand`` (its plan built on first use)."""
+        runner = self._runners.get(id(cand))
+        if runner is None:
+            plan = cand.build(self.handle_ptr(), self.label)
+            h = self.handle()
+            device = h.device if isinstance(h, Handle) else None
+            lowered = self.lowered()
+            runner = Runner(self.label, plan, int(cand.workspace or 0), lowered.bindings, h, device,
+                            lowered.slots, lowered.scratch_bytes, cand)
+            self._runners[id(cand)] = runner
+        return runner
+
+    def current_runner(self) -> Runner:
+        """The Runner of the selected plan (what execute() uses)."""
+        active = self._active
+        if active is None or self._plans is None or active.candidate is not self._plans.selected:
+            plans = self._plans
+            if plans is None or plans.selected is None:
+                raise GraphStateError(f"{self.label}: execute() before build(); build the graph first")
+            active = self._active = self.runner(plans.selected)
+        return active
+
+
+# -- uids and bindings ------------------------------------------------------------------------
+
+def all_tensors(nodes: Sequence[Node]) -> list[Tensor]:
+    """Every tensor the nodes touch (ragged offsets included), each once, in node order."""
+    seen: dict[int, Tensor] = {}
+    for node in nodes:
+        for t in (*node.inputs.values(), *node.outputs.values()):
+            seen.setdefault(id(t), t)
+            ragged = t.get_ragged_offset()
+            if ragged is not None:
+                seen.setdefault(id(ragged), ragged)
+    return list(seen.values())
+
+
+def assign_uids(tensors: Sequence[Tensor]) -> None:
+    """Give each tensor without a uid the smallest free one (deterministic for equal graphs)."""
+    used = {t.get_uid() for t in tensors if t.has_uid()}
+    next_uid = 1
+    for t in tensors:
+        if t.has_uid():
+            continue
+        while next_uid in used:
+            next_uid += 1
+        t.set_uid(next_uid)
+        used.add(next_uid)
+
+
+def make_bindings(nodes: Sequence[Node]) -> list[Binding]:
+    """One Binding per non-virtual tensor uid: what the variant pack must bind."""
+    out: dict[int, Binding] = {}
+    for node in nodes:
+        for port, t in {**node.inputs, **node.outputs}.items():
+            ragged = t.get_ragged_offset()
+            for p, x in ((port, t), (f"{port}.ragged_offset", ragged)):
+                if x is None or x.get_is_virtual() or x.get_uid() in out:
+                    continue
+                const = HostScalar(x.get_value(), x.get_data_type()) if x.get_value() is not None else None
+                out[x.get_uid()] = Binding(x.get_uid(), x, node.label(), p, const)
+    return list(out.values())

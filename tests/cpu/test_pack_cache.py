@@ -1,0 +1,146 @@
+"""The variant-pack cache binds each buffer to the tensor its key names, whatever the dict order.
+
+No GPU here: the two backend calls a Runner makes (finalizing a variant pack, executing it) are
+replaced by recorders, so each test sees exactly which uid -> address binding would reach
+cuDNN. Buffers are objects with ``__cuda_array_interface__`` (device memory as CuPy and Numba
+describe it), which cudnn-py reads without touching the memory.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+from typing import Any
+
+import pytest
+
+import cudnn
+from cudnn.graph import execute
+from cudnn.graph.execute import Runner
+from cudnn.graph.pipeline import all_tensors, assign_uids, make_bindings
+
+SHAPE = (4, 4)
+_addresses = itertools.count(0x7F0000000000, 0x10000)
+
+
+class DeviceArray:
+    """A float32 device buffer as the CUDA array interface describes one (never dereferenced)."""
+
+    def __init__(self, shape: tuple[int, ...] = SHAPE, ptr: int | None = None) -> None:
+        self.ptr = next(_addresses) if ptr is None else ptr
+        self.shape = shape
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"data": (self.ptr, False), "shape": self.shape, "typestr": "<f4", "strides": None, "version": 3}
+
+
+class _Pack:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+class Backend:
+    """Stands in for cudnnBackendFinalize(VARIANT_PACK) and cudnnBackendExecute: records bindings."""
+
+    def __init__(self) -> None:
+        self.packs: dict[int, dict[int, int]] = {}
+        self.executed: list[dict[int, int]] = []
+
+    def variant_pack(self, uids: list[int], ptrs: list[int], workspace: int, label: str) -> _Pack:
+        pack = _Pack(len(self.packs) + 1)
+        self.packs[pack.ptr] = dict(zip(uids, ptrs))
+        return pack
+
+    def execute(self, handle: int, plan: int, pack: int) -> int:
+        self.executed.append(self.packs[pack])
+        return 0
+
+
+@pytest.fixture
+def sub_graph(monkeypatch: pytest.MonkeyPatch) -> tuple[Runner, Backend, cudnn.tensor, cudnn.tensor, cudnn.tensor]:
+    """C = A - B, its Runner wired to the recording backend."""
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+    A, B = g.tensor(list(SHAPE), name="A"), g.tensor(list(SHAPE), name="B")
+    C = g.sub(A, B, name="sub").set_output(True)
+    g.validate()
+    assign_uids(all_tensors(g.nodes))
+    backend = Backend()
+    monkeypatch.setattr(execute.backend_plan, "variant_pack", backend.variant_pack)
+    runner = Runner("graph", _Pack(99), 0, make_bindings(g.nodes), 1, None)
+    runner.backend_execute = backend.execute
+    return runner, backend, A, B, C
+
+
+def test_swapped_keys_swap_the_binding(sub_graph: Any) -> None:
+    runner, backend, A, B, C = sub_graph
+    p, q, c = DeviceArray(), DeviceArray(), DeviceArray()
+    runner.run({A: p, B: q, C: c}, None, 1)
+    runner.run({B: p, A: q, C: c}, None, 1)  # same values, same order, keys swapped
+    runner.run({A: p, B: q, C: c}, None, 1)
+    uid = {t.get_name(): t.get_uid() for t in (A, B, C)}
+    first = {uid["A"]: p.ptr, uid["B"]: q.ptr, uid["sub::OUT_0"]: c.ptr}
+    swapped = {uid["A"]: q.ptr, uid["B"]: p.ptr, uid["sub::OUT_0"]: c.ptr}
+    assert backend.executed == [first, swapped, first]
+
+
+def test_uid_keys_and_tensor_keys_bind_alike(sub_graph: Any) -> None:
+    runner, backend, A, B, C = sub_graph
+    p, q, c = DeviceArray(), DeviceArray(), DeviceArray()
+    runner.run({A.get_uid(): p, B.get_uid(): q, C.get_uid(): c}, None, 1)
+    runner.run({B.get_uid(): p, A.get_uid(): q, C.get_uid(): c}, None, 1)
+    assert [b[A.get_uid()] for b in backend.executed] == [p.ptr, q.ptr]
+    assert [b[B.get_uid()] for b in backend.executed] == [q.ptr, p.ptr]
+
+
+def test_repeated_calls_reuse_one_pack(sub_graph: Any) -> None:
+    runner, backend, A, B, C = sub_graph
+    p, q, c = DeviceArray(), DeviceArray(), DeviceArray()
+    for _ in range(5):
+        runner.run({A: p, B: q, C: c}, None, 1)
+    assert len(backend.packs) == 1 and len(backend.executed) == 5
+
+
+def test_raw_pointers_rebind_when_their_value_changes(sub_graph: Any) -> None:
+    runner, backend, A, B, C = sub_graph
+    base = 0x7E0000000000
+    runner.run({A: base, B: base + 0x1000, C: base + 0x2000}, None, 1)
+    runner.run({A: base + 0x3000, B: base + 0x1000, C: base + 0x2000}, None, 1)
+    assert [b[A.get_uid()] for b in backend.executed] == [base, base + 0x3000]
+
+
+def test_same_buffer_under_two_keys_of_different_shape_is_refused() -> None:
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+    A, B = g.tensor([4, 4], name="A"), g.tensor([1, 4], name="B")
+    C = g.add(A, B, name="add").set_output(True)
+    g.validate()
+    assign_uids(all_tensors(g.nodes))
+    runner = Runner("graph", _Pack(99), 0, make_bindings(g.nodes), 1, None)
+    a, c = DeviceArray((4, 4)), DeviceArray((4, 4))
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'B'.*expects dims \[1, 4\]"):
+        runner.run({A: a, B: a, C: c}, None, 1)
+
+
+def test_a_new_object_at_a_dead_objects_address_is_checked_again(sub_graph: Any) -> None:
+    runner, backend, A, B, C = sub_graph
+    q, c = DeviceArray(), DeviceArray()
+    p = DeviceArray()
+    address = p.ptr
+    runner.run({A: p, B: q, C: c}, None, 1)
+    del p
+    gc.collect()
+    wrong_shape = DeviceArray((2, 8), ptr=address)  # the allocator hands the block out again
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*expects dims \[4, 4\]"):
+        runner.run({A: wrong_shape, B: q, C: c}, None, 1)
+    same_shape = DeviceArray(ptr=address)
+    runner.run({A: same_shape, B: q, C: c}, None, 1)
+    assert len(backend.packs) == 1  # a checked new object at a known address reuses the pack
+    assert backend.executed[-1][A.get_uid()] == address
+
+
+def test_the_identity_level_is_bounded(sub_graph: Any) -> None:
+    runner, backend, A, B, C = sub_graph
+    keep = [(DeviceArray(), DeviceArray(), DeviceArray()) for _ in range(100)]
+    for p, q, c in keep:
+        runner.run({A: p, B: q, C: c}, None, 1)
+    assert len(runner.packs) <= 64 and len(backend.executed) == 100
