@@ -1,131 +1,149 @@
 """cudnn-py: NVIDIA cuDNN's Graph API from Python, through ctypes.
 
-``import cudnn`` needs neither a GPU nor libcudnn: the library is opened by the first call
-that needs it. The names below are the documented cuDNN Python API.
+``import cudnn`` needs neither a GPU nor libcudnn, and imports almost nothing: every public
+name below is looked up in the submodule that defines it the first time it is read (PEP 562
+``__getattr__``), so a program pays only for what it uses (``cudnn.data_type`` builds one
+enum, ``cudnn.pygraph`` imports the graph builder). The library is opened by the first call
+that needs it. The names are the documented cuDNN Python API; ``dir(cudnn)`` lists them all.
 """
 
 from __future__ import annotations
 
-from ._lib import loader as _loader
-from ._lib.enums import (
-    behavior_note,
-    build_plan_policy,
-    convolution_mode,
-    data_type,
-    heur_mode,
-    knob_type,
-    layout_type,
-    norm_forward_phase,
-    norm_mode,
-    numerical_note,
-    padding_mode,
-    pointwise_mode,
-    reduction_mode,
-    resample_mode,
-    reshape_mode,
-    rng_distribution,
-    tensor_reordering,
-)
-from ._lib.errors import (
-    CudnnBadParamError,
-    CudnnError,
-    CudnnExecutionError,
-    CudnnInitError,
-    CudnnInternalError,
-    CudnnNotSupportedError,
-    DescriptorClosedError,
-    FeatureUnavailableError,
-    LibraryNotFoundError,
-    cudnnGraphNotSupportedError,
-    version_string as _version_string,
-)
-from ._version import __version__
-from .backend import Handle, create_handle, destroy_handle, get_stream, set_stream
-from .backend.engine import KnobInfo as knob
-from .backend.kernel_cache import create_kernel_cache
-from .graph import ExecutionInputError, GraphError, GraphStateError, SerializationError, plan_cache, pygraph
-from .graph import Tensor as tensor
-from .helpers import graph_cache, jit
-from .helpers import make_callable as _make_callable
-from .wrapper import Graph
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
 
-# `cudnn.graph` is the builder subpackage and the documented context manager at once: the
-# module object is made callable (helpers.py says why), so `import cudnn.graph.tensor` still works.
-_make_callable(graph)  # noqa: F821 - bound by the `from .graph import` above
+from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._lib.loader import LoadReport
+
+# Public name -> the module that defines it, imported on first use ("module:attribute" where
+# the module's name for it differs). A new export is one line here.
+_EXPORTS: dict[str, str] = {
+    # enums (generated; each is built the first time it is read)
+    "behavior_note": "._lib.enums",
+    "build_plan_policy": "._lib.enums",
+    "convolution_mode": "._lib.enums",
+    "data_type": "._lib.enums",
+    "heur_mode": "._lib.enums",
+    "knob_type": "._lib.enums",
+    "layout_type": "._lib.enums",
+    "norm_forward_phase": "._lib.enums",
+    "norm_mode": "._lib.enums",
+    "numerical_note": "._lib.enums",
+    "padding_mode": "._lib.enums",
+    "pointwise_mode": "._lib.enums",
+    "reduction_mode": "._lib.enums",
+    "resample_mode": "._lib.enums",
+    "reshape_mode": "._lib.enums",
+    "rng_distribution": "._lib.enums",
+    "tensor_reordering": "._lib.enums",
+    "diagonal_alignment": ".graph.sdpa_enums",  # frontend-only enums of the attention API
+    "attention_implementation": ".graph.sdpa_enums",
+    # errors
+    "CudnnBadParamError": "._lib.errors",
+    "CudnnError": "._lib.errors",
+    "CudnnExecutionError": "._lib.errors",
+    "CudnnInitError": "._lib.errors",
+    "CudnnInternalError": "._lib.errors",
+    "CudnnNotSupportedError": "._lib.errors",
+    "DescriptorClosedError": "._lib.errors",
+    "FeatureUnavailableError": "._lib.errors",
+    "LibraryNotFoundError": "._lib.errors",
+    "cudnnGraphNotSupportedError": "._lib.errors",
+    "ExecutionInputError": ".graph",
+    "GraphError": ".graph",
+    "GraphStateError": ".graph",
+    "SerializationError": ".graph",
+    # handles, streams, kernel caches, knobs
+    "Handle": ".backend",
+    "create_handle": ".backend",
+    "destroy_handle": ".backend",
+    "get_stream": ".backend",
+    "set_stream": ".interop.streams",
+    "create_kernel_cache": ".backend.kernel_cache",
+    "knob": ".backend.engine:KnobInfo",
+    # graphs
+    "graph": ".graph",  # the builder subpackage itself, callable as a context manager
+    "pygraph": ".graph",
+    "tensor": ".graph:Tensor",
+    "plan_cache": ".graph",
+    "graph_cache": ".helpers",
+    "jit": ".helpers",
+    "Graph": ".wrapper",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name read for the first time: import its module, keep the value here, return it."""
+    target = _EXPORTS.get(name)
+    if target is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name, _, attribute = target.partition(":")
+    module = importlib.import_module(module_name, __name__)
+    value = module if name == "graph" else getattr(module, attribute or name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
+
+class _Package(types.ModuleType):
+    """The class of the ``cudnn`` module object. The import system binds the ``graph``
+    subpackage here after any ``import cudnn.graph...``; that binding makes it callable as the
+    documented ``cudnn.graph(handle)`` context manager, whichever import pulled it in first
+    (helpers.py says why the subpackage is also the function)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "graph" and isinstance(value, types.ModuleType) and not callable(value):
+            from .helpers import make_callable
+
+            make_callable(value)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def backend_version() -> int:
     """The loaded libcudnn's version as MAJOR*10000 + MINOR*100 + PATCH (e.g. 91900)."""
-    return _loader.report().version
+    from ._lib import loader
+
+    return loader.report().version
 
 
 def backend_version_string() -> str:
     """The loaded libcudnn's version as text (e.g. '9.19.0')."""
-    return _version_string(backend_version())
+    from ._lib.errors import version_string
+
+    return version_string(backend_version())
 
 
 def get_last_error_string() -> str:
     """cuDNN's message for the most recent failure on this thread."""
-    _loader.lib()
+    from ._lib import loader
     from ._lib.errors import last_error_string
 
+    loader.lib()
     return last_error_string()
 
 
-def library_info() -> _loader.LoadReport:
+def library_info() -> LoadReport:
     """Where libcudnn was loaded from, its version, and the libraries opened beside it."""
-    return _loader.report()
+    from ._lib import loader
+
+    return loader.report()
 
 
 __all__ = [
-    "CudnnBadParamError",
-    "CudnnError",
-    "CudnnExecutionError",
-    "CudnnInitError",
-    "CudnnInternalError",
-    "CudnnNotSupportedError",
-    "DescriptorClosedError",
-    "ExecutionInputError",
-    "GraphError",
-    "GraphStateError",
-    "SerializationError",
-    "FeatureUnavailableError",
-    "Graph",
-    "Handle",
-    "LibraryNotFoundError",
+    *_EXPORTS,
     "__version__",
     "backend_version",
     "backend_version_string",
-    "behavior_note",
-    "build_plan_policy",
-    "convolution_mode",
-    "create_handle",
-    "create_kernel_cache",
-    "cudnnGraphNotSupportedError",
-    "data_type",
-    "destroy_handle",
     "get_last_error_string",
-    "get_stream",
-    "graph",
-    "graph_cache",
-    "heur_mode",
-    "jit",
-    "knob",
-    "knob_type",
-    "layout_type",
     "library_info",
-    "norm_forward_phase",
-    "norm_mode",
-    "numerical_note",
-    "padding_mode",
-    "plan_cache",
-    "pointwise_mode",
-    "pygraph",
-    "reduction_mode",
-    "resample_mode",
-    "reshape_mode",
-    "rng_distribution",
-    "set_stream",
-    "tensor",
-    "tensor_reordering",
 ]

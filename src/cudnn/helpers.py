@@ -22,10 +22,12 @@ import inspect
 import types
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._lib.enums import data_type, heur_mode
-from .graph import pygraph
+
+if TYPE_CHECKING:
+    from .graph import pygraph
 
 
 @contextmanager
@@ -33,6 +35,10 @@ def graph(handle: Any, name: str = "cudnn_graph", io_data_type: Any = data_type.
           intermediate_data_type: Any = data_type.FLOAT,
           compute_data_type: Any = data_type.FLOAT) -> Iterator[tuple[pygraph, list[Any]]]:
     """A new pygraph on ``handle`` with these defaults, yielded as ``(g, [])``; nothing on exit."""
+    # Imported here: `cudnn` makes the graph subpackage callable (make_callable) while that
+    # subpackage is being bound, so this module must be importable without importing it.
+    from .graph import pygraph
+
     yield pygraph(handle=handle, name=name, io_data_type=io_data_type,
                   intermediate_data_type=intermediate_data_type, compute_data_type=compute_data_type), []
 

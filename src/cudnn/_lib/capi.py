@@ -36,9 +36,8 @@ _SCALARS: dict[str, Any] = {
     "libraryPropertyType": ctypes.c_int,  # a CUDA enum
 }
 
-ENUM_NAMES: set[str] = {
-    name for name, obj in vars(_enums).items() if isinstance(obj, type) and name.startswith("cudnn")
-}
+# C enum names (passed as int); read from the generated tables, so no enum class is built.
+ENUM_NAMES: set[str] = set(_enums.C_ENUMS)
 
 
 def ctype_of(ctype: str, enum_names: set[str] = ENUM_NAMES, structs: Mapping[str, Any] | None = None) -> Any:
@@ -111,8 +110,7 @@ def __getattr__(name: str) -> Any:
         from . import legacy_enums, structs
         from .api_legacy import FUNCTIONS as LEGACY_FUNCTIONS
 
-        legacy_names = {n for n, obj in vars(legacy_enums).items() if isinstance(obj, type) and n.startswith("cudnn")}
-        api = Api(LEGACY_FUNCTIONS, ENUM_NAMES | legacy_names, structs.STRUCTS)
+        api = Api(LEGACY_FUNCTIONS, ENUM_NAMES | set(legacy_enums.C_ENUMS), structs.STRUCTS)
         globals()["legacy"] = api
         return api
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,10 +8,10 @@ operation: CUDNN_STATUS_NOT_SUPPORTED_SHAPE (3002): <cuDNN's explanation>``.
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Callable
+from typing import Any
 
-from .enums import cudnnStatus_t
+from . import enums
 
 
 class CudnnError(RuntimeError):
@@ -68,7 +68,7 @@ class FeatureUnavailableError(CudnnNotSupportedError):
         need = f"cuDNN >= {version_string(needed)}" if needed else "a newer cuDNN"
         self.needed, self.loaded = needed, loaded
         super().__init__(
-            int(cudnnStatus_t.CUDNN_STATUS_NOT_SUPPORTED),
+            int(enums.cudnnStatus_t.CUDNN_STATUS_NOT_SUPPORTED),
             what,
             f"needs {need}; the loaded libcudnn is {version_string(loaded)}",
         )
@@ -89,7 +89,7 @@ _CATEGORIES: dict[int, type[CudnnError]] = {
 
 def status_name(status: int) -> str:
     try:
-        return cudnnStatus_t(status).name
+        return enums.cudnnStatus_t(status).name
     except ValueError:
         return f"CUDNN_STATUS_UNKNOWN_{int(status)}"
 
@@ -139,7 +139,10 @@ def check(status: int, context: str | Callable[[], str] = "") -> None:
         raise_status(status, context)
 
 
-def make_last_error_reader(fn: ctypes._CFuncPtr) -> Callable[[], str]:  # type: ignore[name-defined]
+def make_last_error_reader(fn: Any) -> Callable[[], str]:
+    """A reader of cudnnGetLastErrorString ``fn`` (a ctypes function), for the loader to install."""
+    import ctypes  # here, not at the top: raising and catching CudnnError needs no ctypes
+
     def read() -> str:
         buf = ctypes.create_string_buffer(4096)  # per call: the reader may run on any thread
         fn(buf, len(buf))

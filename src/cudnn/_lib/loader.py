@@ -92,6 +92,9 @@ def _load() -> None:
         reader = handle.cudnnGetLastErrorString
         reader.restype, reader.argtypes = None, [ctypes.c_char_p, ctypes.c_size_t]
         install_last_error_reader(make_last_error_reader(reader))
+        # Status errors come only from calls into the library opened here, so the hint saying
+        # why no GPU is usable is registered now (importing cuda does it), not at `import cudnn`.
+        from . import cuda  # noqa: F401
         cudart = int(handle.cudnnGetCudartVersion())
         _report = LoadReport(path, via, version, cudart, _open_dependencies())
         _lib = handle

@@ -61,8 +61,7 @@ HANDLE_FUNCTIONS: tuple[str, ...] = tuple(
 )
 
 ENUM_TYPES: dict[str, type[IntEnum]] = {
-    name: obj for module in (graph_enums, legacy_enums) for name, obj in vars(module).items()
-    if isinstance(obj, type) and issubclass(obj, IntEnum) and name.startswith("cudnn")
+    name: getattr(module, name) for module in (graph_enums, legacy_enums) for name in module.C_ENUMS
 }
 _TYPES: dict[str, Any] = {"opaque": frozenset(structs.OPAQUE_TYPES), "enums": frozenset(ENUM_TYPES),
                           "structs": frozenset(structs.STRUCTS)}

@@ -1,0 +1,128 @@
+"""`import cudnn` time above a bare interpreter, and what the import pulls in.
+
+    python benchmarks/bench_import.py                  # 21 fresh processes each way
+    python benchmarks/bench_import.py --runs 41 --top 20
+    python benchmarks/bench_import.py --against /path/to/site-packages   # another `cudnn`
+
+Each run starts a fresh interpreter (no warm module cache): ``python -c pass`` and
+``python -c "import cudnn"`` alternate, and the median of their wall-time difference is the
+import cost a user sees. The in-process time of the import alone, the first use of a few
+public names (``cudnn.data_type.HALF`` builds one enum; ``cudnn.pygraph`` imports the graph
+builder), the largest modules of ``python -X importtime`` and any optional framework the
+import loaded are printed too. CPU only; prints, never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+# Optional packages `import cudnn` must not load (they are imported where a caller uses them).
+OPTIONAL = ("torch", "cupy", "jax", "numpy", "numba", "cuda.bindings", "cuda.core", "cuda.pathfinder", "certifi")
+# Statements timed after `import cudnn` in the same process: the cost of first use.
+FIRST_USE = (
+    "cudnn.data_type.HALF",
+    "cudnn.CudnnError",
+    "cudnn.pygraph",
+    "cudnn.Graph",
+)
+
+
+def _env(pythonpath: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": pythonpath}
+
+
+def _wall(code: str, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    return time.perf_counter() - start
+
+
+def _in_process(code: str, env: dict[str, str], setup: str = "pass") -> float:
+    """Seconds a fresh child spent running ``code`` after ``setup``, timed by the child."""
+    probe = f"import time\n{setup}\nt = time.perf_counter()\n{code}\nprint(time.perf_counter() - t)"
+    out = subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True, text=True)
+    return float(out.stdout.split()[-1])
+
+
+def _importtime(code: str, env: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """module -> (self us, cumulative us) from ``python -X importtime``."""
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", code], env=env, check=True,
+                         capture_output=True, text=True)
+    times: dict[str, tuple[int, int]] = {}
+    for line in out.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, cumulative_us, name = line[len("import time:"):].split("|")
+        times[name.strip()] = (int(self_us), int(cumulative_us))
+    return times
+
+
+def _loaded_optional(env: dict[str, str]) -> list[str]:
+    code = ("import sys; before = set(sys.modules); import cudnn; "
+            "print(' '.join(sorted(set(sys.modules) - before)))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
+    new = out.stdout.split()
+    return [name for name in new if any(name == p or name.startswith(p + ".") for p in OPTIONAL)]
+
+
+def measure(pythonpath: str, runs: int) -> dict[str, float]:
+    """Median wall time above a bare interpreter, and the median in-process import time."""
+    env = _env(pythonpath)
+    _wall("import cudnn", env)  # write the .pyc files first: users import compiled modules
+    above, inside = [], []
+    for _ in range(runs):
+        bare = _wall("pass", env)
+        with_cudnn = _wall("import cudnn", env)
+        above.append(with_cudnn - bare)
+        inside.append(_in_process("import cudnn", env))
+    return {"above_bare_s": statistics.median(above), "in_process_s": statistics.median(inside),
+            "spread_s": statistics.quantiles(above, n=4)[2] - statistics.quantiles(above, n=4)[0]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=21, help="fresh processes each way (default 21)")
+    ap.add_argument("--top", type=int, default=15, help="modules of -X importtime to list (default 15)")
+    ap.add_argument("--against", help="a folder holding another `cudnn` package, timed the same way")
+    args = ap.parse_args()
+
+    env = _env(str(SRC))
+    result = measure(str(SRC), args.runs)
+    print(f"python {sys.version.split()[0]}, {args.runs} fresh processes each way")
+    print(f"import cudnn (cudnn-py, {SRC}):")
+    print(f"  above a bare interpreter: {result['above_bare_s'] * 1e3:7.1f} ms median "
+          f"(interquartile spread {result['spread_s'] * 1e3:.1f} ms)")
+    print(f"  in-process import:        {result['in_process_s'] * 1e3:7.1f} ms median")
+    if args.against:
+        other = measure(args.against, args.runs)
+        print(f"import cudnn ({args.against}):")
+        print(f"  above a bare interpreter: {other['above_bare_s'] * 1e3:7.1f} ms median "
+              f"(ratio cudnn-py / other: {result['above_bare_s'] / other['above_bare_s']:.2f})")
+        print(f"  in-process import:        {other['in_process_s'] * 1e3:7.1f} ms median")
+
+    print("first use after `import cudnn` (in-process, median of 5 fresh processes):")
+    for stmt in FIRST_USE:
+        samples = [_in_process(stmt, env, setup="import cudnn") for _ in range(5)]
+        print(f"  {stmt:<24} {statistics.median(samples) * 1e3:7.2f} ms")
+
+    bare = _importtime("pass", env)
+    with_cudnn = _importtime("import cudnn", env)
+    added = {name: t for name, t in with_cudnn.items() if name not in bare}
+    print(f"python -X importtime -c 'import cudnn': {len(added)} modules beyond a bare interpreter; "
+          f"largest self times:")
+    for name, (self_us, cumulative_us) in sorted(added.items(), key=lambda kv: -kv[1][0])[: args.top]:
+        print(f"  {self_us / 1e3:7.2f} ms self {cumulative_us / 1e3:7.2f} ms cumulative  {name}")
+    optional = _loaded_optional(env)
+    print(f"optional packages loaded by `import cudnn`: {', '.join(optional) if optional else 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
