@@ -1,0 +1,178 @@
+"""Attention forward and backward: cudnn-py's sdpa graphs against PyTorch's flash and cuDNN
+attention backends (torch.nn.attention.sdpa_kernel), GPU time, TFLOP/s and ratios.
+
+    PYTHONPATH=src python benchmarks/bench_sdpa.py            # both cases, forward and backward
+    PYTHONPATH=src python benchmarks/bench_sdpa.py --quick    # fewer repeats
+
+Cases (bf16, BHSD layout): b4 h16 s4096 d128 causal, and b8 h16 s1024 d64 without mask.
+FLOPs: forward 4*b*h*s_q*s_kv*d (halved for causal), backward 2.5x the forward.
+Build times (cold: first graph of the process, then a second identical graph) are printed too.
+
+Timing: CUDA events around back-to-back calls after warm-up; the median of the repeats.
+Never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import cudnn
+from cudnn.graph import sdpa_ops  # noqa: F401 - registers pygraph.sdpa / sdpa_backward
+from cudnn.graph.graph import pygraph
+from cudnn.graph.oplib import OPS
+
+for _name, _fn in OPS.items():  # until graph.py imports sdpa_ops itself
+    if not hasattr(pygraph, _name):
+        setattr(pygraph, _name, _fn)
+
+dt = cudnn.data_type
+
+
+@dataclass
+class Case:
+    b: int
+    h: int
+    s: int
+    d: int
+    causal: bool
+
+    @property
+    def label(self) -> str:
+        return f"b{self.b} h{self.h} s{self.s} d{self.d}{' causal' if self.causal else ''}"
+
+    def flops(self, backward: bool) -> float:
+        f = 4.0 * self.b * self.h * self.s * self.s * self.d * (0.5 if self.causal else 1.0)
+        return f * 2.5 if backward else f
+
+
+def gpu_time(fn: Callable[[], Any], calls: int, repeats: int) -> float:
+    """Median seconds per call."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3 / calls)
+    return statistics.median(times)
+
+
+def tensor(g: cudnn.pygraph, t: torch.Tensor, name: str) -> cudnn.tensor:
+    return g.tensor(name=name, dim=list(t.shape), stride=list(t.stride()),
+                    data_type={torch.bfloat16: dt.BFLOAT16, torch.float32: dt.FLOAT}[t.dtype])
+
+
+def cudnn_forward(c: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                  stats: torch.Tensor) -> tuple[Callable[[], None], float, str]:
+    t0 = time.perf_counter()
+    g = cudnn.pygraph(io_data_type=dt.BFLOAT16, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    tq, tk, tv = tensor(g, q, "q"), tensor(g, k, "k"), tensor(g, v, "v")
+    to, ts = g.sdpa(tq, tk, tv, generate_stats=True, attn_scale=1.0 / math.sqrt(c.d), use_causal_mask=c.causal)
+    to.set_output(True)
+    ts.set_output(True).set_data_type(dt.FLOAT)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    pack = {tq: q, tk: k, tv: v, to: o, ts: stats}
+    g.execute(pack, ws)
+    torch.cuda.synchronize()
+    from cudnn.graph.expand import expand
+
+    nodes, _ = expand(g.nodes, g.context, cudnn.backend_version())
+    how = "unified" if [n.op for n in nodes] == ["sdpa_fwd"] else "composite"
+    return (lambda: g.execute(pack, ws)), time.perf_counter() - t0, how
+
+
+def cudnn_backward(c: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                   d_o: torch.Tensor, stats: torch.Tensor) -> tuple[Callable[[], None], float]:
+    t0 = time.perf_counter()
+    g = cudnn.pygraph(io_data_type=dt.BFLOAT16, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    ins = [tensor(g, t, n) for t, n in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (d_o, "dO"), (stats, "stats"))]
+    grads = [torch.empty_like(t) for t in (q, k, v)]
+    outs = g.sdpa_backward(*ins, attn_scale=1.0 / math.sqrt(c.d), use_causal_mask=c.causal)
+    for t, buf in zip(outs, grads):
+        t.set_output(True).set_dim(list(buf.shape)).set_stride(list(buf.stride()))
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    pack = dict(zip(ins, (q, k, v, o, d_o, stats))) | dict(zip(outs, grads))
+    g.execute(pack, ws)
+    torch.cuda.synchronize()
+    return (lambda: g.execute(pack, ws)), time.perf_counter() - t0
+
+
+def torch_fns(backend: SDPBackend, c: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              d_o: torch.Tensor) -> tuple[Callable[[], Any], Callable[[], Any]] | None:
+    qq, kk, vv = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    try:
+        with sdpa_kernel(backend):
+            out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=c.causal)
+            out.backward(d_o)
+    except RuntimeError:
+        return None
+
+    def fwd() -> Any:
+        with sdpa_kernel(backend), torch.no_grad():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=c.causal)
+
+    with sdpa_kernel(backend):
+        out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=c.causal)
+
+    def bwd() -> Any:
+        return torch.autograd.grad(out, (qq, kk, vv), d_o, retain_graph=True)
+
+    return fwd, bwd
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    calls, repeats = (5, 3) if args.quick else (20, 7)
+    print(f"{torch.cuda.get_device_name()}, cuDNN {cudnn.backend_version_string()}, torch {torch.__version__}")
+    cases = [Case(4, 16, 4096, 128, True), Case(8, 16, 1024, 64, False)]
+    print(f"{'case':30} {'pass':4} {'impl':22} {'time us':>9} {'TFLOP/s':>8} {'vs cudnn-py':>11}")
+    for c in cases:
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v, d_o = (torch.randn(c.b, c.h, c.s, c.d, generator=gen, device="cuda", dtype=torch.bfloat16)
+                        for _ in range(4))
+        o = torch.empty_like(q)
+        stats = torch.empty(c.b, c.h, c.s, 1, device="cuda")
+        fwd, build_f, how = cudnn_forward(c, q, k, v, o, stats)
+        bwd, build_b = cudnn_backward(c, q, k, v, o, d_o, stats)
+        rows = {"fwd": [(f"cudnn-py ({how})", gpu_time(fwd, calls, repeats))],
+                "bwd": [("cudnn-py (composite)", gpu_time(bwd, calls, repeats))]}
+        for name, backend in (("torch flash", SDPBackend.FLASH_ATTENTION), ("torch cudnn", SDPBackend.CUDNN_ATTENTION)):
+            fns = torch_fns(backend, c, q, k, v, d_o)
+            if fns is None:
+                print(f"{c.label:30} {name} unavailable for this case")
+                continue
+            rows["fwd"].append((name, gpu_time(fns[0], calls, repeats)))
+            rows["bwd"].append((name, gpu_time(fns[1], calls, repeats)))
+        for direction, entries in rows.items():
+            ours = entries[0][1]
+            for name, secs in entries:
+                tflops = c.flops(direction == "bwd") / secs / 1e12
+                print(f"{c.label:30} {direction:4} {name:22} {secs * 1e6:9.1f} {tflops:8.1f} {ours / secs:10.2f}x")
+        print(f"{c.label:30} build: forward {build_f:.2f} s, backward {build_b:.2f} s (first in process)")
+        t0 = time.perf_counter()
+        cudnn_forward(c, q, k, v, o, stats)
+        print(f"{c.label:30} build: forward again {time.perf_counter() - t0:.2f} s (plan cache / warm)")
+    print("'vs cudnn-py' = cudnn-py time / that row's time (below 1: cudnn-py is faster)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,318 @@
+"""Attention graphs without a GPU: signatures against the official order, argument translation,
+inference of O / Stats / dQ / dK / dV, the JSON, the expansion, and every validation error."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+import cudnn
+from cudnn.graph import sdpa_ops  # noqa: F401 - registers pygraph.sdpa / sdpa_backward
+from cudnn.graph.expand import View, expand
+from cudnn.graph.graph import pygraph
+from cudnn.graph.oplib import OPS
+
+for _name, _fn in OPS.items():  # until graph.py imports sdpa_ops itself
+    if not hasattr(pygraph, _name):
+        setattr(pygraph, _name, _fn)
+
+dt = cudnn.data_type
+H, F, I32, I64 = dt.HALF, dt.FLOAT, dt.INT32, dt.INT64
+
+SDPA_ORDER = ["q", "k", "v", "is_inference", "attn_scale", "bias", "block_mask", "use_alibi_mask",
+              "use_padding_mask", "seq_len_q", "seq_len_kv", "use_causal_mask", "use_causal_mask_bottom_right",
+              "sliding_window_length", "diagonal_alignment", "diagonal_band_left_bound",
+              "diagonal_band_right_bound", "dropout", "rng_dump", "paged_attention_k_table",
+              "paged_attention_v_table", "paged_attention_max_seq_len_kv", "compute_data_type", "name",
+              "score_mod", "generate_stats", "implementation", "score_max", "score_sum_exp", "sink_token",
+              "unfuse_fma"]
+SDPA_KW_ONLY = ["max_total_seq_len_q", "max_total_seq_len_kv", "cu_seq_len_q", "cu_seq_len_kv", "stats_use_log2"]
+BWD_ORDER = ["q", "k", "v", "o", "dO", "stats", "attn_scale", "bias", "dBias", "use_alibi_mask",
+             "use_padding_mask", "seq_len_q", "seq_len_kv", "max_total_seq_len_q", "max_total_seq_len_kv",
+             "use_causal_mask", "use_causal_mask_bottom_right", "sliding_window_length", "diagonal_alignment",
+             "diagonal_band_left_bound", "diagonal_band_right_bound", "dropout", "rng_dump",
+             "use_deterministic_algorithm", "compute_data_type", "name", "score_mod", "score_mod_bprop",
+             "sink_token", "dSink_token"]
+
+
+def params(fn: Any) -> tuple[list[str], list[str]]:
+    sig = inspect.signature(fn)
+    pos = [p.name for p in sig.parameters.values() if p.kind == p.POSITIONAL_OR_KEYWORD][1:]
+    kw = [p.name for p in sig.parameters.values() if p.kind == p.KEYWORD_ONLY]
+    return pos, kw
+
+
+def test_signatures_follow_the_official_order() -> None:
+    assert params(pygraph.sdpa) == (SDPA_ORDER, SDPA_KW_ONLY)
+    assert params(pygraph.sdpa_backward) == (BWD_ORDER, [])
+    assert pygraph.scaled_dot_product_flash_attention is pygraph.sdpa
+    assert pygraph.scaled_dot_product_flash_attention_backward is pygraph.sdpa_backward
+    defaults = {p.name: p.default for p in inspect.signature(pygraph.sdpa).parameters.values()}
+    assert defaults["diagonal_alignment"] == cudnn.diagonal_alignment.TOP_LEFT
+    assert defaults["implementation"] == cudnn.attention_implementation.AUTO
+    assert defaults["name"] == "" and defaults["use_causal_mask"] is False and defaults["unfuse_fma"] is False
+
+
+def test_enums() -> None:
+    assert [m.name for m in cudnn.diagonal_alignment] == ["TOP_LEFT", "BOTTOM_RIGHT"]
+    assert [m.name for m in cudnn.attention_implementation] == ["AUTO", "COMPOSITE", "UNIFIED"]
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+def graph() -> cudnn.pygraph:
+    return cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+
+
+def qkv(g: cudnn.pygraph, b: int = 2, hq: int = 8, hk: int = 2, sq: int = 64, skv: int = 96, d: int = 64,
+        dv: int = 64, bshd: bool = False) -> tuple[cudnn.tensor, cudnn.tensor, cudnn.tensor]:
+    def t(name: str, h: int, s: int, dd: int) -> cudnn.tensor:
+        stride = [s * h * dd, dd, h * dd, 1] if bshd else [h * s * dd, s * dd, dd, 1]
+        return g.tensor(name=name, dim=[b, h, s, dd], stride=stride, data_type=H)
+    return t("Q", hq, sq, d), t("K", hk, skv, d), t("V", hk, skv, dv)
+
+
+def lens(g: cudnn.pygraph, b: int = 2) -> dict[str, Any]:
+    return {"use_padding_mask": True, "seq_len_q": g.tensor(dim=[b, 1, 1, 1], data_type=I32),
+            "seq_len_kv": g.tensor(dim=[b, 1, 1, 1], data_type=I32)}
+
+
+def fwd(g: cudnn.pygraph, *args: Any, **kw: Any) -> list[Any]:
+    kw.setdefault("generate_stats", True) if "is_inference" not in kw else None
+    o, s = g.sdpa(*args, **kw)
+    o.set_output(True)
+    if s is not None:
+        s.set_output(True)
+    return [o, s]
+
+
+# -- inference --------------------------------------------------------------------------------------
+
+def test_outputs_are_inferred_in_qs_layout() -> None:
+    g = graph()
+    q, k, v = qkv(g, bshd=True, dv=32)
+    o, s = fwd(g, q, k, v, attn_scale=0.125)
+    g.validate()
+    assert o.get_dim() == [2, 8, 64, 32] and o.get_stride() == [64 * 8 * 32, 32, 8 * 32, 1]
+    assert o.get_data_type() == H
+    assert s.get_dim() == [2, 8, 64, 1] and s.get_stride() == [8 * 64, 64, 1, 1] and s.get_data_type() == F
+    assert k.get_dim() == [2, 2, 96, 64]  # the user's K is not transposed in place
+
+
+def test_is_inference_gives_no_stats() -> None:
+    g = graph()
+    o, s = fwd(g, *qkv(g), is_inference=True)
+    assert s is None and o is not None
+
+
+def test_backward_gradients_like_qkv() -> None:
+    g = graph()
+    q, k, v = qkv(g)
+    o = g.tensor(dim=[2, 8, 64, 64], data_type=H)
+    do = g.tensor(dim=[2, 8, 64, 64], data_type=H)
+    st = g.tensor(dim=[2, 8, 64, 1], data_type=F)
+    dq, dk, dv = g.sdpa_backward(q, k, v, o, do, st, attn_scale=0.125, use_causal_mask=True)
+    for t in (dq, dk, dv):
+        t.set_output(True)
+    g.validate()
+    assert (dq.get_dim(), dk.get_dim(), dv.get_dim()) == (q.get_dim(), k.get_dim(), v.get_dim())
+    assert dq.get_stride() == q.get_stride() and dk.get_data_type() == H
+
+
+def test_json_shows_the_users_node() -> None:
+    g = graph()
+    fwd(g, *qkv(g), attn_scale=0.5, use_causal_mask_bottom_right=True, sliding_window_length=16, name="attn")
+    g.validate()
+    (node,) = g.to_json()["nodes"]
+    assert node["tag"] == "SDPA_FWD" and node["name"] == "attn"
+    assert node["right_bound"] == 0 and node["left_bound"] == 16 and node["diagonal_alignment"] == "BOTTOM_RIGHT"
+    assert node["attn_scale_value"] == 0.5 and node["generate_stats"] is True
+    assert set(node["inputs"]) == {"Q", "K", "V"} and set(node["outputs"]) == {"O", "Stats"}
+
+
+# -- expansion --------------------------------------------------------------------------------------
+
+def ops_of(g: cudnn.pygraph, version: int = 91900) -> tuple[list[Any], list[Any]]:
+    g.validate()
+    return expand(g.nodes, g.context, version)
+
+
+def test_auto_picks_unified_for_plain_attention_and_composite_for_masks() -> None:
+    g = graph()
+    fwd(g, *qkv(g), attn_scale=0.1)
+    nodes, _ = ops_of(g)
+    assert [n.op for n in nodes] == ["sdpa_fwd"]
+    g = graph()
+    fwd(g, *qkv(g), attn_scale=0.1, use_causal_mask=True)
+    nodes, _ = ops_of(g)
+    assert nodes[0].op == "matmul" and nodes[-1].op == "matmul" and "gen_index" in [n.op for n in nodes]
+    g = graph()
+    fwd(g, *qkv(g), attn_scale=0.1)
+    nodes, _ = ops_of(g, 91200)  # below 9.13.1: composite
+    assert nodes[0].op == "matmul"
+
+
+def test_composite_transposes_k_as_a_view_sharing_its_uid() -> None:
+    g = graph()
+    q, k, v = qkv(g)
+    fwd(g, q, k, v, implementation=cudnn.attention_implementation.COMPOSITE)
+    nodes, _ = ops_of(g)
+    kt = nodes[0].inputs["B"]
+    assert isinstance(kt, View) and kt.get_dim() == [2, 2, 64, 96] and kt.get_stride() == [96 * 64 * 2, 96 * 64, 1, 64]
+    kt.set_uid(42)
+    assert k.get_uid() == 42 and k.get_dim() == [2, 2, 96, 64]
+
+
+def test_backward_scratch_softmax_sum_and_dq_accum() -> None:
+    g = graph()
+    q, k, v = qkv(g)
+    o, do = (g.tensor(dim=[2, 8, 64, 64], data_type=H) for _ in range(2))
+    st = g.tensor(dim=[2, 8, 64, 1], data_type=F)
+    outs = g.sdpa_backward(q, k, v, o, do, st, attn_scale=0.125, use_alibi_mask=True, use_causal_mask=True)
+    for t in outs:
+        t.set_output(True)
+    nodes, scratch = ops_of(g)
+    names = {s.tensor.get_name().split("::")[1]: s for s in scratch}
+    assert set(names) == {"softmax_sum", "dQ_accum", "alibi_slopes"}
+    assert names["softmax_sum"].tensor.get_dim() == [2, 8, 64, 1]
+    assert len(names["alibi_slopes"].fill) == 8 * 4
+    assert [n.op for n in nodes].count("reduction") >= 3  # rowsum, dK and dV head-group sums
+
+
+def test_deterministic_backward_writes_dq_directly() -> None:
+    g = graph()
+    q, k, v = qkv(g, hk=8)
+    o, do = (g.tensor(dim=[2, 8, 64, 64], data_type=H) for _ in range(2))
+    st = g.tensor(dim=[2, 8, 64, 1], data_type=F)
+    dq, dk, dv = g.sdpa_backward(q, k, v, o, do, st, use_deterministic_algorithm=True)
+    for t in (dq, dk, dv):
+        t.set_output(True)
+    nodes, scratch = ops_of(g)
+    assert [s.tensor.get_name() for s in scratch] == ["0::softmax_sum"]
+    assert any(n.outputs.get("C") is dq for n in nodes)
+
+
+def test_alibi_slopes() -> None:
+    import struct
+
+    from cudnn.graph.nodes.sdpa_masks import alibi_slopes
+
+    assert struct.unpack("<4f", alibi_slopes(4)) == pytest.approx([0.25, 0.0625, 0.015625, 0.00390625])
+    assert len(alibi_slopes(12)) == 48
+
+
+# -- argument translation and bad input ---------------------------------------------------------------
+
+def err(match: str) -> Any:
+    return pytest.raises(cudnn.GraphError, match=match)
+
+
+def test_is_inference_and_generate_stats() -> None:
+    g = graph()
+    with err("exactly one of is_inference and generate_stats"):
+        g.sdpa(*qkv(g), is_inference=True, generate_stats=True)
+    with err("exactly one of is_inference and generate_stats"):
+        g.sdpa(*qkv(g))
+    with err("generate_stats must be True or False"):
+        g.sdpa(*qkv(g), generate_stats=1)
+
+
+def test_causal_with_explicit_right_bound_and_windows() -> None:
+    g = graph()
+    with err("use_causal_mask sets the right bound to 0"):
+        g.sdpa(*qkv(g), is_inference=True, use_causal_mask=True, diagonal_band_right_bound=3)
+    with err("cannot both be True"):
+        g.sdpa(*qkv(g), is_inference=True, use_causal_mask=True, use_causal_mask_bottom_right=True)
+    with err("sliding_window_length sets the left bound"):
+        g.sdpa(*qkv(g), is_inference=True, sliding_window_length=4, diagonal_band_left_bound=4)
+    with err("diagonal_band_left_bound must be an int"):
+        g.sdpa(*qkv(g), is_inference=True, diagonal_band_left_bound=4.0)
+
+
+def test_dropout_forms() -> None:
+    g = graph()
+    seed, off = g.tensor(dim=[1, 1, 1, 1], data_type=I64), g.tensor(dim=[1, 1, 1, 1], data_type=I64)
+    with err(r"dropout probability must be in \[0, 1\), got 1.0"):
+        g.sdpa(*qkv(g), is_inference=True, dropout=(1.0, seed, off))
+    with err("dropout must be"):
+        g.sdpa(*qkv(g), is_inference=True, dropout=(0.1,))
+    with err("rng_dump is only used with"):
+        g.sdpa(*qkv(g), is_inference=True, rng_dump=g.tensor(dim=[1, 1, 1, 1], data_type=F))
+    o, _ = fwd(g, *qkv(g), dropout=(0.1, seed, g.tensor(dim=[2, 1, 1, 1], data_type=I64)))
+    with err("offset must be an INT64 or INT32 tensor of all-1 dims"):
+        g.validate()
+
+
+@pytest.mark.parametrize("case, match", [
+    ("batch", r"K: batch 3 must equal Q's batch 2"),
+    ("heads", r"multiple of K's h=3"),
+    ("head_dim", r"head dim d_qk=60 is not supported"),
+    ("head_dim_big", r"head dim d_qk=512 is not supported"),
+    ("dtype", r"must be HALF or BFLOAT16"),
+    ("seq", r"V: sequence length 32 must equal K's 96"),
+    ("stride", r"last dim \(head dim\) must have stride 1"),
+])
+def test_bad_qkv(case: str, match: str) -> None:
+    g = graph()
+    q, k, v = qkv(g)
+    if case == "batch":
+        k = g.tensor(dim=[3, 2, 96, 64], data_type=H)
+    elif case == "heads":
+        k = g.tensor(dim=[2, 3, 96, 64], data_type=H)
+    elif case == "head_dim":
+        q, k = g.tensor(dim=[2, 8, 64, 60], data_type=H), g.tensor(dim=[2, 2, 96, 60], data_type=H)
+    elif case == "head_dim_big":
+        q, k = g.tensor(dim=[2, 8, 64, 512], data_type=H), g.tensor(dim=[2, 2, 96, 512], data_type=H)
+    elif case == "dtype":
+        q = g.tensor(dim=[2, 8, 64, 64], data_type=F)
+    elif case == "seq":
+        v = g.tensor(dim=[2, 2, 32, 64], data_type=H)
+    elif case == "stride":
+        q = g.tensor(dim=[2, 8, 64, 64], stride=[8 * 64 * 64, 64 * 64, 1, 64], data_type=H)
+    fwd(g, q, k, v, name="attn")
+    with err("sdpa 'attn': " + ".*" + match):
+        g.validate()
+
+
+def test_bad_masks_and_tables() -> None:
+    def check(match: str, **kw: Any) -> None:
+        g = graph()
+        extra = {key: (val(g) if callable(val) and key not in ("score_mod",) else val) for key, val in kw.items()}
+        fwd(g, *qkv(g), name="attn", **extra)
+        with err(match):
+            g.validate()
+
+    check("padding mask needs both", use_padding_mask=True)
+    check("only used with use_padding_mask", seq_len_q=lambda g: g.tensor(dim=[2, 1, 1, 1], data_type=I32))
+    check("BOTTOM_RIGHT alignment cannot be combined with bias", use_causal_mask_bottom_right=True,
+          bias=lambda g: g.tensor(dim=[1, 8, 64, 96], data_type=H))
+    check("ALiBi needs a causal mask", use_alibi_mask=True)
+    check("bias: dims .* must broadcast", bias=lambda g: g.tensor(dim=[1, 8, 64, 95], data_type=H))
+    check("a page table must be INT32", **lens(graph()), paged_attention_k_table=lambda g: g.tensor(
+        dim=[2, 1, 3, 1], data_type=I64), paged_attention_v_table=lambda g: g.tensor(dim=[2, 1, 3, 1], data_type=I32))
+    check("must be > 0", diagonal_band_left_bound=0)
+    check("score_mod: must return a cudnn.tensor", score_mod=lambda sub, s: 3)
+    check(r"score_mod: must return a tensor of the score's shape \[2, 8, 64, 96\]",
+          score_mod=lambda sub, s: sub.reduction(s, cudnn.reduction_mode.MAX).set_dim([2, 8, 64, 1]))
+    check("UNIFIED|unified", use_causal_mask=True, implementation=cudnn.attention_implementation.UNIFIED)
+
+
+def test_ragged_offset_wrong_shape() -> None:
+    g = graph()
+    q, k, v = qkv(g)
+    q.set_ragged_offset(g.tensor(dim=[2, 1, 1, 1], data_type=I32))
+    fwd(g, q, k, v, name="attn", **lens(g))
+    with err(r"Q: ragged offset must be INT32 or INT64 \[b \+ 1, 1, 1, 1\] = \[3, 1, 1, 1\]"):
+        g.validate()
+
+
+def test_score_mod_sub_graph_is_spliced_in() -> None:
+    g = graph()
+    cap = 30.0
+    fwd(g, *qkv(g), name="attn", score_mod=lambda sub, s: sub.mul(sub.tanh(sub.div(s, cap)), cap))
+    nodes, _ = ops_of(g)
+    ops = [n.op for n in nodes]
+    assert ops[:4] == ["matmul", "div", "tanh_fwd" if "tanh_fwd" in ops else "tanh", "mul"]
+    assert nodes[1].name.startswith("attn::score_mod::")
