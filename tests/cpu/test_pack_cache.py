@@ -144,3 +144,19 @@ def test_the_identity_level_is_bounded(sub_graph: Any) -> None:
     for p, q, c in keep:
         runner.run({A: p, B: q, C: c}, None, 1)
     assert len(runner.packs) <= 64 and len(backend.executed) == 100
+
+
+def test_raw_pointers_are_found_by_value(sub_graph: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner, backend, A, B, C = sub_graph
+    checked: list[int] = []
+
+    def pointer_info(ptr: int) -> None:  # stands in for cudaPointerGetAttributes: memory CUDA cannot describe
+        checked.append(ptr)
+        raise RuntimeError("unknown memory")
+
+    monkeypatch.setattr(execute.cuda, "pointer_info", pointer_info)
+    base = 0x7D0000000000
+    for _ in range(3):  # fresh int objects each call, as data_ptr() gives
+        runner.run({A: int(str(base)), B: int(str(base + 0x1000)), C: int(str(base + 0x2000))}, None, 1)
+    assert checked == [base, base + 0x1000, base + 0x2000]  # checked on the first call only
+    assert len(backend.executed) == 3 and len(backend.packs) == 1

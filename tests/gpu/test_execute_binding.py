@@ -50,10 +50,10 @@ def test_wrapper_dict_calls_with_swapped_keys() -> None:
     with cudnn.Graph(io_data_type=F32, compute_data_type=F32) as graph:
         graph.sub(p, q, name="sub").set_output(True)
     c = torch.empty(SHAPE, device="cuda")
-    graph({"sub::a": p, "sub::b": q, "sub::OUT_0": c})
+    graph({"sub::0": p, "sub::1": q, "sub::OUT_0": c})
     torch.cuda.synchronize()
     torch.testing.assert_close(c, p - q, rtol=0, atol=0)
-    graph({"sub::a": q, "sub::b": p, "sub::OUT_0": c})
+    graph({"sub::0": q, "sub::1": p, "sub::OUT_0": c})
     torch.cuda.synchronize()
     torch.testing.assert_close(c, q - p, rtol=0, atol=0)
 

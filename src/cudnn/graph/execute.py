@@ -112,14 +112,30 @@ class PackCache:
     def lookup(self, variant_pack: Mapping[Any, Any], workspace: Any) -> Entry | None:
         """The entry for these very objects under these keys, or None (the hot path)."""
         seen = self._by_identity.get((*variant_pack, *map(id, variant_pack.values()), id(workspace)))
-        if seen is None or (seen.positions and seen.moved((*variant_pack.values(), workspace))):
+        if seen is None:
+            return self._lookup_by_value(variant_pack, workspace)
+        if seen.positions and seen.moved((*variant_pack.values(), workspace)):
+            return None
+        return seen.entry
+
+    def _lookup_by_value(self, variant_pack: Mapping[Any, Any], workspace: Any) -> Entry | None:
+        """Packs holding raw pointers or numbers are found by their values (new int objects
+        every call, often at the same addresses: a framework allocator reuses blocks)."""
+        values = (*variant_pack.values(), workspace)
+        if not any(type(v) in _BY_VALUE for v in values):
+            return None
+        seen = self._by_identity.get(_value_key(variant_pack, values))
+        if seen is None or seen.moved(values):
             return None
         return seen.entry
 
     def remember(self, variant_pack: Mapping[Any, Any], workspace: Any, entry: Entry) -> None:
         """Make ``entry`` the identity-level answer for these objects while they all live."""
         values = (*variant_pack.values(), workspace)
-        key = (*variant_pack, *map(id, variant_pack.values()), id(workspace))
+        if any(type(v) in _BY_VALUE for v in values):
+            key = _value_key(variant_pack, values)
+        else:
+            key = (*variant_pack, *map(id, variant_pack.values()), id(workspace))
         seen = _Seen(entry, values)
         evict = _evictor(self, key)
         try:
@@ -141,6 +157,11 @@ class PackCache:
 
     def __len__(self) -> int:
         return len(self._by_binding)
+
+
+def _value_key(variant_pack: Mapping[Any, Any], values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The identity key with numbers (raw pointers, by-value scalars) by value, tagged apart from ids."""
+    return (*variant_pack, "values", *((type(v), v) if type(v) in _BY_VALUE else id(v) for v in values))
 
 
 def _evictor(cache: PackCache, key: tuple[Any, ...]) -> Callable[[Any], None]:

@@ -18,7 +18,7 @@ from .._lib.errors import version_string
 from .._version import __version__
 from ..backend import engine as eng
 from ..backend.handle import Handle, as_handle_ptr
-from . import norm_ops, ops, plan_store  # noqa: F401 - op modules register their methods in oplib
+from . import norm_ops, ops, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
 from .autotune import TuneReport, autotune
 from .errors import GraphError, GraphStateError
 from .jsonfmt import dumps
