@@ -54,7 +54,7 @@ class Tensor:
 
     __slots__ = ("_name", "_dim", "_stride", "_data_type", "_is_virtual", "_is_pass_by_value",
                  "_value", "_reordering", "_uid", "_uid_assigned", "_ragged_offset", "_alignment",
-                 "producer", "__weakref__")
+                 "_base", "producer", "__weakref__")
 
     def __init__(self, name: str = "", dim: Sequence[int] | None = None, stride: Sequence[int] | None = None,
                  data_type: Any = NOT_SET, is_virtual: bool = False, is_pass_by_value: bool = False,
@@ -69,6 +69,7 @@ class Tensor:
         self._reordering = tensor_reordering(reordering_type)
         self._uid = 0
         self._uid_assigned = False
+        self._base: Tensor | None = None  # set on views: the tensor whose memory (and uid) this describes
         self._ragged_offset: Tensor | None = None
         self._alignment = 16
         self.producer: Any = None  # the node whose output this is (set by the graph that adds the node)
@@ -101,7 +102,10 @@ class Tensor:
     def set_uid(self, uid: int) -> Tensor:
         if isinstance(uid, bool) or not hasattr(uid, "__index__") or int(uid) < 0:
             raise TypeError(f"uid: expected a non-negative int, got {uid!r}")
-        self._uid, self._uid_assigned = int(uid), True
+        if self._base is not None:
+            self._base.set_uid(uid)
+        else:
+            self._uid, self._uid_assigned = int(uid), True
         return self
 
     def set_is_virtual(self, is_virtual: bool) -> Tensor:
@@ -143,7 +147,7 @@ class Tensor:
         return self._data_type
 
     def get_uid(self) -> int:
-        return self._uid
+        return self._uid if self._base is None else self._base.get_uid()
 
     def get_is_virtual(self) -> bool:
         return self._is_virtual
@@ -166,7 +170,16 @@ class Tensor:
 
     def has_uid(self) -> bool:
         """Whether a uid was given (``set_uid``, ``uid=``) or assigned at build."""
-        return self._uid_assigned
+        return self._uid_assigned if self._base is None else self._base.has_uid()
+
+    def view(self, dim: Sequence[int], stride: Sequence[int], name: str = "") -> Tensor:
+        """Another description (dims, strides) of this tensor's memory, sharing its uid: the
+        backend binds buffers by uid, so a view needs no buffer of its own (Kᵀ for attention's
+        first matmul is K with dims and strides 2 and 3 exchanged). This tensor is unchanged."""
+        v = self.copy_attributes(name or self._name)
+        v.set_dim(dim).set_stride(stride)
+        v._base = self if self._base is None else self._base
+        return v
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -198,8 +211,8 @@ class Tensor:
             "pass_by_value": self._value,
             "reordering_type": self._reordering.name,
             "stride": list(self._stride),
-            "uid": self._uid,
-            "uid_assigned": self._uid_assigned,
+            "uid": self.get_uid(),
+            "uid_assigned": self.has_uid(),
         }
 
     def __repr__(self) -> str:

@@ -72,11 +72,12 @@ class _NotOnGpu(Exception):
 class Frame:
     """How inputs of one type are handled: device, current stream, output allocation."""
 
-    __slots__ = ("device", "framework", "in_ptr", "out_framework", "out_ptr", "stream")
+    __slots__ = ("_makers", "device", "framework", "in_ptr", "out_framework", "out_ptr", "stream")
 
     def __init__(self, framework: str, out_framework: str) -> None:
         self.framework = framework
         self.out_framework = out_framework
+        self._makers: dict[tuple[OutSpec, int], Callable[[], Any]] = {}
         self.device: Callable[[Any], int] = self._generic_device
         self.stream = stream_getter(framework if framework in ("torch", "cupy") else out_framework)
         self.in_ptr = _pointer_getter(framework)  # None: such inputs always take the checked path
@@ -87,8 +88,12 @@ class Frame:
             self.device = _cupy_device
 
     def maker(self, spec: OutSpec, index: int) -> Callable[[], Any]:
-        """A zero-argument allocator of output ``spec`` on device ``index``."""
-        return interop.allocator(self.out_framework, spec.dims, spec.strides, spec.dtype, index)
+        """A zero-argument allocator of output ``spec`` on device ``index`` (made once)."""
+        make = self._makers.get((spec, index))
+        if make is None:
+            make = self._makers[spec, index] = interop.allocator(self.out_framework, spec.dims, spec.strides,
+                                                                  spec.dtype, index)
+        return make
 
     def _generic_device(self, x: Any) -> int:
         if type(x) is int:  # a raw pointer: the current device
