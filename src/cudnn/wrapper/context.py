@@ -9,8 +9,9 @@
     y = graph(x, w)                       # positional, in the order of the io tuples
     out = graph({"conv2d::image": x, "conv2d::weight": w})   # dict; out["conv2d::Y"] allocated
 
-Leaving the block validates and builds with the given heuristics; an error inside the block
-or while building leaves the Graph unusable rather than half-built.
+Leaving the block validates, assigns uids and resolves the io tuples (all without a GPU), then
+builds with the given heuristics; an error inside the block or while building leaves the Graph
+unusable (``state == "failed"``) rather than half-built.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from typing import Any
 
 from .._lib.enums import data_type, heur_mode
 from ..graph import pygraph
-from ..graph.oplib import OPS
-from ..graph.pipeline import DEFAULT_HEURISTICS
 from ..graph.errors import ExecutionInputError, GraphError, GraphStateError
+from ..graph.oplib import OPS
+from ..graph.pipeline import DEFAULT_HEURISTICS, all_tensors, assign_uids
 from ..graph.tensor import Tensor
 from .calls import OUTPUT_FRAMEWORKS, Executor, IoPlan, OutSpec
-from .names import Recorder, UidNotAssigned, show
+from .names import Recorder, show
 
 # pygraph methods that stay reachable through the wrapper; its other methods (build steps,
 # execute, plan selection) are the wrapper's job and refused. Ops are pygraph's registered
@@ -97,20 +98,21 @@ class Graph:
         return False
 
     def _finish(self) -> None:
+        """Settle uids and io tuples first (no GPU needed: bad names fail fast), then build."""
         g = self._graph()
         g.validate()
+        assign_uids(all_tensors(g.nodes))
+        rec = self._rec()
+        ins, outs = rec.io()
+        self._all_io = self._plan(ins, outs, [rec.name_of(t) for t in ins])
         if self._pending_io is not None:
-            self._check_io(*self._pending_io, early=True)  # names are wrong before spending time on plans
+            self._io = self._io_plan(*self._pending_io)
         self._build_plans()
         self._state = "built"
         self._executor = Executor(g, self._handle, self._output_framework, self._workspace_alloc)
-        ins, outs = self._rec().io()
-        self._all_io = self._plan(ins, outs, [self._rec().name_of(t) for t in ins])
-        if self._pending_io is not None:
-            self.set_io_tuples(*self._pending_io)
 
     def _build_plans(self) -> None:
-        """The steps that need cuDNN (tests on CPU replace only this)."""
+        """The steps that need cuDNN and a GPU."""
         g = self._graph()
         g.build_operation_graph()
         g.create_execution_plans(self._heuristics)
@@ -192,13 +194,15 @@ class Graph:
             return
         if self._state != "built":
             raise GraphStateError(self._state_message())
-        in_t, out_t = self._check_io(inputs, outputs, early=False)
-        names = [ref if isinstance(ref, str) else self._rec().name_of(t) for ref, t in zip(inputs, in_t)]
-        self._io = self._plan(in_t, out_t, names)
+        self._io = self._io_plan(inputs, outputs)
         self._executor.forget()  # type: ignore[union-attr]
 
-    def _check_io(self, inputs: Sequence[Any], outputs: Sequence[Any],
-                  early: bool) -> tuple[list[Tensor], list[Tensor]]:
+    def _io_plan(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> IoPlan:
+        in_t, out_t = self._check_io(inputs, outputs)
+        names = [ref if isinstance(ref, str) else self._rec().name_of(t) for ref, t in zip(inputs, in_t)]
+        return self._plan(in_t, out_t, names)
+
+    def _check_io(self, inputs: Sequence[Any], outputs: Sequence[Any]) -> tuple[list[Tensor], list[Tensor]]:
         """Resolve and check io tuples: known, distinct, the right kind, and complete."""
         rec = self._rec()
         graph_ins, graph_outs = rec.io()
@@ -210,10 +214,6 @@ class Graph:
                 where = f"set_io_tuples: {what}[{i}] ({show(ref)})"
                 try:
                     t = rec.resolve(ref)
-                except UidNotAssigned:
-                    if early:
-                        continue  # resolved again once the graph is built
-                    raise
                 except GraphError as exc:
                     raise GraphError(f"{where}: {exc}") from None
                 if id(t) in seen:
@@ -223,12 +223,11 @@ class Graph:
                 if kind != what[:-1]:
                     raise GraphError(f"{where} is {_kind_text(t, kind)}, not a graph {what[:-1]}")
                 resolved[what].append(t)
-        if not early:
-            for what, everything in (("inputs", graph_ins), ("outputs", graph_outs)):
-                left = [rec.name_of(t) for t in everything if id(t) not in seen]
-                if left:
-                    raise GraphError(f"set_io_tuples: the graph {what} {left} are missing from {what}; list "
-                                     f"every non-virtual {what[:-1]}")
+        for what, everything in (("inputs", graph_ins), ("outputs", graph_outs)):
+            left = [rec.name_of(t) for t in everything if id(t) not in seen]
+            if left:
+                raise GraphError(f"set_io_tuples: the graph {what} {left} are missing from {what}; list "
+                                 f"every non-virtual {what[:-1]}")
         return resolved["inputs"], resolved["outputs"]
 
     def _plan(self, ins: list[Tensor], outs: list[Tensor], in_names: list[str]) -> IoPlan:
@@ -299,6 +298,27 @@ class Graph:
         return t.get_uid()
 
     # -- introspection ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """Where the Graph is: "new", "recording" (in the block), "built" or "failed" (holds nothing)."""
+        return self._state
+
+    def resolve(self, ref: Any) -> Tensor:
+        """The graph tensor ``ref`` refers to, as io tuples and dict calls resolve it: a name, an
+        int uid (uids are assigned when the block ends), a cudnn.tensor or an object used to build."""
+        return self._rec().resolve(ref)
+
+    @property
+    def input_names(self) -> tuple[str, ...] | None:
+        """The inputs of positional calls in order (as given, or the tensor's name); None until
+        set_io_tuples (or inputs=) is resolved at the end of the block."""
+        return None if self._io is None else self._io.in_names
+
+    @property
+    def output_names(self) -> tuple[str, ...] | None:
+        """The outputs of positional calls in order, by the names dict calls return them under."""
+        return None if self._io is None else tuple(o.name for o in self._io.outs)
 
     @property
     def pygraph(self) -> pygraph:

@@ -29,7 +29,7 @@ from ..interop.tensors import is_tensor_like
 
 
 class UidNotAssigned(GraphError):
-    """An int uid that no tensor has yet: uids are assigned when the graph is built."""
+    """An int uid that no tensor has yet: uids are assigned when the ``with`` block ends."""
 
 
 def show(ref: Any) -> str:
@@ -218,12 +218,12 @@ class Recorder:
         raise GraphError(f"no tensor of this graph is named {name!r}; known names: {known}")
 
     def _by_uid(self, uid: int) -> Tensor:
-        matches = [t for t in self.tensors() if getattr(t, "_uid_assigned", False) and t.get_uid() == uid]
+        matches = [t for t in self.tensors() if t.has_uid() and t.get_uid() == uid]
         if matches:
             return matches[0]
-        assigned = sorted(t.get_uid() for t in self.tensors() if getattr(t, "_uid_assigned", False))
+        assigned = sorted(t.get_uid() for t in self.tensors() if t.has_uid())
         if not assigned or len(assigned) < sum(1 for _ in self.tensors()):
-            raise UidNotAssigned(f"no tensor has uid {uid} (uids are assigned when the graph is built; "
+            raise UidNotAssigned(f"no tensor has uid {uid} (uids are assigned when the `with` block ends; "
                                  f"assigned so far: {assigned})")
         raise GraphError(f"no tensor of this graph has uid {uid}; its uids are {assigned}")
 
