@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,8 +36,17 @@ FIRST_USE = (
 )
 
 
-def _env(pythonpath: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": pythonpath}
+def _env(pythonpath: str, from_source: bool = False) -> dict[str, str]:
+    """The children's environment: ``pythonpath`` first, and .pyc files written and read, as an
+    installed package has them; or, ``from_source``, a copy of the package without .pyc files
+    that none are written for (every cudnn module compiled at each import; the stdlib's are not)."""
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if from_source:
+        copy = Path(tempfile.mkdtemp(prefix="bench_import_"))
+        shutil.copytree(Path(pythonpath) / "cudnn", copy / "cudnn", ignore=shutil.ignore_patterns("__pycache__"))
+        env.update(PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
+    return env
 
 
 def _wall(code: str, env: dict[str, str]) -> float:
@@ -72,10 +83,10 @@ def _loaded_optional(env: dict[str, str]) -> list[str]:
     return [name for name in new if any(name == p or name.startswith(p + ".") for p in OPTIONAL)]
 
 
-def measure(pythonpath: str, runs: int) -> dict[str, float]:
+def measure(env: dict[str, str], runs: int) -> dict[str, float]:
     """Median wall time above a bare interpreter, and the median in-process import time."""
-    env = _env(pythonpath)
-    _wall("import cudnn", env)  # write the .pyc files first: users import compiled modules
+    for stmt in ("import cudnn", *FIRST_USE):  # write the .pyc files first: users import compiled modules
+        _wall(f"import cudnn; {stmt}", env)
     above, inside = [], []
     for _ in range(runs):
         bare = _wall("pass", env)
@@ -91,17 +102,21 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=21, help="fresh processes each way (default 21)")
     ap.add_argument("--top", type=int, default=15, help="modules of -X importtime to list (default 15)")
     ap.add_argument("--against", help="a folder holding another `cudnn` package, timed the same way")
+    ap.add_argument("--from-source", action="store_true",
+                    help="compile cudnn's modules at each import (no .pyc), as with PYTHONDONTWRITEBYTECODE=1 "
+                         "and no __pycache__")
     args = ap.parse_args()
 
-    env = _env(str(SRC))
-    result = measure(str(SRC), args.runs)
-    print(f"python {sys.version.split()[0]}, {args.runs} fresh processes each way")
-    print(f"import cudnn (cudnn-py, {SRC}):")
+    env = _env(str(SRC), args.from_source)
+    result = measure(env, args.runs)
+    print(f"python {sys.version.split()[0]}, {args.runs} fresh processes each way, "
+          f"{'cudnn compiled at each import' if args.from_source else 'compiled modules (.pyc)'}")
+    print(f"import cudnn (cudnn-py, {env['PYTHONPATH']}):")
     print(f"  above a bare interpreter: {result['above_bare_s'] * 1e3:7.1f} ms median "
           f"(interquartile spread {result['spread_s'] * 1e3:.1f} ms)")
     print(f"  in-process import:        {result['in_process_s'] * 1e3:7.1f} ms median")
     if args.against:
-        other = measure(args.against, args.runs)
+        other = measure(_env(args.against, args.from_source), args.runs)
         print(f"import cudnn ({args.against}):")
         print(f"  above a bare interpreter: {other['above_bare_s'] * 1e3:7.1f} ms median "
               f"(ratio cudnn-py / other: {result['above_bare_s'] / other['above_bare_s']:.2f})")

@@ -65,8 +65,7 @@ _EXPORTS: dict[str, str] = {
     "set_stream": ".interop.streams",
     "create_kernel_cache": ".backend.kernel_cache",
     "knob": ".backend.engine:KnobInfo",
-    # graphs
-    "graph": ".graph",  # the builder subpackage itself, callable as a context manager
+    # graphs (and `graph`, the builder subpackage, callable as a context manager: below)
     "pygraph": ".graph",
     "tensor": ".graph:Tensor",
     "plan_cache": ".graph",
@@ -74,22 +73,26 @@ _EXPORTS: dict[str, str] = {
     "jit": ".helpers",
     "Graph": ".wrapper",
 }
+# Subpackages reachable as attributes without an import statement (``cudnn.backend.Descriptor``,
+# as when `import cudnn` imported them all), each imported on first use.
+_SUBPACKAGES = ("_lib", "backend", "graph", "helpers", "interop", "wrapper")
 
 
 def __getattr__(name: str) -> Any:
     """A public name read for the first time: import its module, keep the value here, return it."""
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)  # the import binds it here
     target = _EXPORTS.get(name)
     if target is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module_name, _, attribute = target.partition(":")
-    module = importlib.import_module(module_name, __name__)
-    value = module if name == "graph" else getattr(module, attribute or name)
+    value = getattr(importlib.import_module(module_name, __name__), attribute or name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_EXPORTS})
+    return sorted({*globals(), *_EXPORTS, *_SUBPACKAGES})
 
 
 class _Package(types.ModuleType):
@@ -139,8 +142,9 @@ def library_info() -> LoadReport:
     return loader.report()
 
 
-__all__ = [
+__all__ = [  # not a literal: every name of _EXPORTS is public
     *_EXPORTS,
+    "graph",
     "__version__",
     "backend_version",
     "backend_version_string",

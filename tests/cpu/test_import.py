@@ -91,6 +91,15 @@ def test_from_cudnn_import_every_name_in_a_fresh_interpreter() -> None:
     assert result["graph_callable"] is True
 
 
+def test_subpackages_are_attributes_as_before() -> None:
+    result = _fresh("import cudnn\nresult = {'descriptor': cudnn.backend.Descriptor.__name__, "
+                    "'tensors': cudnn.interop.tensors.__name__, 'context': cudnn.wrapper.context.__name__, "
+                    "'enums': cudnn._lib.enums.__name__, 'callable': callable(cudnn.graph)}")
+    assert result["descriptor"] == "Descriptor" and result["callable"] is True
+    assert result["tensors"] == "cudnn.interop.tensors" and result["enums"] == "cudnn._lib.enums"
+    assert result["context"] == "cudnn.wrapper.context"
+
+
 def test_dir_lists_public_names_before_they_are_imported() -> None:
     result = _fresh("import cudnn\nnames = dir(cudnn)\nresult = {'names': names}")
     assert set(cudnn.__all__) <= set(result["names"])  # type: ignore[arg-type]
