@@ -65,7 +65,7 @@ _EXPORTS: dict[str, str] = {
     "set_stream": ".interop.streams",
     "create_kernel_cache": ".backend.kernel_cache",
     "knob": ".backend.engine:KnobInfo",
-    # graphs (and `graph`, the builder subpackage, callable as a context manager: below)
+    # graphs; `graph`, the builder subpackage that is also a context manager, is in _SUBPACKAGES
     "pygraph": ".graph",
     "tensor": ".graph:Tensor",
     "plan_cache": ".graph",
@@ -79,7 +79,8 @@ _SUBPACKAGES = ("_lib", "backend", "graph", "helpers", "interop", "wrapper")
 
 
 def __getattr__(name: str) -> Any:
-    """A public name read for the first time: import its module, keep the value here, return it."""
+    """A public name or subpackage read for the first time: import its module, keep the value
+    here (later reads are plain lookups) and return it."""
     if name in _SUBPACKAGES:
         return importlib.import_module(f".{name}", __name__)  # the import binds it here
     target = _EXPORTS.get(name)
@@ -92,6 +93,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """Every public name and subpackage, imported yet or not."""
     return sorted({*globals(), *_EXPORTS, *_SUBPACKAGES})
 
 
