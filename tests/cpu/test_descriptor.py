@@ -8,6 +8,7 @@ import weakref
 import pytest
 
 import cudnn
+from cudnn._lib import marshal
 from cudnn._lib.enums import cudnnBackendAttributeName_t as A
 from cudnn._lib.enums import cudnnBackendAttributeType_t as T
 from cudnn.backend import Descriptor, Fraction
@@ -71,17 +72,29 @@ def test_parent_keeps_child_alive_and_defers_its_close() -> None:
 
 
 def test_set_infers_attribute_types_from_values() -> None:
+    """cuDNN refuses an attribute set with the wrong type (reading back needs a GPU), so each
+    set below that succeeds was given the type cuDNN expects."""
     d = Descriptor("CUDNN_BACKEND_POINTWISE_DESCRIPTOR")
-    d.set(A.CUDNN_ATTR_POINTWISE_MODE, cudnn.pointwise_mode.ADD)  # public enum -> POINTWISE_MODE
+    with pytest.raises(cudnn.CudnnBadParamError, match="CUDNN_ATTR_POINTWISE_MODE"):
+        d.set(A.CUDNN_ATTR_POINTWISE_MODE, int(cudnn.pointwise_mode.ADD))  # a plain int is INT64
+    with pytest.raises(cudnn.CudnnBadParamError, match="CUDNN_ATTR_POINTWISE_AXIS"):
+        d.set(A.CUDNN_ATTR_POINTWISE_AXIS, 2.0)  # a float is DOUBLE
+    assert d.set(A.CUDNN_ATTR_POINTWISE_MODE, cudnn.pointwise_mode.ADD) is d  # public enum -> POINTWISE_MODE
     d.set(A.CUDNN_ATTR_POINTWISE_MATH_PREC, cudnn.data_type.FLOAT)  # -> DATA_TYPE
     d.set(A.CUDNN_ATTR_POINTWISE_RELU_LOWER_CLIP, 0.25)  # float -> DOUBLE
     d.set(A.CUDNN_ATTR_POINTWISE_AXIS, 2)  # int -> INT64
     d.set("CUDNN_ATTR_POINTWISE_SWISH_BETA", 1.0, "CUDNN_TYPE_DOUBLE")  # names work too
+    with pytest.raises(TypeError, match="cannot infer an attribute type for object"):
+        d.set(A.CUDNN_ATTR_POINTWISE_AXIS, object())
 
 
 def test_fraction_values() -> None:
+    array, count = marshal.pack([Fraction(2, 1), (3, 4)], T.CUDNN_TYPE_FRACTION)  # what set() hands cuDNN
+    assert count == 2 and [(f.numerator, f.denominator) for f in array] == [(2, 1), (3, 4)]
     d = Descriptor("CUDNN_BACKEND_RESAMPLE_DESCRIPTOR")
-    d.set(A.CUDNN_ATTR_RESAMPLE_WINDOW_DIMS, [Fraction(2, 1), (3, 1)], T.CUDNN_TYPE_FRACTION)
+    assert d.set(A.CUDNN_ATTR_RESAMPLE_WINDOW_DIMS, [Fraction(2, 1), (3, 1)], T.CUDNN_TYPE_FRACTION) is d
+    with pytest.raises(TypeError, match=r"\(CUDNN_ATTR_RESAMPLE_WINDOW_DIMS\) as CUDNN_TYPE_FRACTION"):
+        d.set(A.CUDNN_ATTR_RESAMPLE_WINDOW_DIMS, [(2, 1, 5)], T.CUDNN_TYPE_FRACTION)
     assert repr(Fraction(2, 1)) == "Fraction(2, 1)"
 
 

@@ -47,10 +47,11 @@ def test_unwritable_directory_is_logged_not_raised(tmp_path: Path, caplog: pytes
     ro.chmod(0o500)
     try:
         cache = PlanCache(ro / "sub", enabled=True)
+        record, plan = _record(), object()
         with caplog.at_level(logging.WARNING, logger="cudnn.plan_cache"):
-            cache.store("k", _record(), plan=object())  # type: ignore[arg-type]
+            cache.store("k", record, plan=plan)  # type: ignore[arg-type]
         assert "cannot write" in caplog.text
-        assert cache.lookup_memory("k") is not None  # still cached in memory
+        assert cache.lookup_memory("k") == (record, plan)  # still cached in memory
     finally:
         ro.chmod(0o700)
 
@@ -74,11 +75,13 @@ def test_disabled_cache_stores_nothing(tmp_path: Path) -> None:
 def test_memory_is_bounded_least_recently_used(tmp_path: Path) -> None:
     cache = PlanCache(tmp_path, enabled=True)
     cache.max_in_memory = 2
+    entries = {k: (_record(k), object()) for k in ("a", "b", "c")}
     for k in ("a", "b"):
-        cache.remember(k, _record(k), plan=object())  # type: ignore[arg-type]
-    cache.lookup_memory("a")
-    cache.remember("c", _record("c"), plan=object())  # type: ignore[arg-type]
-    assert cache.lookup_memory("b") is None and cache.lookup_memory("a") is not None
+        cache.remember(k, *entries[k])  # type: ignore[arg-type]
+    assert cache.lookup_memory("a") == entries["a"]  # a is now the most recently used
+    cache.remember("c", *entries["c"])  # type: ignore[arg-type]
+    assert cache.lookup_memory("b") is None
+    assert cache.lookup_memory("a") == entries["a"] and cache.lookup_memory("c") == entries["c"]
 
 
 def test_environment_chooses_directory_and_switch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

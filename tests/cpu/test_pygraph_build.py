@@ -68,6 +68,7 @@ def test_dgrad_and_wgrad_inference() -> None:
         g2.validate()
     strided.set_dim([2, 4, 8, 8])
     g2.validate()
+    assert strided.get_dim() == [2, 4, 8, 8] and strided.get_data_type() == HALF  # the user's dims kept
 
 
 def test_matmul_broadcast_and_pointwise_strides() -> None:
@@ -209,8 +210,9 @@ def test_graph_rules() -> None:
 def test_in_place_uid_is_allowed_in_single_node_graphs_only() -> None:
     g = _graph()
     x = g.tensor(name="x", dim=[4, 4], uid=1)
-    g.relu(x).set_uid(1).set_output(True)
+    y = g.relu(x).set_uid(1).set_output(True)
     g.validate()
+    assert x.get_uid() == y.get_uid() == 1
     g2 = _graph()
     x2 = g2.tensor(name="x", dim=[4, 4], uid=1)
     g2.relu(g2.relu(x2)).set_uid(1).set_output(True)
@@ -235,9 +237,10 @@ def test_defaults_compute_type_and_output_types() -> None:
 def test_tensor_setters_chain_and_getters() -> None:
     t = cudnn.tensor()
     assert t.set_name("t").set_dim([2, 3]).set_stride([3, 1]).set_data_type(HALF).set_uid(9) is t
-    t.set_is_virtual(True).set_is_pass_by_value(False).set_reordering_type(cudnn.tensor_reordering.F16x16)
+    assert t.set_is_virtual(True).set_is_pass_by_value(True).set_reordering_type(cudnn.tensor_reordering.F16x16) is t
     assert (t.get_name(), t.get_dim(), t.get_stride(), t.get_data_type(), t.get_uid(), t.get_is_virtual()) == \
         ("t", [2, 3], [3, 1], HALF, 9, True)
+    assert t.get_is_pass_by_value() and not t.set_is_pass_by_value(False).get_is_pass_by_value()
     assert t.get_reordering_type() == cudnn.tensor_reordering.F16x16
     with pytest.raises(TypeError, match="dim: expected a list of ints"):
         t.set_dim("abc")
