@@ -12,6 +12,7 @@ from cudnn._lib import marshal
 from cudnn._lib.enums import cudnnBackendAttributeName_t as A
 from cudnn._lib.enums import cudnnBackendAttributeType_t as T
 from cudnn.backend import Descriptor, Fraction
+from cudnn.backend.descriptor import live_count
 
 
 def _tensor(label: str = "t") -> Descriptor:
@@ -43,13 +44,14 @@ def test_context_manager_closes() -> None:
 
 
 def test_garbage_collection_destroys_once() -> None:
+    before = live_count()
     d = _tensor()
-    fin = d._finalizer
+    assert live_count() == before + 1 and not d.destroyed
     ref = weakref.ref(d)
     del d
     gc.collect()
     assert ref() is None
-    assert not fin.alive
+    assert live_count() == before
 
 
 def test_parent_keeps_child_alive_and_defers_its_close() -> None:
@@ -57,17 +59,17 @@ def test_parent_keeps_child_alive_and_defers_its_close() -> None:
     op = Descriptor("CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR", "relu")
     op.set(A.CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x).set(A.CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y)
     x.close()  # the user is done with it, but the operation still holds it
-    assert x.closed and x._finalizer.alive
+    assert x.closed and not x.destroyed
     with pytest.raises(cudnn.DescriptorClosedError):
         x.ptr  # noqa: B018
-    x_fin = x._finalizer
+    before = live_count()
     y_ref = weakref.ref(y)
     del x, y
     gc.collect()
-    assert x_fin.alive and y_ref() is not None  # held by op
+    assert live_count() == before and y_ref() is not None  # both held by op
     op.close()
-    assert not x_fin.alive  # released with its last holder
     gc.collect()
+    assert live_count() == before - 3  # op, then the children it released
     assert y_ref() is None
 
 

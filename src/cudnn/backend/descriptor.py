@@ -90,6 +90,7 @@ class Descriptor:
             raise_status(status, self._context("creating"))
         self._ptr: int = ptr
         self._finalizer = weakref.finalize(self, _destroy, self._ptr, self._children)
+        _live[0] += 1
 
     # -- identity and lifetime ------------------------------------------------------------
 
@@ -102,7 +103,13 @@ class Descriptor:
 
     @property
     def closed(self) -> bool:
+        """Whether close() was called (the C descriptor may live on while a parent holds it)."""
         return self._closing
+
+    @property
+    def destroyed(self) -> bool:
+        """Whether the C descriptor has been destroyed."""
+        return not self._finalizer.alive
 
     def close(self) -> None:
         """Destroy the C descriptor (deferred while an open parent still holds it)."""
@@ -264,8 +271,17 @@ def _to_array(items: list[Any], attr_type: AttrType, context: str) -> tuple[Any,
         raise TypeError(f"{context} as {attr_type.name}: {exc}") from None
 
 
+_live = [0]  # C descriptors created and not yet destroyed
+
+
+def live_count() -> int:
+    """How many backend descriptors exist right now (for leak checks)."""
+    return _live[0]
+
+
 def _destroy(ptr: int, children: list[Descriptor]) -> None:
     """Finalizer: destroy the C descriptor, then release the children it held."""
+    _live[0] -= 1
     if ptr:
         try:
             capi.graph.cudnnBackendDestroyDescriptor(ptr)
