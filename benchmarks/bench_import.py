@@ -36,16 +36,16 @@ FIRST_USE = (
 )
 
 
-def _env(pythonpath: str, from_source: bool = False) -> dict[str, str]:
+def _env(pythonpath: str, source_copy: Path | None = None) -> dict[str, str]:
     """The children's environment: ``pythonpath`` first, and .pyc files written and read, as an
-    installed package has them; or, ``from_source``, a copy of the package without .pyc files
-    that none are written for (every cudnn module compiled at each import; the stdlib's are not)."""
+    installed package has them; or, given ``source_copy`` (a new folder), a copy of the package
+    there for which no .pyc is written (cudnn's modules compiled at each import, the stdlib's not)."""
     env = {**os.environ, "PYTHONPATH": pythonpath}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if from_source:
-        copy = Path(tempfile.mkdtemp(prefix="bench_import_"))
-        shutil.copytree(Path(pythonpath) / "cudnn", copy / "cudnn", ignore=shutil.ignore_patterns("__pycache__"))
-        env.update(PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
+    if source_copy is not None:
+        shutil.copytree(Path(pythonpath) / "cudnn", source_copy / "cudnn",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        env.update(PYTHONPATH=str(source_copy), PYTHONDONTWRITEBYTECODE="1")
     return env
 
 
@@ -106,36 +106,39 @@ def main() -> int:
                     help="compile cudnn's modules at each import (no .pyc), as with PYTHONDONTWRITEBYTECODE=1 "
                          "and no __pycache__")
     args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench_import_") as tmp:  # source copies, removed after
+        def copy_folder(name: str) -> Path | None:
+            return Path(tmp, name) if args.from_source else None
 
-    env = _env(str(SRC), args.from_source)
-    result = measure(env, args.runs)
-    print(f"python {sys.version.split()[0]}, {args.runs} fresh processes each way, "
-          f"{'cudnn compiled at each import' if args.from_source else 'compiled modules (.pyc)'}")
-    print(f"import cudnn (cudnn-py, {env['PYTHONPATH']}):")
-    print(f"  above a bare interpreter: {result['above_bare_s'] * 1e3:7.1f} ms median "
-          f"(interquartile spread {result['spread_s'] * 1e3:.1f} ms)")
-    print(f"  in-process import:        {result['in_process_s'] * 1e3:7.1f} ms median")
-    if args.against:
-        other = measure(_env(args.against, args.from_source), args.runs)
-        print(f"import cudnn ({args.against}):")
-        print(f"  above a bare interpreter: {other['above_bare_s'] * 1e3:7.1f} ms median "
-              f"(ratio cudnn-py / other: {result['above_bare_s'] / other['above_bare_s']:.2f})")
-        print(f"  in-process import:        {other['in_process_s'] * 1e3:7.1f} ms median")
+        env = _env(str(SRC), copy_folder("cudnn-py"))
+        result = measure(env, args.runs)
+        print(f"python {sys.version.split()[0]}, {args.runs} fresh processes each way, "
+              f"{'cudnn compiled at each import' if args.from_source else 'compiled modules (.pyc)'}")
+        print(f"import cudnn (cudnn-py, {SRC}):")
+        print(f"  above a bare interpreter: {result['above_bare_s'] * 1e3:7.1f} ms median "
+              f"(interquartile spread {result['spread_s'] * 1e3:.1f} ms)")
+        print(f"  in-process import:        {result['in_process_s'] * 1e3:7.1f} ms median")
+        if args.against:
+            other = measure(_env(args.against, copy_folder("against")), args.runs)
+            print(f"import cudnn ({args.against}):")
+            print(f"  above a bare interpreter: {other['above_bare_s'] * 1e3:7.1f} ms median "
+                  f"(ratio cudnn-py / other: {result['above_bare_s'] / other['above_bare_s']:.2f})")
+            print(f"  in-process import:        {other['in_process_s'] * 1e3:7.1f} ms median")
 
-    print("first use after `import cudnn` (in-process, median of 5 fresh processes):")
-    for stmt in FIRST_USE:
-        samples = [_in_process(stmt, env, setup="import cudnn") for _ in range(5)]
-        print(f"  {stmt:<24} {statistics.median(samples) * 1e3:7.2f} ms")
+        print("first use after `import cudnn` (in-process, median of 5 fresh processes):")
+        for stmt in FIRST_USE:
+            samples = [_in_process(stmt, env, setup="import cudnn") for _ in range(5)]
+            print(f"  {stmt:<24} {statistics.median(samples) * 1e3:7.2f} ms")
 
-    bare = _importtime("pass", env)
-    with_cudnn = _importtime("import cudnn", env)
-    added = {name: t for name, t in with_cudnn.items() if name not in bare}
-    print(f"python -X importtime -c 'import cudnn': {len(added)} modules beyond a bare interpreter; "
-          f"largest self times:")
-    for name, (self_us, cumulative_us) in sorted(added.items(), key=lambda kv: -kv[1][0])[: args.top]:
-        print(f"  {self_us / 1e3:7.2f} ms self {cumulative_us / 1e3:7.2f} ms cumulative  {name}")
-    optional = _loaded_optional(env)
-    print(f"optional packages loaded by `import cudnn`: {', '.join(optional) if optional else 'none'}")
+        bare = _importtime("pass", env)
+        with_cudnn = _importtime("import cudnn", env)
+        added = {name: t for name, t in with_cudnn.items() if name not in bare}
+        print(f"python -X importtime -c 'import cudnn': {len(added)} modules beyond a bare interpreter; "
+              f"largest self times:")
+        for name, (self_us, cumulative_us) in sorted(added.items(), key=lambda kv: -kv[1][0])[: args.top]:
+            print(f"  {self_us / 1e3:7.2f} ms self {cumulative_us / 1e3:7.2f} ms cumulative  {name}")
+        optional = _loaded_optional(env)
+        print(f"optional packages loaded by `import cudnn`: {', '.join(optional) if optional else 'none'}")
     return 0
 
 
