@@ -7,14 +7,12 @@ A progress line goes to stderr when tuning takes more than a second.
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._lib import cuda
 from .._lib.enums import build_plan_policy
 from .._lib.errors import CudnnError
 from ..backend.handle import get_stream
@@ -56,6 +54,10 @@ def autotune(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any = None
 
     ``workspace`` may be None: a buffer as large as the largest plan needs is allocated.
     """
+    import statistics
+
+    from .._lib import cuda
+
     if warmup < 0 or repeats < 1:
         raise ValueError(f"autotune: warmup must be >= 0 and repeats >= 1, got {warmup}, {repeats}")
     p.build_plans(build_plan_policy.ALL)

@@ -10,19 +10,26 @@ that does not parse or no longer fits is ignored and replaced, never trusted.
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import os
-import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..backend.descriptor import Descriptor
 from .errors import SerializationError
 from .serialize import PlanRecord
 
-log = logging.getLogger("cudnn.plan_cache")
+if TYPE_CHECKING:
+    import logging
+
+
+
+def log() -> logging.Logger:
+    """The ``cudnn.plan_cache`` logger (logging is imported on first use)."""
+    import logging
+
+    return logging.getLogger("cudnn.plan_cache")
 
 
 def default_directory() -> Path:
@@ -48,6 +55,8 @@ class PlanCache:
 
     @staticmethod
     def key(*parts: object) -> str:
+        import hashlib
+
         return hashlib.blake2b(repr(parts).encode(), digest_size=16).hexdigest()
 
     def _path(self, key: str) -> Path:
@@ -71,12 +80,12 @@ class PlanCache:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            log.warning("plan cache: cannot read %s (%s); building instead", path, exc)
+            log().warning("plan cache: cannot read %s (%s); building instead", path, exc)
             return None
         try:
             return PlanRecord.from_bytes(data)
         except SerializationError as exc:
-            log.warning("plan cache: ignoring %s (%s); it will be rewritten", path, exc)
+            log().warning("plan cache: ignoring %s (%s); it will be rewritten", path, exc)
             return None
 
     def remember(self, key: str, record: PlanRecord, plan: Descriptor) -> None:
@@ -92,6 +101,8 @@ class PlanCache:
         if not self.enabled:
             return
         self.remember(key, record, plan)
+        import tempfile
+
         path = self._path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -107,7 +118,7 @@ class PlanCache:
                     pass
                 raise
         except OSError as exc:
-            log.warning("plan cache: cannot write %s (%s); the plan stays cached in memory only", path, exc)
+            log().warning("plan cache: cannot write %s (%s); the plan stays cached in memory only", path, exc)
 
     def forget(self, key: str) -> None:
         with self._lock:

@@ -8,7 +8,6 @@ the nodes (lowered graph, plans, the selected plan, runners) lives in the graph'
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -434,6 +433,8 @@ class pygraph:  # noqa: N801 (documented name)
                     d.pop(volatile)
                 ports.append((port, idx, sorted(d.items())))
             parts.append(repr((sorted(body.items()), ports)))
+        import hashlib
+
         digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=8).digest()
         return int.from_bytes(digest, "little") >> 1
 

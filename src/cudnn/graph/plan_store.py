@@ -6,7 +6,6 @@ puts a restored plan back with ``Pipeline.adopt``, whichever way the plan was ma
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,9 +21,6 @@ from .execute import Binding
 from .pipeline import Pipeline, all_tensors
 from .plans import Candidate
 from .serialize import PlanRecord, TensorRecord, device_identity
-
-_log = logging.getLogger("cudnn.plan_cache")
-
 
 # -- the plan cache ---------------------------------------------------------------------------
 
@@ -42,7 +38,7 @@ def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | Non
 
 def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> bool:
     """Select the plan cached for this graph (autotuned first, then heuristic); False on a miss."""
-    from .cache import plan_cache
+    from .cache import log, plan_cache
 
     keys = cache_keys(p, modes)
     if keys is None:
@@ -62,7 +58,7 @@ def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> bool:
             record.check_compatible(p.device())
             plan = plan_from_record(p, record)
         except (CudnnError, GraphError) as exc:
-            _log.warning("plan cache: entry %s unusable (%s); rebuilding", key, exc)
+            log().warning("plan cache: entry %s unusable (%s); rebuilding", key, exc)
             plan_cache.forget(key)
             continue
         plan_cache.remember(key, record, plan)

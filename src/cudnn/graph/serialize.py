@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .._lib import cuda, loader
+from .._lib import loader
 from .._lib.enums import data_type
 from .._lib.errors import version_string
 from .errors import SerializationError
@@ -94,5 +94,7 @@ class PlanRecord:
 
 
 def device_identity(device: int) -> tuple[str, list[int]]:
+    from .._lib import cuda
+
     info = cuda.device_info(device)
     return info.name, list(info.compute_capability)
