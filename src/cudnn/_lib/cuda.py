@@ -52,14 +52,7 @@ def driver() -> Any:
 
 
 def _rt(call: str, result: Any) -> Any:
-    """Unpack a cuda.bindings runtime result tuple, raising CudaError on failure."""
-    err, *rest = result if isinstance(result, tuple) else (result,)
-    if int(err) != 0:
-        raise CudaError(call, err)
-    return rest[0] if len(rest) == 1 else tuple(rest)
-
-
-def _drv(call: str, result: Any) -> Any:
+    """Unpack a cuda.bindings runtime or driver result tuple, raising CudaError on failure."""
     err, *rest = result if isinstance(result, tuple) else (result,)
     if int(err) != 0:
         raise CudaError(call, err)
@@ -163,6 +156,19 @@ class DeviceBuffer:
         return out
 
 
+def copy_host_to_device_async(dst: int, data: bytes, stream: int) -> None:
+    """Queue a copy of ``data`` to device address ``dst`` on ``stream`` (the bytes are
+    copied to pinned staging by CUDA before this returns for pageable memory)."""
+    rt = runtime()
+    _rt("cudaMemcpyAsync", rt.cudaMemcpyAsync(dst, data, len(data), rt.cudaMemcpyKind.cudaMemcpyHostToDevice,
+                                                stream))
+
+
+def memset_async(dst: int, value: int, nbytes: int, stream: int) -> None:
+    """Queue setting ``nbytes`` bytes at device address ``dst`` to ``value`` on ``stream``."""
+    _rt("cudaMemsetAsync", runtime().cudaMemsetAsync(dst, value, nbytes, stream))
+
+
 def _free(ptr: int) -> None:
     try:
         runtime().cudaFree(ptr)
@@ -192,7 +198,7 @@ def pointer_info(ptr: int) -> PointerInfo:
     if is_device:
         try:
             drv = driver()
-            b, s = _drv("cuMemGetAddressRange", drv.cuMemGetAddressRange(ptr))
+            b, s = _rt("cuMemGetAddressRange", drv.cuMemGetAddressRange(ptr))
             base, size = int(b), int(s)
         except Exception:
             pass
