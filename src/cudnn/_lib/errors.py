@@ -1,6 +1,6 @@
 """cuDNN status codes as Python exceptions.
 
-Every C call goes through `check` (or the inlined ``if status: raise_status(...)`` on hot
+Every C call goes through ``if status: raise_status(...)`` (inlined on hot
 paths). The exception carries the status, its name, cuDNN's own last error message and what
 we were doing, so a failure reads like ``conv_fprop.0: finalizing CONVOLUTION_FORWARD
 operation: CUDNN_STATUS_NOT_SUPPORTED_SHAPE (3002): <cuDNN's explanation>``.
@@ -131,12 +131,6 @@ def raise_status(status: int, context: str | Callable[[], str] = "") -> None:
     hint_fn = _HINTS.get(category)
     hint = hint_fn(int(status)) if hint_fn else ""
     raise exception_class(status)(status, ctx, _last_error(), hint)
-
-
-def check(status: int, context: str | Callable[[], str] = "") -> None:
-    """Raise a CudnnError subclass unless ``status`` is CUDNN_STATUS_SUCCESS."""
-    if status:
-        raise_status(status, context)
 
 
 def make_last_error_reader(fn: Any) -> Callable[[], str]:
