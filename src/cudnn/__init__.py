@@ -54,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "LibraryNotFoundError": "._lib.errors",
     "cudnnGraphNotSupportedError": "._lib.errors",
     "ExecutionInputError": ".graph",
+    "ExecutionInputWarning": ".graph",
     "GraphError": ".graph",
     "GraphStateError": ".graph",
     "SerializationError": ".graph",
@@ -67,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "knob": ".backend.engine:KnobInfo",
     # graphs; `graph`, the builder subpackage that is also a context manager, is in _SUBPACKAGES
     "pygraph": ".graph",
+    "set_execute_checks": ".graph.execute",
     "tensor": ".graph:Tensor",
     "plan_cache": ".graph",
     "graph_cache": ".helpers",

@@ -109,16 +109,69 @@ def test_raw_pointers_rebind_when_their_value_changes(sub_graph: Any) -> None:
     assert [b[A.get_uid()] for b in backend.executed] == [base, base + 0x3000]
 
 
-def test_same_buffer_under_two_keys_of_different_shape_is_refused() -> None:
+@pytest.fixture
+def checks() -> Any:
+    """Sets the execute-check mode for one test, restoring the default after it."""
+    yield cudnn.set_execute_checks
+    cudnn.set_execute_checks("warn")
+
+
+def add_graph() -> tuple[Runner, cudnn.tensor, cudnn.tensor, cudnn.tensor]:
+    """C = A + B with A [4, 4] and B [1, 4] (broadcast)."""
     g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
     A, B = g.tensor([4, 4], name="A"), g.tensor([1, 4], name="B")
     C = g.add(A, B, name="add").set_output(True)
     g.validate()
     assign_uids(all_tensors(g.nodes))
-    runner = Runner("graph", _Pack(99), 0, make_bindings(g.nodes), 1, None)
+    return Runner("graph", _Pack(99), 0, make_bindings(g.nodes), 1, None), A, B, C
+
+
+def test_one_buffer_for_two_tensors_of_different_shapes(sub_graph: Any, checks: Any) -> None:
+    """Memory-safe (B reads the first row of the buffer): a warning by default, an error when strict."""
+    _, backend, *_ = sub_graph
+    runner, A, B, C = add_graph()
+    runner.backend_execute = backend.execute
     a, c = DeviceArray((4, 4)), DeviceArray((4, 4))
-    with pytest.raises(cudnn.ExecutionInputError, match=r"'B'.*expects dims \[1, 4\]"):
+    with pytest.warns(cudnn.ExecutionInputWarning, match=r"'B'.*expects dims \[1, 4\]"):
         runner.run({A: a, B: a, C: c}, None, 1)
+    assert backend.executed[-1][B.get_uid()] == a.ptr
+    checks("strict")
+    strict, A, B, C = add_graph()
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'B'.*expects dims \[1, 4\]"):
+        strict.run({A: a, B: a, C: c}, None, 1)
+
+
+def test_a_buffer_smaller_than_its_tensor_is_refused_in_every_checked_mode(sub_graph: Any, checks: Any) -> None:
+    runner, backend, A, B, C = sub_graph
+    for mode in ("warn", "strict"):
+        checks(mode)
+        with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*needs 64 bytes.*has 32"):
+            runner.run({A: DeviceArray((2, 4)), B: DeviceArray(), C: DeviceArray()}, None, 1)
+    checks("off")  # no checks at all: the caller vouches for the buffers
+    small = DeviceArray((2, 4))
+    runner.run({A: small, B: DeviceArray(), C: DeviceArray()}, None, 1)
+    assert backend.executed[-1][A.get_uid()] == small.ptr
+
+
+def test_keys_of_no_tensor_of_the_graph_are_ignored_unless_strict(sub_graph: Any, checks: Any) -> None:
+    runner, backend, A, B, C = sub_graph
+    other = cudnn.pygraph().tensor([4, 4], name="elsewhere")
+    p, q, c = DeviceArray(), DeviceArray(), DeviceArray()
+    runner.run({A: p, B: q, C: c, other: DeviceArray(), 999: DeviceArray()}, None, 1)
+    assert backend.executed[-1] == {A.get_uid(): p.ptr, B.get_uid(): q.ptr, C.get_uid(): c.ptr}
+    checks("strict")
+    with pytest.raises(cudnn.ExecutionInputError, match="'elsewhere' is not a tensor of this graph"):
+        runner.run({A: p, B: q, C: c, other: DeviceArray()}, None, 1)
+    with pytest.raises(cudnn.ExecutionInputError, match="uid 999 is not a uid of this graph"):
+        runner.run({A: p, B: q, C: c, 999: DeviceArray()}, None, 1)
+    with pytest.raises(ValueError, match="expected one of"):
+        checks("loose")
+
+
+def test_a_missing_tensor_is_refused(sub_graph: Any) -> None:
+    runner, backend, A, B, C = sub_graph
+    with pytest.raises(cudnn.ExecutionInputError, match=r"lacks .*'B'"):
+        runner.run({A: DeviceArray(), C: DeviceArray()}, None, 1)
 
 
 def test_a_new_object_at_a_dead_objects_address_is_checked_again(sub_graph: Any) -> None:
@@ -129,9 +182,9 @@ def test_a_new_object_at_a_dead_objects_address_is_checked_again(sub_graph: Any)
     runner.run({A: p, B: q, C: c}, None, 1)
     del p
     gc.collect()
-    wrong_shape = DeviceArray((2, 8), ptr=address)  # the allocator hands the block out again
-    with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*expects dims \[4, 4\]"):
-        runner.run({A: wrong_shape, B: q, C: c}, None, 1)
+    too_small = DeviceArray((2, 4), ptr=address)  # the allocator hands the block out again
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*needs 64 bytes"):
+        runner.run({A: too_small, B: q, C: c}, None, 1)
     same_shape = DeviceArray(ptr=address)
     runner.run({A: same_shape, B: q, C: c}, None, 1)
     assert len(backend.packs) == 1  # a checked new object at a known address reuses the pack

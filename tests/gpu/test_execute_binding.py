@@ -58,14 +58,65 @@ def test_wrapper_dict_calls_with_swapped_keys() -> None:
     torch.testing.assert_close(c, q - p, rtol=0, atol=0)
 
 
-def test_one_buffer_for_two_tensors_of_different_shapes_is_refused() -> None:
+@pytest.fixture
+def checks():
+    yield cudnn.set_execute_checks
+    cudnn.set_execute_checks("warn")
+
+
+def add_graph() -> tuple[cudnn.pygraph, cudnn.tensor, cudnn.tensor, cudnn.tensor]:
     g = cudnn.pygraph(io_data_type=F32, compute_data_type=F32)
     A, B = g.tensor([64, 32], name="A"), g.tensor([1, 32], name="B")
     C = g.add(A, B, name="add").set_output(True)
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    return g, A, B, C
+
+
+def test_one_buffer_for_two_tensors_of_different_shapes(checks) -> None:
+    """Memory-safe: runs as the official frontend does (B reads the buffer's first row), with a
+    warning; strict mode refuses it."""
+    g, A, B, C = add_graph()
     a, c = torch.randn(64, 32, device="cuda"), torch.empty(64, 32, device="cuda")
+    with pytest.warns(cudnn.ExecutionInputWarning, match=r"'B'.*expects dims \[1, 32\]"):
+        run(g, {A: a, B: a, C: c})
+    torch.testing.assert_close(c, a + a[:1], rtol=0, atol=0)
+    checks("strict")
+    g, A, B, C = add_graph()
     with pytest.raises(cudnn.ExecutionInputError, match=r"'B'.*expects dims \[1, 32\]"):
         run(g, {A: a, B: a, C: c})
+
+
+def test_a_view_into_a_larger_buffer_and_extra_keys_run(checks) -> None:
+    g, A, B, C = add_graph()
+    big = torch.randn(128, 32, device="cuda")
+    a = big[:64]  # a view: the allocation is larger than the tensor
+    b = torch.randn(1, 32, device="cuda")
+    c_storage = torch.empty(64 * 32 + 100, device="cuda")
+    c = c_storage[: 64 * 32]  # declared [64, 32], given flat: same bytes, another shape
+    stranger = cudnn.pygraph().tensor([4], name="stranger")
+    with pytest.warns(cudnn.ExecutionInputWarning, match="'add::OUT_0'"):
+        run(g, {A: a, B: b, C: c, stranger: torch.empty(4, device="cuda"), 4242: b})
+    torch.testing.assert_close(c.view(64, 32), a + b, rtol=0, atol=0)
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*needs 8192 bytes"):
+        run(g, {A: big[100:], B: b, C: c})  # 28 rows left: too small, refused in every checked mode
+
+
+def test_a_bool_mask_declared_boolean_is_read_bit_packed() -> None:
+    """NVIDIA's samples declare torch.bool masks as BOOLEAN: a byte tensor large enough is accepted."""
+    x = torch.randn(8, 64, device="cuda")
+    mask_bits = torch.randint(0, 256, (8, 8), device="cuda", dtype=torch.uint8)  # 64 bits per row
+    g = cudnn.pygraph(io_data_type=F32, compute_data_type=F32)
+    X = g.tensor([8, 64], name="X")
+    M = g.tensor([8, 64], name="M", data_type=cudnn.data_type.BOOLEAN)
+    Y = g.binary_select(X, g.mul(X, 0.0), M, name="sel").set_output(True)
+    try:
+        g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    except cudnn.CudnnNotSupportedError as exc:
+        pytest.skip(f"cuDNN has no engine for a BOOLEAN-mask select here: {exc}")
+    y = torch.empty(8, 64, device="cuda")
+    run(g, {X: x, M: mask_bits.view(torch.bool), Y: y})
+    bits = torch.stack([(mask_bits >> i) & 1 for i in range(8)], dim=-1).reshape(8, 64).bool()
+    torch.testing.assert_close(y, torch.where(bits, x, torch.zeros_like(x)), rtol=0, atol=0)
 
 
 def test_a_buffer_re_pointed_with_data_is_read_at_its_new_address() -> None:
@@ -77,8 +128,8 @@ def test_a_buffer_re_pointed_with_data_is_read_at_its_new_address() -> None:
     p.data = fresh  # same object, new memory
     run(g, {A: p, B: q, C: c})
     torch.testing.assert_close(c, fresh - q, rtol=0, atol=0)
-    p.data = torch.randn(2, 8, device="cuda")  # same object, new memory and another shape
-    with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*expects dims \[64, 32\]"):
+    p.data = torch.randn(2, 8, device="cuda")  # same object, new memory, too small for A
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*needs 8192 bytes"):
         run(g, {A: p, B: q, C: c})
 
 
@@ -90,9 +141,9 @@ def test_a_tensor_freed_and_reallocated_at_its_address_is_checked_again() -> Non
     address = p.data_ptr()
     del p
     gc.collect()
-    p2 = torch.empty(2, 8, 128, device="cuda")  # the caching allocator hands the block out again
+    p2 = torch.empty(2, 8, 64, device="cuda")  # the caching allocator hands the block out again, smaller
     assert p2.data_ptr() == address
-    with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*expects dims \[64, 32\]"):
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*needs 8192 bytes"):
         run(g, {A: p2, B: q, C: c})
     del p2
     p3 = torch.randn(SHAPE, device="cuda")

@@ -385,10 +385,9 @@ def test_execute_refuses_bad_buffers_before_any_kernel_runs() -> None:
     small = DeviceBuffer(1024)  # a raw cudaMalloc allocation: its size is known to CUDA
     cases = [
         ({X: x.cpu(), Y: y}, "exp 'e': IN_0 tensor 'X'.* must be in GPU memory"),
-        ({X: x, Y: y[:4]}, r"OUT_0 tensor 'e::OUT_0'.* expects dims \[8, 256\]"),
-        ({X: x.half(), Y: y}, "expects FLOAT data, got torch HALF"),
+        ({X: x, Y: torch.empty(4, 256, device="cuda")}, r"OUT_0 tensor 'e::OUT_0'.* needs 8192 bytes"),
+        ({X: x.half(), Y: y}, "needs 8192 bytes.*expects FLOAT data, got torch HALF"),
         ({X: x}, "the variant pack lacks .*e::OUT_0"),
-        ({X: x, Y: y, 99: y}, "uid 99 is not a uid of this graph"),
         ({X: x, Y: torch.empty(8 * 256 + 4, device="cuda")[1:1 + 8 * 256].view(SHAPE)}, "not 16-byte aligned"),
         ({X: x, Y: small.ptr}, "needs 8192 bytes"),
     ]
@@ -398,6 +397,16 @@ def test_execute_refuses_bad_buffers_before_any_kernel_runs() -> None:
     if g.get_workspace_size():
         with pytest.raises(cudnn.ExecutionInputError, match="workspace"):
             g.execute({X: x, Y: y}, torch.empty(1, device="cuda", dtype=torch.uint8))
+    with pytest.warns(cudnn.ExecutionInputWarning, match=r"expects dims \[8, 256\]"):
+        g.execute({X: x, Y: y[:4]}, ws)  # a view whose allocation holds the whole output: it runs
+    cudnn.set_execute_checks("strict")
+    try:
+        for pack, message in [({X: x, Y: y[:4]}, r"OUT_0 tensor 'e::OUT_0'.* expects dims \[8, 256\]"),
+                              ({X: x, Y: y, 99: y}, "uid 99 is not a uid of this graph")]:
+            with pytest.raises(cudnn.ExecutionInputError, match=message):
+                g.execute(pack, ws)
+    finally:
+        cudnn.set_execute_checks("warn")
 
 
 def _sqrt_abs_built(x: torch.Tensor) -> tuple[cudnn.pygraph, Any, Any, torch.Tensor, torch.Tensor]:

@@ -344,9 +344,7 @@ def test_a_stream_argument_is_used() -> None:
 # -- bad inputs are refused, naming the input -------------------------------------------------------
 
 @pytest.mark.parametrize(("make", "name"), [
-    (lambda x, w: (nhwc(4, 32, 8, 8), w), "c::0"),  # shape
-    (lambda x, w: (x.contiguous(), w), "c::0"),  # strides (NCHW instead of channels-last)
-    (lambda x, w: (x, w.float()), "c::1"),  # dtype
+    (lambda x, w: (nhwc(4, 32, 8, 8), w), "c::0"),  # too small for its tensor
     (lambda x, w: (x, w.cpu()), "c::1"),  # a CPU tensor in second place
     (lambda x, w: (x.cpu(), w), "c::0"),  # a CPU tensor in first place
 ])
@@ -359,12 +357,32 @@ def test_bad_inputs_are_refused_naming_them(make: Any, name: str) -> None:
     torch.testing.assert_close(graph(x, w), reference(x, w), **TOL)  # the graph is still fine
 
 
-def test_bad_dict_outputs_are_refused() -> None:
+@pytest.mark.parametrize(("make", "name"), [
+    (lambda x, w: (x.contiguous(), w), "c::0"),  # strides (NCHW instead of channels-last), same bytes
+    (lambda x, w: (x, w.float()), "c::1"),  # dtype, a larger buffer
+])
+def test_memory_safe_mismatches_warn_or_are_refused_when_strict(make: Any, name: str) -> None:
+    x, w = nhwc(4, 32, 16, 16), nhwc(16, 32, 3, 3)
+    graph = _graph_for(x, w)
+    with pytest.warns(cudnn.ExecutionInputWarning, match=name):
+        graph(*make(x, w))
+    cudnn.set_execute_checks("strict")
+    try:
+        strict = _graph_for(x, w)
+        with pytest.raises(ExecutionInputError, match=name):
+            strict(*make(x, w))
+    finally:
+        cudnn.set_execute_checks("warn")
+
+
+def test_bad_dict_outputs_warn() -> None:
     x, w = nhwc(4, 32, 16, 16), nhwc(16, 32, 3, 3)
     graph = _graph_for(x, w)
     wrong = torch.empty(4, 16, 16, 16, device="cuda", dtype=torch.float16)  # NCHW, not channels-last
-    with pytest.raises(ExecutionInputError, match="c::Y"):
+    with pytest.warns(cudnn.ExecutionInputWarning, match="c::Y"):
         graph({"c::0": x, "c::1": w, "c::Y": wrong})
+    with pytest.raises(ExecutionInputError, match="c::Y.*needs"):
+        graph({"c::0": x, "c::1": w, "c::Y": torch.empty(4, 16, 16, 8, device="cuda", dtype=torch.float16)})
 
 
 # -- the helpers ---------------------------------------------------------------------------------------

@@ -19,5 +19,10 @@ class ExecutionInputError(ValueError):
     """A variant pack or workspace given to execute does not fit the built graph."""
 
 
+class ExecutionInputWarning(UserWarning):
+    """A buffer's shape, strides or dtype differ from its tensor's, but cuDNN reads and writes
+    only inside it (``cudnn.set_execute_checks("strict")`` makes this an error)."""
+
+
 class SerializationError(ValueError):
     """Serialized plan data is damaged, of another format, or from another cuDNN or GPU."""

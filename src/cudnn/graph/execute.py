@@ -15,11 +15,20 @@ Every backend variant pack of a plan lives in its Runner's `PackCache`, at two l
 
 Scratch tensors of composite nodes live in the first ``scratch_bytes`` of the workspace; the
 plan's own workspace follows. Their host-side initial values are copied before each execute.
+
+The first call with a set of buffers checks them (`set_execute_checks`): what is unsafe is
+refused (too small for what the tensor addresses, on another device or the host, misaligned,
+missing); a shape, stride or dtype that differs from the tensor's but stays inside the buffer
+gives one `ExecutionInputWarning` per tensor ("warn", the default) or an error ("strict");
+keys that are not tensors of the graph are ignored. "off" skips the checks.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
+import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -32,13 +41,32 @@ from .._lib.errors import DescriptorClosedError, raise_status
 from .._lib.host import HostScalar
 from ..backend import plan as backend_plan
 from ..backend.handle import as_handle_ptr, get_stream
-from .errors import ExecutionInputError
+from .errors import ExecutionInputError, ExecutionInputWarning
 from .tensor import Tensor
 
 _BY_IDENTITY = 16  # sets of buffer objects remembered per plan
 _BY_BINDING = 64  # backend variant packs kept per plan
 SCRATCH_ALIGNMENT = 256
 _BY_VALUE = (int, float, bool)  # buffers compared by value on an identity hit (their ids can be reused)
+CHECK_MODES = ("strict", "warn", "off")
+_checks = [os.environ.get("CUDNN_PY_EXECUTE_CHECKS", "warn")]
+
+
+def set_execute_checks(mode: str) -> None:
+    """How the first call with a set of buffers checks them: "warn" (default; refuse what is
+    unsafe, warn once per tensor on a memory-safe shape/stride/dtype mismatch), "strict"
+    (refuse mismatches too) or "off" (no checks). ``$CUDNN_PY_EXECUTE_CHECKS`` sets the start value."""
+    if mode not in CHECK_MODES:
+        raise ValueError(f"set_execute_checks: expected one of {CHECK_MODES}, got {mode!r}")
+    _checks[0] = mode
+
+
+def execute_checks() -> str:
+    """The current execute-check mode (see `set_execute_checks`)."""
+    mode = _checks[0]
+    if mode not in CHECK_MODES:
+        raise ValueError(f"$CUDNN_PY_EXECUTE_CHECKS: expected one of {CHECK_MODES}, got {mode!r}")
+    return mode
 
 
 @dataclass
@@ -180,7 +208,7 @@ class Runner:
     """Runs one execution plan; made when the plan is first executed, used by every execute()."""
 
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
-                 "default_handle", "by_uid", "by_tensor", "required", "packs", "backend_execute", "candidate")
+                 "default_handle", "by_uid", "by_tensor", "required", "packs", "backend_execute", "candidate", "warned")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
@@ -199,6 +227,7 @@ class Runner:
         self.packs = PackCache()
         self.backend_execute = capi.graph.cudnnBackendExecute
         self.candidate = candidate  # the plan's Candidate (what the pipeline selected)
+        self.warned: set[int] = set()  # uids a mismatch warning was given for
 
     @property
     def workspace_size(self) -> int:
@@ -244,6 +273,7 @@ class Runner:
     def prepare(self, variant_pack: Mapping[Any, Any], workspace: Any) -> Entry:
         """Check every buffer, find or make the backend pack for this binding, and remember
         these objects for the next call."""
+        mode = execute_checks()
         uids: list[int] = []
         ptrs: list[Any] = []
         scalars: dict[int, HostScalar] = {}
@@ -251,11 +281,13 @@ class Runner:
         for key, value in variant_pack.items():
             if key is None:
                 continue
-            binding = self._binding(key)
+            binding = self._binding(key, mode)
+            if binding is None:
+                continue
             if binding.uid in seen:
                 raise ExecutionInputError(f"{self.label}: {binding.label} is given twice in the variant pack")
             seen.add(binding.uid)
-            ptr = self._pointer(binding, value)
+            ptr = self._pointer(binding, value, mode)
             if isinstance(ptr, HostScalar):
                 scalars[binding.uid] = ptr
                 ptr = ("value", ptr.dtype, ptr.value)  # the binding key holds the value, not its buffer
@@ -264,7 +296,7 @@ class Runner:
         missing = [b.label for b in self.required if b.uid not in seen]
         if missing:
             raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing))
-        workspace_ptr = self._workspace_pointer(workspace)
+        workspace_ptr = self._workspace_pointer(workspace, mode)
         key = (tuple(uids), tuple(ptrs), workspace_ptr)
         entry = self.packs.bound(key)
         if entry is None:
@@ -293,45 +325,57 @@ class Runner:
         pack = backend_plan.variant_pack(uids, ptrs, plan_ws, self.label)
         return Entry(pack, keep, tuple(fills))
 
-    def _binding(self, key: Any) -> Binding:
+    def _binding(self, key: Any, mode: str) -> Binding | None:
+        """The binding a variant-pack key names; None for a key to ignore (not of this graph)."""
         if isinstance(key, Tensor):
             binding = self.by_tensor.get(id(key))
             if binding is None:
                 what = "an intermediate (virtual) tensor" if key.get_is_virtual() else "not a tensor of this graph"
-                raise ExecutionInputError(f"{self.label}: variant pack key {key.label()} is {what}")
+                return self._unknown(f"variant pack key {key.label()} is {what}", mode)
             return binding
         if isinstance(key, int) and not isinstance(key, bool):
             binding = self.by_uid.get(key)
             if binding is None:
-                raise ExecutionInputError(f"{self.label}: variant pack key uid {key} is not a uid of this graph "
-                                          f"(known: {sorted(self.by_uid)})")
+                return self._unknown(f"variant pack key uid {key} is not a uid of this graph "
+                                     f"(known: {sorted(self.by_uid)})", mode)
             return binding
         raise ExecutionInputError(f"{self.label}: variant pack keys must be cudnn.tensor objects or int uids, "
                                   f"got {type(key).__name__}")
 
-    def _pointer(self, b: Binding, value: Any) -> int | HostScalar:
+    def _unknown(self, what: str, mode: str) -> None:
+        """A key the graph has no buffer for: an error in strict mode, else ignored (as cuDNN would)."""
+        if mode == "strict":
+            raise ExecutionInputError(f"{self.label}: {what}")
+        logging.getLogger("cudnn.execute").debug("%s: %s; ignored", self.label, what)
+
+    def _pointer(self, b: Binding, value: Any, mode: str) -> int | HostScalar:
         """The checked device address of ``value`` for ``b`` (a HostScalar for a Python number)."""
         t = b.tensor
         if t.get_is_pass_by_value():
             if isinstance(value, (int, float, bool)):
                 return HostScalar(value, t.get_data_type())
+            if mode == "off":
+                return self._describe(b, value).ptr
             info = self._describe(b, value)
             if info.device_type not in ("cpu", "cuda_host"):
                 raise ExecutionInputError(f"{self.label}: {b.label} is passed by value and needs a host "
                                           f"tensor or a Python number, got memory on {info.device_type}")
-            self._check_layout(b, info)
+            self._check_layout(b, info, mode)
             return info.ptr
         if type(value) is int:
-            self._check_raw_pointer(b.label, value, needed_bytes(t))
+            if mode != "off":
+                self._check_raw_pointer(b.label, value, needed_bytes(t))
             return value
         info = self._describe(b, value)
+        if mode == "off":
+            return info.ptr
         if info.device_type not in ("cuda", "cuda_managed"):
             raise ExecutionInputError(f"{self.label}: {b.label} must be in GPU memory, got a "
                                       f"{info.framework} tensor on {info.device_type}")
         if self.device is not None and info.device_id != self.device:
             raise ExecutionInputError(f"{self.label}: {b.label} is on cuda:{info.device_id} but the graph was "
                                       f"built for cuda:{self.device}")
-        self._check_layout(b, info)
+        self._check_layout(b, info, mode)
         if info.ptr % t.get_alignment():
             raise ExecutionInputError(f"{self.label}: {b.label} starts at {info.ptr:#x}, which is not "
                                       f"{t.get_alignment()}-byte aligned")
@@ -345,27 +389,37 @@ class Runner:
         except (TypeError, ValueError, BufferError) as exc:
             raise ExecutionInputError(f"{self.label}: {b.label}: {exc}") from None
 
-    def _check_layout(self, b: Binding, info: Any) -> None:
+    def _check_layout(self, b: Binding, info: Any, mode: str) -> None:
+        """Refuse a buffer smaller than what the tensor addresses; a memory-safe mismatch of
+        dtype, dims or strides warns once per tensor (an error in strict mode)."""
         t = b.tensor
+        needed = needed_bytes(t)
+        have = info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
         if t.get_data_type() == data_type.BOOLEAN:  # bit-packed masks: any bytes, enough of them
-            needed = needed_bytes(t)
-            have = info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
             if have < needed:
                 raise ExecutionInputError(f"{self.label}: {b.label} is a bit-packed BOOLEAN mask of "
                                           f"{t.element_count()} elements needing {needed} bytes; the buffer has {have}")
             return
-        if info.dtype != t.get_data_type():
-            raise ExecutionInputError(f"{self.label}: {b.label} expects {t.get_data_type().name} data, "
-                                      f"got {info.framework} {info.dtype.name}")
+        mismatch = ""
         dims, strides = t.get_dim(), t.get_stride()
-        if (list(info.shape), list(info.strides)) != (dims, strides) and \
+        if info.dtype != t.get_data_type():
+            mismatch = f"expects {t.get_data_type().name} data, got {info.framework} {info.dtype.name}"
+        elif (list(info.shape), list(info.strides)) != (dims, strides) and \
                 _squeezed(info.shape, info.strides) != _squeezed(dims, strides):
-            raise ExecutionInputError(f"{self.label}: {b.label} expects dims {dims} strides {strides}, got a "
-                                      f"buffer with shape {list(info.shape)} strides {list(info.strides)}")
-        needed = needed_bytes(t)
-        if info.extent_bytes is not None and info.extent_bytes < needed:
+            mismatch = (f"expects dims {dims} strides {strides}, got a buffer with shape {list(info.shape)} "
+                        f"strides {list(info.strides)}")
+        if have < needed:
+            detail = f" ({mismatch})" if mismatch else ""
             raise ExecutionInputError(f"{self.label}: {b.label} needs {needed} bytes for dims {dims} strides "
-                                      f"{strides}; the buffer has {info.extent_bytes}")
+                                      f"{strides}; the buffer has {have}{detail}")
+        if not mismatch:
+            return
+        if mode == "strict":
+            raise ExecutionInputError(f"{self.label}: {b.label} {mismatch}")
+        if b.uid not in self.warned:
+            self.warned.add(b.uid)
+            warnings.warn(f"{self.label}: {b.label} {mismatch}; cuDNN reads it as declared (it stays inside "
+                          "the buffer)", ExecutionInputWarning, stacklevel=5)
 
     def _check_raw_pointer(self, label: str, ptr: int, needed: int) -> None:
         if ptr <= 0:
@@ -383,14 +437,14 @@ class Runner:
             raise ExecutionInputError(f"{self.label}: {label} needs {needed} bytes at {ptr:#x}; its allocation "
                                       f"ends {where.end - ptr} bytes after it")
 
-    def _workspace_pointer(self, workspace: Any) -> int:
+    def _workspace_pointer(self, workspace: Any, mode: str) -> int:
         need = self.workspace_size
         if workspace is None:
             if need:
                 raise ExecutionInputError(f"{self.label}: the plan needs a workspace of {need} bytes; got None")
             return 0
         if type(workspace) is int:
-            if need:
+            if need and mode != "off":
                 self._check_raw_pointer("workspace", workspace, need)
             return workspace
         from ..interop import tensors as interop
