@@ -17,6 +17,7 @@ from .tensor import NOT_SET, Tensor, as_data_type
 
 if TYPE_CHECKING:
     from ..backend.descriptor import Descriptor
+    from .expand import Expander
     from .lower import Lowering
 
 
@@ -68,6 +69,11 @@ class Node:
         for port, t in self.inputs.items():
             resolve_input(self, port, t, ctx)
         self.resolve_compute_type(ctx)
+
+    def expand(self, ex: Expander) -> list[Node] | None:
+        """A composite node returns the nodes that replace it (joined by virtual tensors);
+        a primitive node returns None and is lowered as it is."""
+        return None
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
         raise NotImplementedError
