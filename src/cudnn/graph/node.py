@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._lib.enums import data_type
+from .._lib.layout import row_major
 from .errors import GraphError
 from .tensor import NOT_SET, Tensor, as_data_type
 
@@ -170,15 +171,6 @@ def check_layout(node: Node, port: str, t: Tensor) -> None:
 
 
 # -- layouts ---------------------------------------------------------------------------------
-
-def row_major(dims: Sequence[int]) -> list[int]:
-    """Packed strides, last dim fastest."""
-    strides, acc = [0] * len(dims), 1
-    for i in range(len(dims) - 1, -1, -1):
-        strides[i] = acc
-        acc *= max(dims[i], 1)
-    return strides
-
 
 def stride_order(dims: Sequence[int], strides: Sequence[int]) -> list[int]:
     """Dim indices from fastest to slowest varying (ties: the later dim is faster)."""

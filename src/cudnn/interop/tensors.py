@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from .._lib import dlpack as _dl
+from .._lib.layout import row_major
 from .._lib.enums import data_type
 from .dtypes import (
     bits,
@@ -69,15 +70,6 @@ class TensorInfo:
         return span_bytes(self.shape, self.strides, self.itemsize)
 
 
-def row_major(shape: Sequence[int]) -> tuple[int, ...]:
-    """Packed row-major strides (in elements) of ``shape``."""
-    strides, step = [], 1
-    for d in reversed(shape):
-        strides.append(step)
-        step *= max(int(d), 1)
-    return tuple(reversed(strides))
-
-
 # -- readers: one per route ----------------------------------------------------------------
 
 def _read_torch(t: Any, framework: str) -> TensorInfo:
@@ -114,7 +106,7 @@ def _array_dtype(obj: Any, typestr: str) -> tuple[data_type, int]:
 def _element_strides(byte_strides: Sequence[int] | None, shape: tuple[int, ...],
                      size: int) -> tuple[int, ...]:
     if byte_strides is None:
-        return row_major(shape)
+        return tuple(row_major(shape))
     if any(s % size for s in byte_strides):
         raise ValueError(f"byte strides {tuple(byte_strides)} are not multiples of the element size {size}")
     return tuple(int(s) // size for s in byte_strides)
@@ -166,7 +158,7 @@ def _read_dlpack(obj: Any, framework: str) -> TensorInfo:
     ptr = view.data + view.byte_offset
     device_type = _DEVICE_NAMES.get(view.device_type, f"dlpack_device_{view.device_type}")
     extent = _locate_pointer(obj, ptr)[1] if device_type in ("cuda", "cuda_managed") else None
-    strides = view.strides if view.strides is not None else row_major(view.shape)
+    strides = view.strides if view.strides is not None else tuple(row_major(view.shape))
     return TensorInfo(ptr, view.shape, strides, from_dlpack(code, dl_bits, lanes), size,
                       device_type, view.device_id, extent, framework)
 
