@@ -53,7 +53,7 @@ PUBLIC: dict[str, tuple[str, str, dict[str, int]]] = {
     "reduction_mode": ("cudnnReduceTensorOp_t", "CUDNN_REDUCE_TENSOR_", {"NOT_SET": -1}),
     "behavior_note": ("cudnnBackendBehaviorNote_t", "CUDNN_BEHAVIOR_NOTE_", {}),
     "numerical_note": ("cudnnBackendNumericalNote_t", "CUDNN_NUMERICAL_NOTE_", {}),
-    "knob_type": ("cudnnBackendKnobType_t", "CUDNN_KNOB_TYPE_", {}),
+    "knob_type": ("cudnnBackendKnobType_t", "CUDNN_KNOB_TYPE_", {"NOT_SET": -1}),
     "layout_type": ("cudnnBackendLayoutType_t", "CUDNN_LAYOUT_TYPE_", {}),
     "convolution_mode": ("cudnnConvolutionMode_t", "CUDNN_", {}),
     "pointwise_mode": ("cudnnPointwiseMode_t", "CUDNN_POINTWISE_", {}),
@@ -66,7 +66,13 @@ PUBLIC: dict[str, tuple[str, str, dict[str, int]]] = {
 FRONTEND_ONLY: dict[str, dict[str, int]] = {
     "build_plan_policy": {"HEURISTICS_CHOICE": 0, "ALL": 1},
 }
+# The count sentinel closing some enums (CUDNN_KNOB_TYPE_COUNTS, CUDNN_LAYOUT_TYPE_COUNT): a name
+# like this holding the enum's largest value. A real member may end in COUNT (CTA_COUNT).
 _COUNT_MEMBER = re.compile(r"(^|_)(TYPE_)?COUNTS?$")
+
+
+def _is_count_sentinel(name: str, value: int, values: list[int]) -> bool:
+    return bool(_COUNT_MEMBER.search(name)) and value == max(values)
 
 
 def collect(include_dir: Path) -> list[Enum]:
@@ -164,8 +170,9 @@ def render(enums: list[Enum], version: tuple[int, int, int]) -> str:
             "PUBLIC_ENUMS: dict[str, dict[str, int]] = {"]
     for public, (cname, prefix, extra) in PUBLIC.items():
         members = list(extra.items())
+        values = [m.value for m in by_name[cname].members]
         for m in by_name[cname].members:
-            if m.name.startswith(prefix) and not _COUNT_MEMBER.search(m.name):
+            if m.name.startswith(prefix) and not _is_count_sentinel(m.name, m.value, values):
                 members.append((m.name[len(prefix):], m.value))
         out += _table(public, members, cname)
         docs[public] = f"{cname} under its documented Python name."

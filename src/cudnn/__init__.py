@@ -42,6 +42,8 @@ _EXPORTS: dict[str, str] = {
     "tensor_reordering": "._lib.enums",
     "diagonal_alignment": ".graph.sdpa_enums",  # frontend-only enums of the attention API
     "attention_implementation": ".graph.sdpa_enums",
+    "scalar_type": ".graph.api_enums",  # frontend enums without a header enum of their own
+    "moe_grouped_matmul_mode": ".graph.api_enums",
     # errors
     "CudnnBadParamError": "._lib.errors",
     "CudnnError": "._lib.errors",
@@ -74,10 +76,13 @@ _EXPORTS: dict[str, str] = {
     "graph_cache": ".helpers",
     "jit": ".helpers",
     "Graph": ".wrapper",
+    # the official package's loader helpers
+    "is_windows": ".datatypes",
+    "load_cudnn": ".datatypes",
 }
 # Subpackages reachable as attributes without an import statement (``cudnn.backend.Descriptor``,
 # as when `import cudnn` imported them all), each imported on first use.
-_SUBPACKAGES = ("_lib", "backend", "graph", "helpers", "interop", "wrapper")
+_SUBPACKAGES = ("_lib", "backend", "datatypes", "graph", "helpers", "interop", "wrapper")
 
 
 def __getattr__(name: str) -> Any:

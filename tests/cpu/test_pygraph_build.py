@@ -110,7 +110,7 @@ def test_pointwise_attributes_in_json_as_float_bits() -> None:
     g = _graph()
     x = g.tensor(name="x", dim=[2, 2])
     g.relu(x, negative_slope=0.1, upper_clip=6.0, name="r").set_output(True)
-    g.swish(x, FLOAT, 1.5, name="s").set_output(True)
+    g.swish(x, 1.5, FLOAT, name="s").set_output(True)
     g.validate()
     nodes = {n["name"]: n for n in json.loads(str(g))["nodes"]}
     assert nodes["r"]["relu_lower_clip_slope"] == "3DCCCCCD" == float_bits(0.1)

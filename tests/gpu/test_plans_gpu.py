@@ -15,6 +15,8 @@ import torch.nn.functional as F
 
 import cudnn
 
+HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]  # build() with no arguments builds no plans
+
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -153,10 +155,10 @@ def test_autotune_picks_a_plan_no_slower_than_the_heuristic_choice() -> None:
 
 def test_serialize_then_deserialize_in_a_new_process(tmp_path: Path) -> None:
     g, pack, out, ref = conv_bias_relu()
-    g.build()
+    g.build(HEUR)
     g.execute(pack, workspace_for(g))
     torch.cuda.synchronize()
-    blob = g.serialize()
+    blob = g.serialize(as_bytes=True)
     (tmp_path / "plan.bin").write_bytes(blob)
     out_uid = next(t.get_uid() for t, v in pack.items() if v is out)
     torch.save({t.get_uid(): v.cpu() for t, v in pack.items() if v is not out}, tmp_path / "inputs.pt")
@@ -192,12 +194,12 @@ def test_plan_cache_hits_in_process_and_from_disk(tmp_path: Path) -> None:
     try:
         g1, pack1, out1, ref1 = conv_bias_relu(h=20)
         t0 = time.perf_counter()
-        g1.build()
+        g1.build(HEUR)
         cold = time.perf_counter() - t0
         hits = cache.hits
         g2, pack2, out2, ref2 = conv_bias_relu(h=20)
         t0 = time.perf_counter()
-        g2.build()
+        g2.build(HEUR)
         warm = time.perf_counter() - t0
         assert cache.hits == hits + 1 and warm < cold
         g2.execute(pack2, workspace_for(g2))
@@ -206,7 +208,7 @@ def test_plan_cache_hits_in_process_and_from_disk(tmp_path: Path) -> None:
         assert len(files) == 1
         # A new process with the same directory reads the plan from disk.
         script = ("import cudnn, sys; sys.path.insert(0, %r); from test_plans_gpu import conv_bias_relu, "
-                  "workspace_for, check\ng, pack, out, ref = conv_bias_relu(h=20)\ng.build()\n"
+                  "workspace_for, check, HEUR\ng, pack, out, ref = conv_bias_relu(h=20)\ng.build(HEUR)\n"
                   "g.execute(pack, workspace_for(g)); check(out, ref)\n"
                   "print(cudnn.plan_cache.disk_hits)") % str(Path(__file__).parent)
         env = {**os.environ, "PYTHONPATH": SRC, "CUDNN_PY_CACHE_DIR": str(tmp_path)}
@@ -233,7 +235,7 @@ def test_plan_cache_survives_a_read_only_directory(tmp_path: Path) -> None:
     cache.clear(disk=False)
     try:
         g, pack, out, ref = conv_bias_relu(h=12)
-        g.build()  # cannot write: logged, still builds and runs
+        g.build(HEUR)  # cannot write: logged, still builds and runs
         g.execute(pack, workspace_for(g))
         check(out, ref)
     finally:
@@ -288,7 +290,7 @@ def test_execute_under_torch_stream_capture_replays_correctly() -> None:
     g, pack, out, ref = conv_bias_relu()
     handle = cudnn.create_handle()
     g.handle = handle
-    g.build()
+    g.build(HEUR)
     ws = workspace_for(g)
     g.execute(pack, ws, handle=handle)  # first call prepares the variant pack outside capture
     torch.cuda.synchronize()
@@ -314,7 +316,7 @@ def test_kernel_cache_reuses_kernels_across_shapes() -> None:
         g, pack, out, ref = conv_bias_relu(h=h, kernel_cache=kc)
         t0 = time.perf_counter()
         try:
-            g.build()
+            g.build(HEUR)
         except cudnn.cudnnGraphNotSupportedError as exc:
             pytest.skip(f"no dynamic-shape engine for this graph here: {exc}")
         times.append(time.perf_counter() - t0)

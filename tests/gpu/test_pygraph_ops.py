@@ -242,7 +242,7 @@ def test_relu_clips_leaky_relu_and_swish_beta(variant: str) -> None:
         Y = g.leaky_relu(X, 0.1)
         ref = F.leaky_relu(x, 0.1)
     else:
-        Y = g.swish(X, cudnn.data_type.FLOAT, 2.0)
+        Y = g.swish(X, 2.0, cudnn.data_type.FLOAT)
         ref = x * torch.sigmoid(2.0 * x)
     (y,) = run(g, {X: x}, [Y.set_output(True)])
     torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-4)

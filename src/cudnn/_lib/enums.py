@@ -962,6 +962,7 @@ PUBLIC_ENUMS: dict[str, dict[str, int]] = {
         'STRICT_NAN_PROP': 9,
     },
     'knob_type': {  # cudnnBackendKnobType_t
+        'NOT_SET': -1,
         'SPLIT_K': 0,
         'SWIZZLE': 1,
         'TILE_SIZE': 2,
@@ -999,6 +1000,7 @@ PUBLIC_ENUMS: dict[str, dict[str, int]] = {
         'TILE_ROWS': 34,
         'TILE_COLS': 35,
         'LOAD_SIZE': 36,
+        'CTA_COUNT': 37,
         'STREAM_K': 38,
         'SPLIT_P_SLC': 39,
         'TILE_M': 40,

@@ -6,26 +6,31 @@ them. Engine configs come back from heuristics as finalized descriptors.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from .._lib.enums import cudnnBackendAttributeName_t as A
 from .._lib.enums import cudnnBackendAttributeType_t as T
-from .._lib.enums import cudnnBackendBehaviorNote_t, cudnnBackendKnobType_t, cudnnBackendNumericalNote_t
+from .._lib.enums import cudnnBackendBehaviorNote_t, cudnnBackendNumericalNote_t, knob_type
 from .._lib.enums import cudnnBackendDescriptorType_t as D
 from .descriptor import Descriptor
 from .handle import Handle
 
+knob_type_enum = knob_type  # the constructor's parameter of the documented name shadows the enum
+
 
 def operation_graph(handle: Handle | int, operations: Sequence[Descriptor], label: str = "",
-                    dynamic_shape: bool = False) -> Descriptor:
+                    dynamic_shape: bool = False, override_shape: bool = False) -> Descriptor:
     """A finalized OPERATIONGRAPH of ``operations`` (finalized operation descriptors).
-    ``dynamic_shape`` lets plans share compiled kernels through a kernel cache."""
+    ``dynamic_shape`` lets plans share compiled kernels through a kernel cache;
+    ``override_shape`` lets execute override tensor shapes (cuDNN >= 9.21, checked by the caller)."""
     graph = Descriptor(D.CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, label)
     graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
     graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_OPS, list(operations))
     if dynamic_shape:
         graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED, True)
+    if override_shape:
+        graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED, True)
     return graph.finalize()
 
 
@@ -92,28 +97,78 @@ def behavior_notes(eng: Descriptor) -> list[cudnnBackendBehaviorNote_t]:
     return eng.get_array(A.CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, T.CUDNN_TYPE_BEHAVIOR_NOTE)
 
 
-@dataclass(frozen=True)
 class KnobInfo:
-    """One tunable knob of an engine: the values it takes are minimum..maximum by stride.
+    """One tunable knob of an engine (``cudnn.knob``): the values it takes are
+    min_value..max_value by stride.
 
-    ``min_value`` / ``max_value`` are the documented API's names for the bounds."""
+    The constructor is the documented one, max before min: ``knob(knob_type, max_value,
+    min_value, stride)``; the attributes are read-only. ``minimum`` / ``maximum`` are the
+    same bounds under the names the plan code uses."""
 
-    type: cudnnBackendKnobType_t | int
-    minimum: int
-    maximum: int
-    stride: int
-    default: int | None = None
+    __slots__ = ("_max", "_min", "_stride", "_type")
+
+    def __init__(self, knob_type: knob_type | int = knob_type.NOT_SET, max_value: int | None = None,
+                 min_value: int | None = None, stride: int | None = None) -> None:
+        if isinstance(knob_type, bool) or not isinstance(knob_type, int):
+            raise TypeError(f"knob: knob_type: expected a cudnn.knob_type, got {knob_type!r}")
+        try:
+            kind: knob_type | int = knob_type_enum(int(knob_type))
+        except ValueError:
+            kind = int(knob_type)  # a knob of a newer cuDNN than the generated enum knows
+        object.__setattr__(self, "_type", kind)
+        for slot, arg, value in (("_max", "max_value", max_value), ("_min", "min_value", min_value),
+                                 ("_stride", "stride", stride)):
+            if value is not None and (isinstance(value, bool) or not hasattr(value, "__index__")):
+                raise TypeError(f"knob: {arg}: expected an int or None, got {value!r}")
+            object.__setattr__(self, slot, None if value is None else int(value))
+        if max_value is not None and min_value is not None and int(min_value) > int(max_value):
+            raise ValueError(f"knob: min_value {min_value} is above max_value {max_value} "
+                             "(the documented order is knob(knob_type, max_value, min_value, stride))")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cudnn.knob attributes are read-only (tried to set {name!r})")
 
     @property
-    def min_value(self) -> int:
-        return self.minimum
+    def type(self) -> knob_type | int:
+        return self._type
 
     @property
-    def max_value(self) -> int:
-        return self.maximum
+    def max_value(self) -> int | None:
+        return self._max
+
+    @property
+    def min_value(self) -> int | None:
+        return self._min
+
+    @property
+    def stride(self) -> int | None:
+        return self._stride
+
+    @property
+    def minimum(self) -> int:
+        return 0 if self._min is None else self._min
+
+    @property
+    def maximum(self) -> int:
+        return 0 if self._max is None else self._max
 
     def allows(self, value: int) -> bool:
-        return self.minimum <= value <= self.maximum and (value - self.minimum) % max(self.stride, 1) == 0
+        step = max(self._stride or 1, 1)
+        return self.minimum <= value <= self.maximum and (value - self.minimum) % step == 0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KnobInfo):
+            return NotImplemented
+        return (int(self._type), self._max, self._min, self._stride) == \
+            (int(other._type), other._max, other._min, other._stride)
+
+    def __hash__(self) -> int:
+        return hash((int(self._type), self._max, self._min, self._stride))
+
+    def __repr__(self) -> str:
+        """The official JSON form: {"knob_type":"TILE_M","max_value":8,"min_value":1,"stride":1}."""
+        return json.dumps({"knob_type": getattr(self._type, "name", self._type), "max_value": self._max,
+                           "min_value": self._min, "stride": self._stride}, separators=(",", ":"))
 
 
 def knob_infos(eng: Descriptor) -> list[KnobInfo]:
@@ -122,10 +177,10 @@ def knob_infos(eng: Descriptor) -> list[KnobInfo]:
     out = []
     for info in infos:
         out.append(KnobInfo(
-            info.get(A.CUDNN_ATTR_KNOB_INFO_TYPE, T.CUDNN_TYPE_KNOB_TYPE),
-            int(info.get(A.CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, T.CUDNN_TYPE_INT64)),
-            int(info.get(A.CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, T.CUDNN_TYPE_INT64)),
-            int(info.get(A.CUDNN_ATTR_KNOB_INFO_STRIDE, T.CUDNN_TYPE_INT64)),
+            int(info.get(A.CUDNN_ATTR_KNOB_INFO_TYPE, T.CUDNN_TYPE_KNOB_TYPE)),
+            max_value=int(info.get(A.CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, T.CUDNN_TYPE_INT64)),
+            min_value=int(info.get(A.CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, T.CUDNN_TYPE_INT64)),
+            stride=int(info.get(A.CUDNN_ATTR_KNOB_INFO_STRIDE, T.CUDNN_TYPE_INT64)),
         ))
         info.close()
     return out

@@ -33,11 +33,23 @@ _VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
 class pygraph:  # noqa: N801 (documented name)
     """A cuDNN operation graph under construction, and once built, runnable."""
 
-    def __init__(self, name: str = "", io_data_type: Any = NOT_SET, intermediate_data_type: Any = NOT_SET,
+    def __init__(self, name: str = "test_graph", io_data_type: Any = NOT_SET, intermediate_data_type: Any = NOT_SET,
                  compute_data_type: Any = NOT_SET, handle: Handle | int | None = None,
                  sm_count: int | None = None, sm_version: int | None = None, kernel_cache: Any = None,
-                 device_property: Any = None) -> None:
-        self.name = str(name)
+                 device_property: Any = None, is_dynamic_shape_enabled: bool = False,
+                 is_override_shape_enabled: bool = False) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"pygraph: name: expected a str, got {name!r}")
+        for arg, value in (("is_dynamic_shape_enabled", is_dynamic_shape_enabled),
+                           ("is_override_shape_enabled", is_override_shape_enabled)):
+            if not isinstance(value, bool):
+                raise TypeError(f"pygraph: {arg}: expected True or False, got {value!r}")
+        for arg, value in (("sm_count", sm_count), ("sm_version", sm_version)):
+            if value is not None and (isinstance(value, bool) or not hasattr(value, "__index__")):
+                raise TypeError(f"pygraph: {arg}: expected an int or None, got {value!r}")
+        self.name = name
+        # Unset intermediate / compute types stay unset: nodes then infer them (FLOAT for
+        # floating inputs), which accepts every graph that 1.32's "copy io_data_type" accepts.
         self.context = Context(as_data_type(io_data_type, "io_data_type"),
                                as_data_type(intermediate_data_type, "intermediate_data_type"),
                                as_data_type(compute_data_type, "compute_data_type"))
@@ -48,6 +60,10 @@ class pygraph:  # noqa: N801 (documented name)
         self.sm_version = sm_version
         self.kernel_cache = kernel_cache
         self.device_property = device_property
+        # the operation graph's IS_DYNAMIC_SHAPE_ENABLED (also set with a kernel cache) and
+        # IS_OVERRIDE_SHAPE_ENABLED (cuDNN >= 9.21, checked when the graph is lowered)
+        self.is_dynamic_shape_enabled = is_dynamic_shape_enabled
+        self.is_override_shape_enabled = is_override_shape_enabled
         self.nodes: list[Node] = []
         self._names: set[str] = set()
         self._validated = False
@@ -60,23 +76,63 @@ class pygraph:  # noqa: N801 (documented name)
 
     # -- tensors ----------------------------------------------------------------------------
 
-    def tensor(self, dim: Sequence[int] | None = None, stride: Sequence[int] | None = None,
+    def tensor(self, dim: Sequence[int], stride: Sequence[int] | None = None,
                data_type: Any = NOT_SET, is_virtual: bool = False, is_pass_by_value: bool = False,
                ragged_offset: Tensor | None = None, reordering_type: Any = tensor_reordering.NONE,
-               name: str = "", uid: int = -1) -> Tensor:
-        """Declare a tensor: dims and strides (elements; packed row-major when omitted)."""
+               name: str = "", uid: int = -1, ragged_offset_multiplier: int = 1,
+               alignment_value: int = 1) -> Tensor:
+        """Declare a tensor: dims and strides (elements; packed row-major when omitted).
+
+        ``alignment_value`` (1.32): the byte alignment promised for its buffers; 1, the
+        default, keeps cudnn-py's 16 (what every framework allocation gives)."""
         if dim is None:
             raise GraphError(f"pygraph.tensor({name!r}): dim= is required")
+        if not isinstance(name, str):
+            raise TypeError(f"pygraph.tensor: name: expected a str, got {name!r}")
+        for arg, value in (("is_virtual", is_virtual), ("is_pass_by_value", is_pass_by_value)):
+            if not isinstance(value, (bool, int)):
+                raise TypeError(f"pygraph.tensor({name!r}): {arg}: expected True or False, got {value!r}")
+        if reordering_type is None:  # 1.32's default
+            reordering_type = tensor_reordering.NONE
+        elif not isinstance(reordering_type, tensor_reordering):
+            raise TypeError(f"pygraph.tensor({name!r}): reordering_type: expected a cudnn.tensor_reordering, "
+                            f"got {reordering_type!r}")
+        if uid is None:  # 1.32's default
+            uid = -1
+        elif isinstance(uid, bool) or not hasattr(uid, "__index__"):
+            raise TypeError(f"pygraph.tensor({name!r}): uid: expected an int, got {uid!r}")
         t = Tensor(name, dim, stride, data_type, is_virtual, is_pass_by_value, reordering_type, uid)
         if not t.get_stride():
             t.set_stride(row_major(t.get_dim()))
         if ragged_offset is not None:
             t.set_ragged_offset(ragged_offset)
+        if ragged_offset_multiplier != 1:
+            t.set_ragged_offset_multiplier(ragged_offset_multiplier)
+        if isinstance(alignment_value, bool) or not hasattr(alignment_value, "__index__"):
+            raise TypeError(f"pygraph.tensor({name!r}): alignment_value: expected an int, got {alignment_value!r}")
+        if alignment_value != 1:
+            t.set_alignment(alignment_value)
         return t
 
-    def tensor_like(self, input: Any, name: str = "") -> Tensor:  # noqa: A002
+    def tensor_like(self, input: Any = None, name: str = "", is_virtual: bool = False, *,  # noqa: A002
+                    template: Any = None) -> Tensor:
         """A tensor with the attributes of a cudnn.tensor, of any framework tensor (DLPack,
-        __cuda_array_interface__), or of a shape-only description (``.shape`` + ``.dtype``)."""
+        __cuda_array_interface__), or of a shape-only description (``.shape`` + ``.dtype``).
+        ``template=`` is 1.32's name for ``input``."""
+        if template is not None:
+            if input is not None:
+                raise TypeError("tensor_like: give the template tensor once, as input or template=, not both")
+            input = template  # noqa: A001
+        elif input is None:
+            raise TypeError("tensor_like: missing the template tensor (input, or template=)")
+        if not isinstance(name, str):
+            raise TypeError(f"tensor_like: name: expected a str, got {name!r}")
+        t = self._tensor_like(input, name)
+        if is_virtual:
+            t.set_is_virtual(True)
+        return t
+
+    def _tensor_like(self, input: Any, name: str) -> Tensor:  # noqa: A002
         if isinstance(input, Tensor):
             return input.copy_attributes(name)
         from ..interop import tensors as interop
@@ -208,11 +264,17 @@ class pygraph:  # noqa: N801 (documented name)
         """Build the first supported plan (HEURISTICS_CHOICE) or every candidate (ALL)."""
         self._pipeline.build_plans(policy)
 
-    def build(self, heur_modes: Iterable[heur_mode] | heur_mode = DEFAULT_HEURISTICS) -> None:
-        """validate, build_operation_graph, create_execution_plans, check_support, build_plans.
+    def build(self, heur_modes: Iterable[heur_mode] | heur_mode | None = None) -> None:
+        """``build(heur_modes)``: validate, build_operation_graph, create_execution_plans,
+        check_support, build_plans. ``build()`` with no arguments, as in the official API, only
+        validates and builds the operation graph: plans come from the calls that follow.
 
-        The plan cache (``cudnn.plan_cache``) is consulted after validation: a graph built
-        before, in this process or another, reuses its chosen plan and skips the rest."""
+        With heuristic modes the plan cache (``cudnn.plan_cache``) is consulted after validation:
+        a graph built before, in this process or another, reuses its chosen plan and skips the rest."""
+        if heur_modes is None:
+            self.validate()
+            self.build_operation_graph()
+            return
         self.validate()
         modes = as_heur_modes(heur_modes)
         self._pipeline = Pipeline(self)
@@ -226,14 +288,91 @@ class pygraph:  # noqa: N801 (documented name)
 
     # -- execute ----------------------------------------------------------------------------
 
-    def execute(self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None) -> None:
-        """Run the selected plan: ``variant_pack`` maps tensors (or uids) to buffers."""
-        self._pipeline.current_runner().run(variant_pack, workspace, handle)
+    def execute(self, tensor_to_device_buffer: Any = None, workspace: Any = None, handle: Any = None,
+                override_uids: Sequence[int] | None = None, override_shapes: Sequence[Sequence[int]] | None = None,
+                override_strides: Sequence[Sequence[int]] | None = None, *, tensor_dict: Any = None,
+                tensor_uids: Sequence[int] | None = None) -> None:
+        """Run the selected plan: ``tensor_to_device_buffer`` (1.32: ``tensor_dict``) maps tensors
+        (or uids) to buffers; with ``tensor_uids`` it is a sequence of buffers in that uid order.
+        ``override_*`` may only restate the declared shapes (see ``_check_overrides``)."""
+        if (tensor_dict is not None or tensor_uids is not None or override_uids is not None
+                or override_shapes is not None or override_strides is not None):
+            tensor_to_device_buffer = self._call_pack("execute", tensor_to_device_buffer, tensor_dict, tensor_uids)
+            self._check_overrides("execute", override_uids, override_shapes, override_strides)
+        try:
+            runner = self._pipeline.current_runner()
+        except GraphStateError:
+            raise GraphStateError(self._no_plan_message("execute")) from None
+        runner.run(tensor_to_device_buffer, workspace, handle)
 
-    def execute_plan_at_index(self, variant_pack: Mapping[Any, Any], workspace: Any, index: int,
-                              handle: Any = None) -> None:
+    def execute_plan_at_index(self, tensor_to_device_buffer: Any = None, workspace: Any = None, index: int = 0,
+                              handle: Any = None, override_uids: Sequence[int] | None = None,
+                              override_shapes: Sequence[Sequence[int]] | None = None,
+                              override_strides: Sequence[Sequence[int]] | None = None, *, tensor_dict: Any = None,
+                              tensor_uids: Sequence[int] | None = None) -> None:
+        """Run candidate plan ``index`` (built on first use); arguments as for ``execute``."""
+        tensor_to_device_buffer = self._call_pack("execute_plan_at_index", tensor_to_device_buffer, tensor_dict,
+                                                  tensor_uids)
+        self._check_overrides("execute_plan_at_index", override_uids, override_shapes, override_strides)
+        if isinstance(index, bool) or not hasattr(index, "__index__"):
+            raise TypeError(f"execute_plan_at_index: index: expected an int, got {index!r}")
         p = self._pipeline
-        p.runner(p.plans().at(index)).run(variant_pack, workspace, handle)
+        if not p.has_plans():
+            raise GraphStateError(self._no_plan_message("execute_plan_at_index"))
+        p.runner(p.plans().at(int(index))).run(tensor_to_device_buffer, workspace, handle)
+
+    def _call_pack(self, op: str, pack: Any, tensor_dict: Any, tensor_uids: Sequence[int] | None) -> Any:
+        """The variant pack of an execute call: the first argument under either of its names,
+        zipped with ``tensor_uids`` when those are given."""
+        if tensor_dict is not None:
+            if pack is not None:
+                raise TypeError(f"{op}: give the buffers once, as the first argument or tensor_dict=, not both")
+            pack = tensor_dict
+        if pack is None:
+            raise TypeError(f"{op}: missing the buffers (tensor_to_device_buffer, or tensor_dict=)")
+        if tensor_uids is None:
+            return pack
+        if isinstance(pack, Mapping) or not isinstance(pack, (list, tuple)):
+            raise TypeError(f"{op}: with tensor_uids=, the buffers must be a list or tuple in that order; "
+                            f"got {type(pack).__name__}")
+        uids = list(tensor_uids)
+        if len(uids) != len(pack):
+            raise ValueError(f"{op}: {len(uids)} tensor_uids for {len(pack)} buffers; they pair up in order")
+        for uid in uids:
+            if isinstance(uid, bool) or not isinstance(uid, int):
+                raise TypeError(f"{op}: tensor_uids: expected ints, got {uid!r}")
+        if len(set(uids)) != len(uids):
+            raise ValueError(f"{op}: tensor_uids {uids} name a uid twice")
+        return dict(zip(uids, pack))
+
+    def _check_overrides(self, op: str, override_uids: Sequence[int] | None,
+                        override_shapes: Sequence[Sequence[int]] | None,
+                        override_strides: Sequence[Sequence[int]] | None) -> None:
+        """Execute-time shape overrides. cudnn-py does not pass overrides to cuDNN yet, so it
+        accepts only overrides that restate a tensor's declared dims and strides (what v1.23's
+        execute, which drops them, computes correctly) and refuses any other: ignoring those
+        would compute on the wrong shapes."""
+        given = [x is not None for x in (override_uids, override_shapes, override_strides)]
+        if not any(given):
+            return
+        if not all(given):
+            raise TypeError(f"{op}: override_uids, override_shapes and override_strides go together")
+        uids, shapes, strides = list(override_uids), list(override_shapes), list(override_strides)  # type: ignore[arg-type]
+        if not len(uids) == len(shapes) == len(strides):
+            raise ValueError(f"{op}: {len(uids)} override_uids, {len(shapes)} override_shapes and "
+                             f"{len(strides)} override_strides; they pair up in order")
+        for uid, shape, stride in zip(uids, shapes, strides):
+            t = self.query_tensor_attributes_of_uid(uid)
+            if list(shape) != t.get_dim() or list(stride) != t.get_stride():
+                raise NotImplementedError(
+                    f"{op}: override of tensor {t.label()} (uid {uid}) to dims {list(shape)} strides {list(stride)}, "
+                    f"declared {t.get_dim()} / {t.get_stride()}: cudnn-py does not pass execute-time shape "
+                    "overrides to cuDNN yet; build a graph with these shapes instead")
+
+    def _no_plan_message(self, op: str) -> str:
+        return (f"{self.label()}: {op}() before build: no plan is built yet. build() with no arguments, as in the official "
+                "API, only validates and builds the operation graph: follow it with create_execution_plans([...]), "
+                "check_support() and build_plans(), or call build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])")
 
     def runner(self) -> Any:
         """The Runner of the selected plan: what ``execute`` calls (for wrappers that keep it)."""
@@ -253,14 +392,35 @@ class pygraph:  # noqa: N801 (documented name)
     def get_plan_name_at_index(self, index: int) -> str:
         return self._pipeline.plans().at(index).name
 
-    def get_workspace_size_plan_at_index(self, index: int) -> int:
+    def get_workspace_size_plan_at_index(self, index: int, handle: Any = None,
+                                         override_uids: Sequence[int] | None = None,
+                                         override_shapes: Sequence[Sequence[int]] | None = None,
+                                         override_strides: Sequence[Sequence[int]] | None = None) -> int:
+        """Bytes of workspace candidate plan ``index`` needs (built on first use)."""
+        self._check_handle("get_workspace_size_plan_at_index", handle)
+        self._check_overrides("get_workspace_size_plan_at_index", override_uids, override_shapes, override_strides)
         cand = self._pipeline.plans().at(index)
         self._pipeline.build_candidate(cand)
         return self._pipeline.workspace_size(cand)
 
-    def get_workspace_size(self) -> int:
+    def get_workspace_size(self, handle: Any = None, override_uids: Sequence[int] | None = None,
+                           override_shapes: Sequence[Sequence[int]] | None = None,
+                           override_strides: Sequence[Sequence[int]] | None = None) -> int:
         """Bytes of workspace the selected plan needs (with scratch composite nodes use)."""
+        if handle is not None or override_uids is not None or override_shapes is not None \
+                or override_strides is not None:
+            self._check_handle("get_workspace_size", handle)
+            self._check_overrides("get_workspace_size", override_uids, override_shapes, override_strides)
         return self._pipeline.workspace_size()
+
+    @staticmethod
+    def _check_handle(op: str, handle: Any) -> None:
+        """A handle given where the size does not depend on it: checked, not used."""
+        if handle is not None:
+            try:
+                as_handle_ptr(handle)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"{op}: handle: {exc}") from None
 
     def get_behavior_notes(self) -> list[behavior_note]:
         plans = self._pipeline.plans()
@@ -340,27 +500,48 @@ class pygraph:  # noqa: N801 (documented name)
         plan_store.store(self._pipeline, DEFAULT_HEURISTICS, autotuned=True)
         return report
 
-    def serialize(self) -> bytes:
-        """The selected plan and what binds it, as bytes for ``deserialize`` (any process)."""
-        return plan_store.serialize(self._pipeline)
+    def serialize(self, *, as_bytes: bool = False, include_kernels: bool = True) -> list[int] | bytes:
+        """The selected plan and what binds it, for ``deserialize`` in any process: a list of
+        byte values as the official API returns, or ``bytes`` with ``as_bytes=True``.
 
-    def deserialize(self, *args: Any) -> None:
-        """``deserialize(handle, data)`` or ``deserialize(data)``: restore a serialized plan.
+        The record holds cuDNN's own JSON of the plan; ``include_kernels=False`` marks it as one
+        that ``deserialize(..., enforce_precompiled=True)`` refuses (cuDNN re-creates kernels of
+        runtime-compiled engines when the plan is restored, whatever the flag)."""
+        from . import serialization
 
-        Refused (SerializationError) when made by another cuDNN version or on another GPU."""
-        if len(args) == 1:
-            handle, data = None, args[0]
-        elif len(args) == 2:
-            handle, data = args
-        else:
-            raise TypeError("deserialize(handle, data) or deserialize(data)")
-        if handle is not None:
-            as_handle_ptr(handle)
-            self.handle = handle
+        return serialization.serialize(self._pipeline, as_bytes, include_kernels)
+
+    def deserialize(self, handle_: Any = None, pyobj: Any = None, enforce_precompiled: bool = False) -> None:
+        """``deserialize(handle, data)`` or ``deserialize(data)``: restore a plan from
+        ``serialize()`` (bytes or a list of ints), or a graph from its printed JSON (a ``str``,
+        ``str(graph)``: nodes and tensors come back, to build as any graph).
+
+        A plan is refused (SerializationError) when made by another cuDNN version or on another
+        GPU, and with ``enforce_precompiled=True`` when its engine compiles kernels at run time
+        or it was serialized with ``include_kernels=False``."""
+        from . import serialization
+
+        if pyobj is None or (isinstance(pyobj, bool) and not isinstance(handle_, (bool, int))):
+            if pyobj is not None:  # deserialize(data, True): the one-argument form with the flag
+                enforce_precompiled = pyobj
+            handle_, pyobj = None, handle_
+        if pyobj is None:
+            raise TypeError("deserialize: missing the data (deserialize(data) or deserialize(handle, data))")
+        if not isinstance(enforce_precompiled, bool):
+            raise TypeError(f"deserialize: enforce_precompiled: expected True or False, got {enforce_precompiled!r}")
+        if isinstance(pyobj, str) and serialization.is_graph_json(pyobj):
+            if handle_ is not None:
+                as_handle_ptr(handle_)
+                self.handle = handle_
+            serialization.graph_from_json(self, pyobj)
+            return
+        if handle_ is not None:
+            as_handle_ptr(handle_)
+            self.handle = handle_
         if self.nodes:
             self._require_validated()
         self._pipeline = Pipeline(self)
-        plan_store.deserialize(self._pipeline, data)
+        serialization.deserialize(self._pipeline, pyobj, enforce_precompiled)
 
     def populate_cuda_graph(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any,
                             cuda_graph: Any) -> None:
@@ -389,9 +570,8 @@ class pygraph:  # noqa: N801 (documented name)
     def to_json(self) -> dict[str, Any]:
         ctx = self.context
         tensors: dict[str, Any] = {}
-        for node in self.nodes:
-            for t in list(node.inputs.values()) + list(node.outputs.values()):
-                tensors[t.get_name()] = t.to_dict()
+        for t in all_tensors(self.nodes):  # ragged offsets too: the tensors that use them name them
+            tensors[t.get_name()] = t.to_dict()
         try:
             backend = version_string(loader.report().version)
         except Exception:
@@ -431,6 +611,7 @@ class pygraph:  # noqa: N801 (documented name)
                 d = t.to_dict()
                 for volatile in ("name", "uid", "uid_assigned"):
                     d.pop(volatile)
+                d.pop("ragged_offset", None)  # a name: the key is name-free (and it was never part of it)
                 ports.append((port, idx, sorted(d.items())))
             parts.append(repr((sorted(body.items()), ports)))
         import hashlib

@@ -10,23 +10,66 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._lib.enums import convolution_mode
+from .._lib.enums import convolution_mode, data_type
+from .._lib.enums import reshape_mode as reshape_mode_enum
+from .errors import GraphError
 from .nodes.conv import ConvDgrad, ConvFprop, ConvWgrad
 from .nodes.matmul import Matmul
 from .nodes.pointwise import REQUIRED, TABLE, Pointwise, Spec
 from .nodes.structural import Concatenate, GenStats, Reduction, Reshape, Slice, Transpose
 from .oplib import op, register
-from .tensor import NOT_SET, Tensor
+from .tensor import NOT_SET, Tensor, constant
 
 if TYPE_CHECKING:
     from .graph import pygraph
 
 CROSS_CORRELATION = convolution_mode.CROSS_CORRELATION
+convolution_mode_enum = convolution_mode  # op parameters of the documented name shadow it
+
 
 
 # -- convolution ------------------------------------------------------------------------
+
+@dataclass
+class _ConvArgs:
+    padding: Any
+    stride: Any
+    dilation: Any
+    convolution_mode: Any
+    compute_data_type: Any
+    name: Any
+    pre_padding: Any
+    post_padding: Any
+
+    def node_args(self) -> tuple[Any, ...]:
+        return (self.padding, self.stride, self.dilation, self.convolution_mode, self.compute_data_type,
+                self.pre_padding, self.post_padding)
+
+
+def _is_int_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(hasattr(v, "__index__") and not isinstance(v, bool)
+                                                    for v in value)
+
+
+def _conv_overload(op: str, padding: Any, stride: Any, dilation: Any, convolution_mode: Any,
+                   compute_data_type: Any, name: Any, pre_padding: Any, post_padding: Any) -> _ConvArgs:
+    """The official second overload, ``(x, w, pre_padding, post_padding, stride, dilation, mode,
+    compute_data_type)`` by position: a list where convolution_mode belongs says the call meant it
+    (pybind11 tries the ``padding`` overload first and falls through on the same test)."""
+    if _is_int_list(convolution_mode) and pre_padding is None and post_padding is None:
+        # slots shifted by two: compute_data_type holds the mode (when given by position), name
+        # the compute type; a keyword compute_data_type= or name= is told apart by its type
+        if isinstance(compute_data_type, convolution_mode_enum):
+            mode, compute = compute_data_type, NOT_SET if isinstance(name, str) else name
+            name = name if isinstance(name, str) else ""
+        else:
+            mode, compute = CROSS_CORRELATION, compute_data_type
+        return _ConvArgs(None, dilation, convolution_mode, mode, compute, name, padding, stride)
+    return _ConvArgs(padding, stride, dilation, convolution_mode, compute_data_type, name, pre_padding, post_padding)
+
 
 @op
 def conv_fprop(self: pygraph, image: Any, weight: Any, padding: Sequence[int] | None = None,
@@ -35,9 +78,10 @@ def conv_fprop(self: pygraph, image: Any, weight: Any, padding: Sequence[int] | 
                name: str = "", *, pre_padding: Sequence[int] | None = None,
                post_padding: Sequence[int] | None = None) -> Tensor:
     """Forward convolution Y = conv(image X, weight W); returns Y."""
-    node = ConvFprop(self._name(name), {"X": self._input(image, "conv_fprop", "image"),
-                                         "W": self._input(weight, "conv_fprop", "weight")},
-                     padding, stride, dilation, convolution_mode, compute_data_type, pre_padding, post_padding)
+    args = _conv_overload("conv_fprop", padding, stride, dilation, convolution_mode, compute_data_type, name,
+                          pre_padding, post_padding)
+    node = ConvFprop(self._name(args.name), {"X": self._input(image, "conv_fprop", "image"),
+                                              "W": self._input(weight, "conv_fprop", "weight")}, *args.node_args())
     return self._add(node, ["Y"])[0]
 
 
@@ -48,9 +92,10 @@ def conv_dgrad(self: pygraph, loss: Any, filter: Any, padding: Sequence[int] | N
                name: str = "", *, pre_padding: Sequence[int] | None = None,
                post_padding: Sequence[int] | None = None) -> Tensor:
     """Gradient of the convolution input from DY (loss) and W (filter); returns DX."""
-    node = ConvDgrad(self._name(name), {"DY": self._input(loss, "conv_dgrad", "loss"),
-                                        "W": self._input(filter, "conv_dgrad", "filter")},
-                     padding, stride, dilation, convolution_mode, compute_data_type, pre_padding, post_padding)
+    args = _conv_overload("conv_dgrad", padding, stride, dilation, convolution_mode, compute_data_type, name,
+                          pre_padding, post_padding)
+    node = ConvDgrad(self._name(args.name), {"DY": self._input(loss, "conv_dgrad", "loss"),
+                                             "W": self._input(filter, "conv_dgrad", "filter")}, *args.node_args())
     return self._add(node, ["DX"])[0]
 
 
@@ -61,9 +106,10 @@ def conv_wgrad(self: pygraph, image: Any, loss: Any, padding: Sequence[int] | No
                name: str = "", *, pre_padding: Sequence[int] | None = None,
                post_padding: Sequence[int] | None = None) -> Tensor:
     """Gradient of the convolution filter from X (image) and DY (loss); returns DW."""
-    node = ConvWgrad(self._name(name), {"X": self._input(image, "conv_wgrad", "image"),
-                                        "DY": self._input(loss, "conv_wgrad", "loss")},
-                     padding, stride, dilation, convolution_mode, compute_data_type, pre_padding, post_padding)
+    args = _conv_overload("conv_wgrad", padding, stride, dilation, convolution_mode, compute_data_type, name,
+                          pre_padding, post_padding)
+    node = ConvWgrad(self._name(args.name), {"X": self._input(image, "conv_wgrad", "image"),
+                                             "DY": self._input(loss, "conv_wgrad", "loss")}, *args.node_args())
     return self._add(node, ["DW"])[0]
 
 # -- matmul, reduction and structural ops ----------------------------------------------
@@ -80,17 +126,23 @@ def matmul(self: pygraph, A: Any, B: Any, compute_data_type: Any = NOT_SET, padd
 
 @op
 def reduction(self: pygraph, input: Any, mode: Any, compute_data_type: Any = NOT_SET, name: str = "",  # noqa: A002
-              *, is_deterministic: bool = False) -> Tensor:
-    """Reduce X with ``mode`` (a cudnn.reduction_mode) over the dims where Y has size 1."""
+              *, group_offset: Any = None, is_deterministic: bool = False) -> Tensor:
+    """Reduce X with ``mode`` (a cudnn.reduction_mode) over the dims where Y has size 1.
+
+    ``group_offset`` (cuDNN >= 9.24): an integer tensor of where each group of the grouped dim
+    starts, for groups of varying size; give Y's dims with set_dim()."""
+    offsets = None if group_offset is None else self._input(group_offset, "reduction", "group_offset")
     node = Reduction(self._name(name), self._input(input, "reduction", "input"), mode, compute_data_type,
-                     is_deterministic)
+                     is_deterministic, offsets)
     return self._add(node, ["Y"])[0]
 
 
 @op
-def reshape(self: pygraph, input: Any, name: str = "") -> Tensor:  # noqa: A002
-    """A reshaped view of X; give the result's dims with set_dim()."""
-    node = Reshape(self._name(name), self._input(input, "reshape", "input"))
+def reshape(self: pygraph, input: Any, name: str = "",  # noqa: A002
+            reshape_mode: Any = reshape_mode_enum.VIEW_ONLY) -> Tensor:
+    """A reshaped X; give the result's dims with set_dim(). VIEW_ONLY reinterprets the memory;
+    LOGICAL (cuDNN >= 9.22) reshapes in logical (row-major) element order whatever the strides."""
+    node = Reshape(self._name(name), self._input(input, "reshape", "input"), reshape_mode)
     return self._add(node, ["Y"])[0]
 
 
@@ -111,20 +163,65 @@ def transpose(self: pygraph, input: Any, permutation: Sequence[int], compute_dat
 
 
 @op
-def slice(self: pygraph, input: Any, slices: Sequence[slice], compute_data_type: Any = NOT_SET,  # noqa: A002
-          name: str = "") -> Tensor:
-    """X[slices] with Python slice objects (cuDNN >= 9.22)."""
-    node = Slice(self._name(name), self._input(input, "slice", "input"), slices, compute_data_type)
+def slice(self: pygraph, input: Any, slices: Sequence[slice] | None = None,  # noqa: A002
+          compute_data_type: Any = NOT_SET, name: str = "") -> Tensor:
+    """X[slices] with Python slice objects, one per leading dim (none: all of X) (cuDNN >= 9.22)."""
+    if slices is not None and not isinstance(slices, (list, tuple)):
+        raise GraphError(f"slice: slices must be a list of Python slice objects, got {slices!r}")
+    node = Slice(self._name(name), self._input(input, "slice", "input"), list(slices or []),
+                 compute_data_type)
     return self._add(node, ["Y"])[0]
 
 
 @op
 def concatenate(self: pygraph, inputs: Sequence[Any], axis: int, in_place_index: int | None = None,
-                compute_data_type: Any = NOT_SET, name: str = "") -> Tensor:
+                name: str = "", *, compute_data_type: Any = NOT_SET) -> Tensor:
     """The inputs joined along ``axis``."""
+    if isinstance(inputs, (Tensor, str, bytes)) or not isinstance(inputs, (list, tuple)):
+        raise GraphError(f"concatenate: inputs must be a list of tensors, got {type(inputs).__name__}")
+    for arg, value in (("axis", axis), ("in_place_index", in_place_index)):
+        if value is not None and (isinstance(value, bool) or not hasattr(value, "__index__")):
+            raise GraphError(f"concatenate: {arg} must be an int, got {value!r}")
+    if not isinstance(name, str):
+        raise GraphError(f"concatenate: name must be a str, got {name!r} (compute_data_type is keyword-only)")
     tensors = [self._input(t, "concatenate", f"inputs[{i}]") for i, t in enumerate(inputs)]
     node = Concatenate(self._name(name), tensors, axis, in_place_index, compute_data_type)
     return self._add(node, ["Y"])[0]
+
+
+@op
+def tensor_scalar(self: pygraph, value: float, scalar_type: Any, name: str = "") -> Tensor:
+    """A scalar tensor holding ``value``: FLOAT for a Python float, INT32 for an int (INT64 beyond
+    int32), as the official overloads pick. RUNTIME_PARAM passes it by value at each execute;
+    COMPILE_TIME_CONST (cuDNN >= 9.22) marks it a constant of the graph. Its rank follows the
+    tensors it meets, as for a Python number given to a pointwise op."""
+    from .api_enums import scalar_type as scalar_type_enum
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GraphError(f"tensor_scalar: value must be a Python int or float, got {value!r}")
+    try:
+        kind = scalar_type_enum(scalar_type)
+    except (ValueError, TypeError):
+        raise GraphError(f"tensor_scalar: scalar_type must be cudnn.scalar_type.RUNTIME_PARAM or "
+                         f"COMPILE_TIME_CONST, got {scalar_type!r}") from None
+    if not isinstance(name, str):
+        raise GraphError(f"tensor_scalar: name must be a str, got {name!r}")
+    if kind == scalar_type_enum.COMPILE_TIME_CONST:
+        from .._lib import loader
+        from .._lib.errors import FeatureUnavailableError
+
+        version = loader.report().version
+        if version < COMPILE_TIME_CONST_SINCE:
+            raise FeatureUnavailableError("tensor_scalar(..., COMPILE_TIME_CONST) "
+                                          "(CUDNN_ATTR_TENSOR_CONSTANT_VALUE)", COMPILE_TIME_CONST_SINCE, version)
+    if isinstance(value, float):
+        dtype = data_type.FLOAT
+    else:
+        dtype = data_type.INT32 if -2**31 <= value < 2**31 else data_type.INT64
+    return constant(name, value, kind == scalar_type_enum.COMPILE_TIME_CONST).set_data_type(dtype)
+
+
+COMPILE_TIME_CONST_SINCE = 92200
 
 
 def _pointwise_method(spec: Spec) -> Any:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
+OVERRIDE_SHAPE_SINCE = 92100  # CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED
 
 
 def as_heur_modes(modes: Any) -> list[heur_mode]:
@@ -135,8 +136,15 @@ class Pipeline:
                 raise cudnnGraphNotSupportedError(exc.status, f"{self.label}: {node.label()}: {exc.context}",
                                                   exc.message or f"cuDNN {version_string(lowering.version)} "
                                                   "does not support this operation") from exc
-        dynamic = self.graph.kernel_cache is not None
-        return eng.operation_graph(self.handle_ptr(), ops, self.graph.name or "graph", dynamic_shape=dynamic)
+        # a kernel cache needs dynamic shapes too (as in the official frontend)
+        dynamic = self.graph.is_dynamic_shape_enabled or self.graph.kernel_cache is not None
+        override = self.graph.is_override_shape_enabled
+        if override and lowering.version < OVERRIDE_SHAPE_SINCE:
+            raise FeatureUnavailableError(f"{self.label}: is_override_shape_enabled=True "
+                                          "(CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED)",
+                                          OVERRIDE_SHAPE_SINCE, lowering.version)
+        return eng.operation_graph(self.handle_ptr(), ops, self.graph.name or "graph", dynamic_shape=dynamic,
+                                   override_shape=override)
 
     # -- plans ----------------------------------------------------------------------------------
 

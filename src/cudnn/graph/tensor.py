@@ -54,7 +54,8 @@ class Tensor:
 
     __slots__ = ("_name", "_dim", "_stride", "_data_type", "_is_virtual", "_is_pass_by_value",
                  "_value", "_reordering", "_uid", "_uid_assigned", "_ragged_offset", "_alignment",
-                 "_base", "producer", "__weakref__")
+                 "_base", "producer", "_vector_count", "_vector_dimension", "_ragged_multiplier",
+                 "_compile_time_constant", "__weakref__")
 
     def __init__(self, name: str = "", dim: Sequence[int] | None = None, stride: Sequence[int] | None = None,
                  data_type: Any = NOT_SET, is_virtual: bool = False, is_pass_by_value: bool = False,
@@ -72,6 +73,10 @@ class Tensor:
         self._base: Tensor | None = None  # set on views: the tensor whose memory (and uid) this describes
         self._ragged_offset: Tensor | None = None
         self._alignment = 16
+        self._vector_count = 1  # elements per vector of a vectorized layout (1: none)
+        self._vector_dimension = -1  # the dim that is vectorized (-1: none)
+        self._ragged_multiplier = 1  # ragged offsets count in units of this many elements
+        self._compile_time_constant = False  # a tensor_scalar(COMPILE_TIME_CONST) value
         self.producer: Any = None  # the node whose output this is (set by the graph that adds the node)
         if uid is not None and int(uid) >= 0:
             self.set_uid(uid)
@@ -127,9 +132,48 @@ class Tensor:
         return self
 
     def set_alignment(self, alignment: int) -> Tensor:
+        if isinstance(alignment, bool) or not hasattr(alignment, "__index__"):
+            raise TypeError(f"alignment: expected an int (bytes, a power of two), got {alignment!r}")
         if int(alignment) <= 0 or int(alignment) & (int(alignment) - 1):
             raise ValueError(f"alignment must be a power of two, got {alignment}")
         self._alignment = int(alignment)
+        return self
+
+    def _set_data_type(self, data_type: Any) -> Tensor:
+        """The official binding's raw setter: a cudnn.data_type only (set_data_type also takes
+        framework dtypes)."""
+        from .._lib.enums import data_type as data_type_enum
+
+        if not isinstance(data_type, data_type_enum):
+            raise TypeError(f"_set_data_type: expected a cudnn.data_type, got {data_type!r}; "
+                            "set_data_type() also takes framework dtypes")
+        self._data_type = data_type
+        return self
+
+    def set_vector_count_and_dimension(self, vector_count: int, vector_dimension: int) -> Tensor:
+        """A vectorized layout: ``vector_count`` elements of dim ``vector_dimension`` packed
+        together (CUDNN_ATTR_TENSOR_VECTOR_COUNT / VECTORIZED_DIMENSION). (1, -1) is none."""
+        count = _int_arg(vector_count, "set_vector_count_and_dimension: vector_count")
+        dim = _int_arg(vector_dimension, "set_vector_count_and_dimension: vector_dimension")
+        if count < 1:
+            raise ValueError(f"set_vector_count_and_dimension: vector_count must be >= 1, got {count}")
+        if dim < -1 or (self._dim and dim >= len(self._dim)):
+            raise ValueError(f"set_vector_count_and_dimension: vector_dimension {dim} is not a dim of "
+                             f"tensor {self.label()} with dims {self._dim} (-1 for none)")
+        if count != 1:
+            _require_lowered("vector_count", f"tensor {self.label()}: a vector count of {count}")
+        self._vector_count, self._vector_dimension = count, dim
+        return self
+
+    def set_ragged_offset_multiplier(self, ragged_offset_multiplier: int) -> Tensor:
+        """Ragged offsets count in units of this many elements (CUDNN_ATTR_TENSOR_RAGGED_OFFSET_
+        MULTIPLIER, cuDNN >= 9.24); 1, the default, means elements."""
+        value = _int_arg(ragged_offset_multiplier, "ragged_offset_multiplier")
+        if value < 1:
+            raise ValueError(f"ragged_offset_multiplier must be >= 1, got {value}")
+        if value != 1:
+            _require_lowered("ragged_offset_multiplier", f"tensor {self.label()}: ragged_offset_multiplier={value}")
+        self._ragged_multiplier = value
         return self
 
     # -- getters ----------------------------------------------------------------------------
@@ -164,6 +208,19 @@ class Tensor:
     def get_alignment(self) -> int:
         return self._alignment
 
+    def get_vector_count(self) -> int:
+        return self._vector_count
+
+    def get_vector_dimension(self) -> int:
+        return self._vector_dimension
+
+    def get_ragged_offset_multiplier(self) -> int:
+        return self._ragged_multiplier
+
+    def get_has_compile_time_constant(self) -> bool:
+        """Whether the value is baked into the graph (``tensor_scalar(v, COMPILE_TIME_CONST)``)."""
+        return self._compile_time_constant
+
     def get_value(self) -> int | float | None:
         """The constant of a by-value scalar made from a Python number, else None."""
         return self._value
@@ -192,6 +249,8 @@ class Tensor:
         t = Tensor(name, self._dim, self._stride, self._data_type, self._is_virtual,
                    self._is_pass_by_value, self._reordering)
         t._value, t._ragged_offset, t._alignment = self._value, self._ragged_offset, self._alignment
+        t._vector_count, t._vector_dimension = self._vector_count, self._vector_dimension
+        t._ragged_multiplier, t._compile_time_constant = self._ragged_multiplier, self._compile_time_constant
         return t
 
     def element_count(self) -> int:
@@ -213,6 +272,13 @@ class Tensor:
             "stride": list(self._stride),
             "uid": self.get_uid(),
             "uid_assigned": self.has_uid(),
+            # keys beyond the official ones only where they differ from their default, so the
+            # JSON (and the graph key built from it) of every other tensor stays as it was
+            **({"is_compile_time_constant": True} if self._compile_time_constant else {}),
+            **({"vector_count": self._vector_count, "vector_dimension": self._vector_dimension}
+               if self._vector_count != 1 else {}),
+            **({"ragged_offset_multiplier": self._ragged_multiplier} if self._ragged_multiplier != 1 else {}),
+            **({"ragged_offset": self._ragged_offset.get_name()} if self._ragged_offset is not None else {}),
         }
 
     def __repr__(self) -> str:
@@ -224,8 +290,28 @@ class Tensor:
         return repr(self._name) if self._name else "<unnamed tensor>"
 
 
-def constant(name: str, value: int | float) -> Tensor:
-    """A by-value scalar tensor carrying a Python number (its type is inferred by the node)."""
+def _int_arg(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{what}: expected an int, got {value!r}")
+    return int(value)
+
+
+def _require_lowered(feature: str, what: str) -> None:
+    """Refuse a tensor attribute that lowering does not emit yet: the backend would read the
+    tensor without it, a silent wrong layout. Lowering lists what it emits in
+    ``Lowering.TENSOR_EXTRAS``; the loaded cuDNN's version is checked when it is emitted."""
+    from .lower import Lowering
+
+    if feature not in getattr(Lowering, "TENSOR_EXTRAS", ()):
+        raise NotImplementedError(f"{what}: cudnn-py does not pass {feature} to cuDNN yet, so the "
+                                  "backend would read this tensor with the wrong layout; it is refused "
+                                  "rather than ignored")
+
+
+def constant(name: str, value: int | float, compile_time: bool = False) -> Tensor:
+    """A by-value scalar tensor carrying a Python number (its type is inferred by the node);
+    ``compile_time`` marks a ``tensor_scalar(..., COMPILE_TIME_CONST)``."""
     t = Tensor(name, None, None, NOT_SET, False, True)
     t._value = value
+    t._compile_time_constant = bool(compile_time)
     return t

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from ..._lib.enums import cudnnBackendAttributeName_t as A
@@ -45,7 +46,7 @@ class Spec:
     mode: pointwise_mode
     tensors: tuple[str, ...]  # parameter names, in positional order -> IN_0, IN_1, IN_2
     attrs: tuple[tuple[str, Any], ...] = ()  # (parameter, default or REQUIRED), after the tensors
-    compute_first: bool = False  # swish: compute_data_type comes before the attributes
+    compute_first: bool = False  # swish_backward: compute_data_type comes before the attributes
     keyword_attrs: tuple[tuple[str, Any], ...] = ()  # keyword-only extras beyond the documented API
     note: str = ""  # added to the method's docstring
 
@@ -88,7 +89,7 @@ def _specs() -> list[Spec]:
     rows.append(Spec("relu_backward", P.RELU_BWD, ("loss", "input"), _RELU))
     rows.append(Spec("leaky_relu", P.RELU_FWD, ("input",), (("negative_slope", REQUIRED),)))
     rows.append(Spec("leaky_relu_backward", P.RELU_BWD, ("loss", "input"), (("negative_slope", REQUIRED),)))
-    rows.append(Spec("swish", P.SWISH_FWD, ("input",), (("swish_beta", None),), compute_first=True))
+    rows.append(Spec("swish", P.SWISH_FWD, ("input",), (("swish_beta", None),)))
     rows.append(Spec("swish_backward", P.SWISH_BWD, ("loss", "input"), (("swish_beta", None),), compute_first=True))
     rows.append(Spec("gen_index", P.GEN_INDEX, ("input",), (("axis", REQUIRED),)))
     return rows
@@ -109,11 +110,15 @@ class Pointwise(Node):
 
     def __init__(self, name: str, spec: Spec, tensors: list[Tensor], attrs: dict[str, Any],
                  compute_data_type: Any) -> None:
-        super().__init__(name, compute_data_type)
-        self.spec = spec
+        self.name, self.spec = name, spec
         self.op = spec.method  # instance label: errors say "relu 'x'" rather than "pointwise"
-        self.inputs = {f"IN_{i}": t for i, t in enumerate(tensors)}
         self.attrs: dict[str, Any] = {}
+        self._set_attrs(attrs)  # first: a swapped (attribute, compute type) pair is named by the attribute
+        super().__init__(name, compute_data_type)
+        self.inputs = {f"IN_{i}": t for i, t in enumerate(tensors)}
+
+    def _set_attrs(self, attrs: dict[str, Any]) -> None:
+        spec = self.spec
         for param, value in attrs.items():
             if value is None:
                 continue
@@ -122,6 +127,9 @@ class Pointwise(Node):
                     raise GraphError(f"{self.label()}: axis must be an int, got {value!r}")
                 self.attrs[param] = value
             else:
+                if isinstance(value, (bool, Enum)):  # an enum is an int: g.swish(x, data_type.FLOAT) would read 0.0
+                    raise GraphError(f"{self.label()}: {param} must be a number, got {value!r} (a "
+                                     f"{type(value).__name__}); check the argument order of {spec.method}()")
                 try:
                     self.attrs[param] = float(value)
                 except (TypeError, ValueError):

@@ -8,7 +8,7 @@ from typing import Any
 from ..._lib.enums import cudnnBackendAttributeName_t as A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
-from ..._lib.enums import cudnnGenStatsMode_t, reduction_mode
+from ..._lib.enums import cudnnGenStatsMode_t, reduction_mode, reshape_mode
 from ...backend.descriptor import Descriptor
 from ..errors import GraphError
 from ..lower import Lowering
@@ -34,9 +34,11 @@ class Reduction(Node):
     op, tag = "reduction", "REDUCTION"
 
     def __init__(self, name: str, x: Tensor, mode: Any, compute_data_type: Any,
-                 is_deterministic: bool = False) -> None:
+                 is_deterministic: bool = False, group_offset: Tensor | None = None) -> None:
         super().__init__(name, compute_data_type)
         self.inputs = {"X": x}
+        if group_offset is not None:  # groups of varying size: where each starts (cuDNN >= 9.24)
+            self.inputs["GROUP_OFFSET"] = group_offset
         self.mode = _reduction_mode(mode)
         self.is_deterministic = bool(is_deterministic)
 
@@ -44,6 +46,14 @@ class Reduction(Node):
         super().infer(ctx)
         x = self.inputs["X"]
         y = self.outputs["Y"]
+        if "GROUP_OFFSET" in self.inputs:  # ragged groups: only the user knows Y's dims
+            if not y.get_dim() or len(y.get_dim()) != len(x.get_dim()):
+                raise GraphError(f"{self.at('Y')}: with group_offset, call set_dim() on the reduction output "
+                                 f"(rank {len(x.get_dim())}, one entry per group on the grouped dim)")
+            dims = y.get_dim()
+            self.set_output("Y", y, ctx, dims, packed_in_order(dims, stride_order(x.get_dim(), x.get_stride())),
+                            like=x)
+            return
         dims = y.get_dim() or x.get_dim()
         if len(dims) != len(x.get_dim()) or any(d <= 0 or xd % d for d, xd in zip(dims, x.get_dim())):
             raise GraphError(f"{self.at('Y')}: dims {dims} must equal X's {x.get_dim()}, be 1 where reduced, "
@@ -65,6 +75,8 @@ class Reduction(Node):
         op.set(A.CUDNN_ATTR_OPERATION_REDUCTION_XDESC, lw.tensor(self.inputs["X"]))
         op.set(A.CUDNN_ATTR_OPERATION_REDUCTION_YDESC, lw.tensor(self.outputs["Y"]))
         op.set(A.CUDNN_ATTR_OPERATION_REDUCTION_DESC, red)
+        if "GROUP_OFFSET" in self.inputs:
+            lw.set(op, A.CUDNN_ATTR_OPERATION_REDUCTION_GROUP_OFFSET_DESC, lw.tensor(self.inputs["GROUP_OFFSET"]))
         return [op.finalize()]
 
 
@@ -73,9 +85,14 @@ class Reshape(Node):
 
     op, tag = "reshape", "RESHAPE"
 
-    def __init__(self, name: str, x: Tensor) -> None:
+    def __init__(self, name: str, x: Tensor, mode: Any = reshape_mode.VIEW_ONLY) -> None:
         super().__init__(name)
         self.inputs = {"X": x}
+        try:
+            self.mode = reshape_mode[mode] if isinstance(mode, str) else reshape_mode(mode)
+        except (KeyError, ValueError, TypeError):
+            raise GraphError(f"{self.label()}: reshape_mode must be cudnn.reshape_mode.VIEW_ONLY or LOGICAL, "
+                             f"got {mode!r}") from None
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)
@@ -89,12 +106,17 @@ class Reshape(Node):
 
     def attributes(self) -> dict[str, Any]:
         y = self.outputs["Y"]
-        return {"dim": y.get_dim(), "stride": y.get_stride()}
+        out: dict[str, Any] = {"dim": y.get_dim(), "stride": y.get_stride()}
+        if self.mode != reshape_mode.VIEW_ONLY:  # the default stays out of the JSON (and the graph key)
+            out["reshape_mode"] = self.mode.name
+        return out
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
         op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, self.name)
         op.set(A.CUDNN_ATTR_OPERATION_RESHAPE_XDESC, lw.tensor(self.inputs["X"]))
         op.set(A.CUDNN_ATTR_OPERATION_RESHAPE_YDESC, lw.tensor(self.outputs["Y"]))
+        if self.mode != reshape_mode.VIEW_ONLY:  # the attribute is cuDNN >= 9.22; VIEW_ONLY is the default
+            lw.set(op, A.CUDNN_ATTR_OPERATION_RESHAPE_MODE, self.mode, T.CUDNN_TYPE_RESHAPE_MODE)
         return [op.finalize()]
 
 
@@ -185,6 +207,8 @@ class Slice(Node):
         self.set_output("Y", self.outputs["Y"], ctx, dims, row_major(dims), like=self.inputs["X"])
 
     def attributes(self) -> dict[str, Any]:
+        if not self.ranges:  # not inferred yet: the slices as given (null for an open end)
+            return {"slices": [[s.start, s.stop] for s in self.slices], "strides": [s.step or 1 for s in self.slices]}
         return {"slices": [[a, b] for a, b, _ in self.ranges], "strides": [c for _, _, c in self.ranges]}
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
