@@ -9,14 +9,8 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph import sdpa_ops  # noqa: F401 - registers pygraph.sdpa / sdpa_backward
-from cudnn.graph.expand import View, expand
+from cudnn.graph.expand import expand
 from cudnn.graph.graph import pygraph
-from cudnn.graph.oplib import OPS
-
-for _name, _fn in OPS.items():  # until graph.py imports sdpa_ops itself
-    if not hasattr(pygraph, _name):
-        setattr(pygraph, _name, _fn)
 
 dt = cudnn.data_type
 H, F, I32, I64 = dt.HALF, dt.FLOAT, dt.INT32, dt.INT64
@@ -160,7 +154,7 @@ def test_composite_transposes_k_as_a_view_sharing_its_uid() -> None:
     fwd(g, q, k, v, implementation=cudnn.attention_implementation.COMPOSITE)
     nodes, _ = ops_of(g)
     kt = nodes[0].inputs["B"]
-    assert isinstance(kt, View) and kt.get_dim() == [2, 2, 64, 96] and kt.get_stride() == [96 * 64 * 2, 96 * 64, 1, 64]
+    assert kt is not k and kt.get_dim() == [2, 2, 64, 96] and kt.get_stride() == [96 * 64 * 2, 96 * 64, 1, 64]
     kt.set_uid(42)
     assert k.get_uid() == 42 and k.get_dim() == [2, 2, 96, 64]
 
@@ -192,6 +186,54 @@ def test_deterministic_backward_writes_dq_directly() -> None:
     nodes, scratch = ops_of(g)
     assert [s.tensor.get_name() for s in scratch] == ["0::softmax_sum"]
     assert any(n.outputs.get("C") is dq for n in nodes)
+
+
+def test_user_dropout_mask_backward_scales_dp_and_needs_no_scale_inverse() -> None:
+    """dS = P * (dP * mask * scale - rowsum(dO * O)): the official graph's scale_inverse tensor on the
+    row sum is ignored by cuDNN 9.19's engines (a wrong dQ/dK), so it is not in the graph at all."""
+    g = graph()
+    q, k, v = qkv(g, hk=8)
+    o, do = (g.tensor(dim=[2, 8, 64, 64], data_type=H) for _ in range(2))
+    st = g.tensor(dim=[2, 8, 64, 1], data_type=F)
+    mask = g.tensor(name="mask", dim=[2, 8, 64, 96], data_type=H)
+    scale, scale_inv = (g.tensor(name=n, dim=[1, 1, 1, 1], data_type=F) for n in ("scale", "scale_inv"))
+    outs = g.sdpa_backward(q, k, v, o, do, st, attn_scale=0.125, dropout=(mask, scale, scale_inv), name="bwd")
+    for t in outs:
+        t.set_output(True)
+    nodes, _ = ops_of(g)
+    by_name = {n.name.split(".", 1)[1]: n for n in nodes}
+    assert [t.get_name() for t in by_name["dP_dropout_mask"].inputs.values()][1] == "mask"
+    assert by_name["dP_dropout_scale"].inputs["IN_1"] is scale
+    assert "mul_dS_dropout_scale" not in by_name  # the scale moved from dS to dP
+    assert by_name["scale_dropout_inv"].inputs["IN_1"].get_value() == 1.0  # rowsum(dO * O) as it is
+    assert by_name["mul_p_dropout_scale"].inputs["IN_1"] is scale  # dV's P * mask * scale unchanged
+    used = {id(t) for n in nodes for t in (*n.inputs.values(), *n.outputs.values())}
+    assert id(scale_inv) not in used and "Dropout_scale_inv" not in g.nodes[0].inputs
+
+
+def test_philox_dropout_backward_keeps_the_official_graph() -> None:
+    g = graph()
+    q, k, v = qkv(g, hk=8)
+    o, do = (g.tensor(dim=[2, 8, 64, 64], data_type=H) for _ in range(2))
+    st = g.tensor(dim=[2, 8, 64, 1], data_type=F)
+    seed, off = g.tensor(dim=[1, 1, 1, 1], data_type=I64), g.tensor(dim=[1, 1, 1, 1], data_type=I64)
+    outs = g.sdpa_backward(q, k, v, o, do, st, attn_scale=0.125, dropout=(0.25, seed, off), name="bwd")
+    for t in outs:
+        t.set_output(True)
+    nodes, _ = ops_of(g)
+    by_name = {n.name.split(".", 1)[1]: n for n in nodes}
+    assert by_name["scale_dropout_inv"].inputs["IN_1"].get_value() == 0.75
+    assert by_name["mul_dS_dropout_scale"].inputs["IN_1"].get_value() == pytest.approx(1 / 0.75)
+    assert "dP_dropout_scale" not in by_name
+
+
+def test_rng_dump_refused_for_decode() -> None:
+    g = graph()
+    q, k, v = qkv(g, sq=1)
+    seed, off = g.tensor(dim=[1, 1, 1, 1], data_type=I64), g.tensor(dim=[1, 1, 1, 1], data_type=I64)
+    fwd(g, q, k, v, name="attn", dropout=(0.1, seed, off), rng_dump=g.tensor(dim=[2, 8, 1, 96], data_type=F))
+    with err(r"sdpa 'attn': rng_dump: not supported with s_q = 1"):
+        g.validate()
 
 
 def test_alibi_slopes() -> None:
@@ -240,7 +282,7 @@ def test_dropout_forms() -> None:
         g.sdpa(*qkv(g), is_inference=True, dropout=(0.1,))
     with err("rng_dump is only used with"):
         g.sdpa(*qkv(g), is_inference=True, rng_dump=g.tensor(dim=[1, 1, 1, 1], data_type=F))
-    o, _ = fwd(g, *qkv(g), dropout=(0.1, seed, g.tensor(dim=[2, 1, 1, 1], data_type=I64)))
+    fwd(g, *qkv(g), dropout=(0.1, seed, g.tensor(dim=[2, 1, 1, 1], data_type=I64)))
     with err("offset must be an INT64 or INT32 tensor of all-1 dims"):
         g.validate()
 

@@ -2,9 +2,10 @@
 
 Each configuration is small (so hundreds run in minutes) and drawn over batch, heads (MHA,
 GQA, MQA), sequence lengths (1 to 2048, odd, s_q != s_kv), head dims (8 to 256, d_qk != d_v),
-masks (causal, bottom-right, sliding window, bias, ALiBi, padding), dropout and paged K/V. A
-configuration runs and matches the float32 reference, or is refused with a clear exception
-(GraphError in validate, cudnnGraphNotSupportedError from the backend); a wrong result fails.
+masks (causal, bottom-right, sliding window, bias, ALiBi, padding), dropout, sink tokens, paged
+K/V and ragged (THD) layouts. A configuration runs and matches the float32 reference, or is
+refused with a clear exception (GraphError in validate, cudnnGraphNotSupportedError from the
+backend); a wrong result fails, and so does any other exception.
 The counts (ran / refused by reason) are printed and, with SDPA_SWEEP_OUT set, written as JSON.
 SDPA_SWEEP_N (default 500) sets the number of configurations per direction; SDPA_SWEEP_SHARDS /
 SDPA_SWEEP_SHARD split them over processes (the draws stay the same).
@@ -54,6 +55,9 @@ def draw(rng: random.Random, backward: bool) -> Case:
     c.dropout = rng.choice(["none"] * 6 + ["philox", "mask"])
     if not backward and c.padding and rng.random() < 0.3:
         c.paged = rng.choice([16, 32, 64])
+    elif rng.random() < 0.1:
+        c.ragged = True  # packed BSHD tokens with ragged offsets (implies per-batch lengths)
+    c.sink = rng.random() < 0.05
     if backward and c.bias and rng.random() < 0.5:
         c.extra = {"dbias": True}
     return c
@@ -70,6 +74,7 @@ def sweep(backward: bool) -> dict:
     rng = random.Random(1234 if backward else 4321)
     counts: collections.Counter[str] = collections.Counter()
     wrong: list[str] = []
+    errors: list[str] = []
     t0 = time.time()
     for i in range(N):
         c = draw(rng, backward)
@@ -82,11 +87,13 @@ def sweep(backward: bool) -> dict:
             counts["refused: " + reason(exc)] += 1
         except AssertionError as exc:
             wrong.append(f"{c}: {str(exc).splitlines()[0]}")
+        except Exception as exc:  # noqa: BLE001 - any other exception is a failure too, reported at the end
+            errors.append(f"{c}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         finally:
             torch.cuda.empty_cache() if i % 50 == 49 else None
     summary = {"direction": "backward" if backward else "forward", "configs": len(range(SHARD, N, SHARDS)), "seconds": round(time.time() - t0, 1),
-               "ran": counts.pop("ran", 0), "wrong": len(wrong), "refused": dict(counts.most_common()),
-               "wrong_examples": wrong[:10]}
+               "ran": counts.pop("ran", 0), "wrong": len(wrong), "errors": len(errors), "refused": dict(counts.most_common()),
+               "wrong_examples": wrong[:10], "error_examples": errors[:10]}
     print(json.dumps(summary, indent=1))
     out = os.environ.get("SDPA_SWEEP_OUT")
     if out:
@@ -98,10 +105,12 @@ def sweep(backward: bool) -> dict:
 def test_forward_sweep() -> None:
     s = sweep(backward=False)
     assert not s["wrong"], s["wrong_examples"]
+    assert not s["errors"], s["error_examples"]
     assert s["ran"] >= s["configs"] // 2, s
 
 
 def test_backward_sweep() -> None:
     s = sweep(backward=True)
     assert not s["wrong"], s["wrong_examples"]
+    assert not s["errors"], s["error_examples"]
     assert s["ran"] >= s["configs"] // 3, s

@@ -135,9 +135,12 @@ def _dropout_backward(graph: Any, dropout: Any, at: str) -> tuple[float | None, 
         p = _probability(dropout[0], at)
         return p, {"Seed": graph._input(dropout[1], at, "dropout seed"),
                    "Offset": graph._input(dropout[2], at, "dropout offset")}
+    # scale_inverse is checked like the others, but the backward graph has no use for it (the gradient
+    # is formed with the scale alone; see nodes/sdpa_backward.py): it is left out of the graph, and a
+    # buffer given for it at execute is a key of no graph tensor, which execute ignores.
+    graph._input(dropout[2], at, "dropout scale_inverse")
     return None, {"Dropout_mask": graph._input(dropout[0], at, "dropout mask"),
-                  "Dropout_scale": graph._input(dropout[1], at, "dropout scale"),
-                  "Dropout_scale_inv": graph._input(dropout[2], at, "dropout scale_inverse")}
+                  "Dropout_scale": graph._input(dropout[1], at, "dropout scale")}
 
 
 def _implementation(value: Any, at: str) -> attention_implementation:
@@ -154,7 +157,7 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
          bias: Any = None, block_mask: Any = None, use_alibi_mask: bool = False, use_padding_mask: bool = False,
          seq_len_q: Any = None, seq_len_kv: Any = None, use_causal_mask: bool = False,
          use_causal_mask_bottom_right: bool = False, sliding_window_length: int | None = None,
-         diagonal_alignment: Any = TOP_LEFT, diagonal_band_left_bound: int | None = None,  # noqa: F811
+         diagonal_alignment: Any = TOP_LEFT, diagonal_band_left_bound: int | None = None,
          diagonal_band_right_bound: int | None = None, dropout: Any = None, rng_dump: Any = None,
          paged_attention_k_table: Any = None, paged_attention_v_table: Any = None,
          paged_attention_max_seq_len_kv: int | None = None, compute_data_type: Any = NOT_SET, name: str = "",
@@ -215,21 +218,23 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
 
 
 @op
-def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any, attn_scale: Any = None,  # noqa: N803
-                  bias: Any = None, dBias: Any = None, use_alibi_mask: bool = False,  # noqa: N803
+def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any, attn_scale: Any = None,
+                  bias: Any = None, dBias: Any = None, use_alibi_mask: bool = False,
                   use_padding_mask: bool = False, seq_len_q: Any = None, seq_len_kv: Any = None,
                   max_total_seq_len_q: int | None = None, max_total_seq_len_kv: int | None = None,
                   use_causal_mask: bool = False, use_causal_mask_bottom_right: bool = False,
-                  sliding_window_length: int | None = None, diagonal_alignment: Any = TOP_LEFT,  # noqa: F811
+                  sliding_window_length: int | None = None, diagonal_alignment: Any = TOP_LEFT,
                   diagonal_band_left_bound: int | None = None, diagonal_band_right_bound: int | None = None,
                   dropout: Any = None, rng_dump: Any = None, use_deterministic_algorithm: bool = False,
                   compute_data_type: Any = NOT_SET, name: str = "", score_mod: Callable[..., Any] | None = None,
                   score_mod_bprop: Callable[..., Any] | None = None, sink_token: Any = None,
-                  dSink_token: Any = None) -> list[Tensor]:  # noqa: N803
+                  dSink_token: Any = None) -> list[Tensor]:
     """Scaled dot-product attention backward; returns [dQ, dK, dV] shaped like Q, K, V.
 
     Repeat the forward's options (scale, bias, masks, dropout); ``stats`` is the forward's
-    Stats. ``dBias`` and ``dSink_token`` are output tensors the caller makes."""
+    Stats. ``dBias`` and ``dSink_token`` are output tensors the caller makes. With
+    ``dropout=(mask, scale, scale_inverse)`` the gradient is formed with the scale alone, so
+    scale_inverse is checked but not part of the graph (see nodes/sdpa_backward.py)."""
     name = self._name(name)
     at = f"sdpa_backward {name!r}"
     align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, sliding_window_length,

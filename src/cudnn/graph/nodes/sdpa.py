@@ -25,6 +25,11 @@ from .sdpa_masks import FLOAT, Builder, alibi, apply_score_mod, band_masks, padd
 STAT_PORTS = ("Stats", "Max", "Sum_exp")
 
 
+def ceil_div(a: int, b: int) -> int:
+    """ceil(a / b) for positive ints."""
+    return -(-a // b)
+
+
 class SDPA(SdpaBase):
     """Attention forward over Q, K, V (+ optional scale, bias, masks, dropout, paging)."""
 
@@ -35,6 +40,10 @@ class SDPA(SdpaBase):
         self.dims = p
         self.check_common(p)
         if self.opts.dropout_p is not None and "RNG_DUMP" in self.outputs:
+            if p.s_q == 1:
+                raise GraphError(f"{self.at('rng_dump')}: not supported with s_q = 1 (decode): the decode "
+                                 "engines (seen on cuDNN 9.19) leave elements of kept scores unwritten; "
+                                 "drop rng_dump")
             t = self.outputs["RNG_DUMP"]
             full = [p.b, p.h_q, p.s_q, p.s_kv]
             if not t.get_dim():
@@ -70,7 +79,7 @@ class SDPA(SdpaBase):
 
     def check_block_mask(self, p: Dims) -> None:
         t = self.inputs["Block_mask"]
-        want = [p.b, p.h_q, -(-p.s_q // 128), -(-(-(-p.s_kv // 128)) // 8)]
+        want = [p.b, p.h_q, ceil_div(p.s_q, 128), ceil_div(ceil_div(p.s_kv, 128), 8)]
         if t.get_data_type() != data_type.UINT8 or t.get_dim() != want:
             raise GraphError(f"{self.at('block_mask')}: must be UINT8 [b, h_q, ceil(s_q/128), ceil(ceil(s_kv/128)/8)] "
                              f"= {want}, got {t.get_data_type().name} {t.get_dim()}")

@@ -2,8 +2,10 @@
 
 Always composite (as in the official frontend, reference section 5.5): P is recomputed from
 Q Kᵀ and the forward's Stats, dV = Pᵀ dO, dS = P * (dO Vᵀ - rowsum(dO * O)), dK = dSᵀ Q,
-dQ = dS K. Two tensors live in workspace scratch: softmax_sum (rowsum(dO * O), FLOAT) and,
-unless dBias or the deterministic algorithm ask for the dP-workspace path, dQ_accum (FLOAT).
+dQ = dS K. A user dropout mask scales dP instead of dS (see composite_backward: the official
+graph is wrong on cuDNN 9.19), so its scale_inverse is accepted but not used. Two tensors live
+in workspace scratch: softmax_sum (rowsum(dO * O), FLOAT) and, unless dBias or the deterministic
+algorithm ask for the dP-workspace path, dQ_accum (FLOAT).
 For GQA/MQA the head-group sums of dK/dV are reductions over full-head matmul outputs.
 """
 
@@ -99,14 +101,15 @@ def composite_backward(node: SDPABackward, ex: Expander) -> list[Node]:
     kt, vt = swapped(k), swapped(v)
     use_dp_workspace = "dBias" in outs or o.deterministic
     mask = scale = scale_inv = None
+    user_mask = "Dropout_mask" in ins
     if o.dropout_p is not None:
         mask = outs.get("RNG_DUMP") or ex.virtual(f"{node.name}::dropout_mask", full, FLOAT)
         bld.add(Rng(f"{node.name}.rng", ins["Seed"], ins["Offset"], bernoulli_probability=1.0 - o.dropout_p), "Y", mask)
         scale = bld.const(1.0 / (1.0 - o.dropout_p), FLOAT, "dropout_scale")
         scale_inv = bld.const(1.0 - o.dropout_p, FLOAT, "dropout_scale_inv")
-    elif "Dropout_mask" in ins:
-        mask, scale, scale_inv = ins["Dropout_mask"], ins["Dropout_scale"], ins["Dropout_scale_inv"]
-    # softmax_sum = rowsum(dO * O) (* dropout scale inverse), FLOAT scratch
+    elif user_mask:
+        mask, scale = ins["Dropout_mask"], ins["Dropout_scale"]  # scale_inverse is not needed: see below
+    # softmax_sum = rowsum(dO * O) (* Philox dropout's 1 - p), FLOAT scratch
     row = [p.b, p.h_q, p.s_q, 1]
     prod = bld.pw("mul", d_o, ins["O"], name="mul_dO_O")
     total = bld.reduce(prod, reduction_mode.ADD, "reduce_dO_O", row)
@@ -130,12 +133,18 @@ def composite_backward(node: SDPABackward, ex: Expander) -> list[Node]:
     transposed = [p.h_q * p.s_q * p.s_kv, p.s_q * p.s_kv, 1, p.s_kv]
     pt = bld.reshape(probs, "reshape_p", [p.b, p.h_q, p.s_kv, p.s_q], transposed, io)
     _grad(bld, pt, d_o, outs["dV"], p.h_v, p.h_q, "matmul_pT_dO", "red_dV_head", seq_kv, seq_q, io)
-    # dS = P * (dO Vᵀ [* mask] - softmax_sum) [* dropout scale] [* attn scale]
+    # dS = P * (dO Vᵀ [* mask] - softmax_sum) [* dropout scale] [* attn scale]. With a user mask the
+    # official graph (softmax_sum = rowsum(dO * O) * scale_inverse, scale after the product) comes out
+    # wrong on cuDNN 9.19: its engines ignore a scale_inverse *tensor* there (Philox's by-value 1 - p
+    # is honoured), giving dQ/dK off by up to ~2. The same gradient, P * (dP * mask * scale - rowsum),
+    # needs no scale_inverse, so nothing the engine might ignore is left in the graph.
     dp = bld.matmul(d_o, vt, "matmul_dO_VT", full, m=seq_q, n=seq_kv)
     if mask is not None:
         dp = bld.pw("mul", dp, mask, name="dP_dropout_mask")
+    if user_mask:
+        dp = bld.pw("mul", dp, scale, name="dP_dropout_scale")
     ds = bld.pw("mul", bld.pw("sub", dp, softmax_sum, name="sub_dP_softmax_sum"), exp_s, name="mul_dP_exp_s")
-    if scale is not None:
+    if scale is not None and not user_mask:
         ds = bld.pw("mul", ds, scale, name="mul_dS_dropout_scale")
     if "dBias" in outs:
         bld.reduce(ds, reduction_mode.ADD, "red_dP_dBias", outs["dBias"].get_dim(), out=outs["dBias"])
