@@ -27,13 +27,6 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import cudnn
-from cudnn.graph import sdpa_ops  # noqa: F401 - registers pygraph.sdpa / sdpa_backward
-from cudnn.graph.graph import pygraph
-from cudnn.graph.oplib import OPS
-
-for _name, _fn in OPS.items():  # until graph.py imports sdpa_ops itself
-    if not hasattr(pygraph, _name):
-        setattr(pygraph, _name, _fn)
 
 dt = cudnn.data_type
 

@@ -5,8 +5,8 @@ fused pointwise work) returns the nodes that replace it; their intermediates are
 tensors, and scratch tensors the user does not pass live in the graph-reserved prefix of the
 workspace. Lowering only ever sees primitive nodes; the printed graph shows the user's.
 
-Helpers for composites: `View` (another description of a tensor's memory, same uid: K seen as
-Kᵀ), `Expander.constant` (a by-value scalar the expansion needs: -inf, 1/(1-p), bounds) and
+Helpers for composites: `swapped` (a transposed ``Tensor.view``, same uid: K seen as Kᵀ),
+`Expander.constant` (a by-value scalar the expansion needs: -inf, 1/(1-p), bounds) and
 `Expander.virtual` (an intermediate with dims, strides and type set).
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from .._lib.enums import data_type
 from .node import Context, Node, row_major
-from .tensor import Tensor
+from .tensor import Tensor, constant
 
 
 @dataclass
@@ -33,53 +33,19 @@ class Scratch:
     zero: bool = False
 
 
-# Tensor's slots other than its identity (uid): what a View copies from its base.
-_COPIED = tuple(s for s in Tensor.__slots__ if s not in ("_uid", "_uid_assigned", "__weakref__"))
+def View(base: Tensor, dims: Sequence[int], strides: Sequence[int], name: str | None = None) -> Tensor:
+    """``base.view(dims, strides, name)``: kept for callers written against the former View
+    class (norm.py); new code calls ``Tensor.view`` directly."""
+    return base.view(dims, strides, name or "")
 
 
-class View(Tensor):
-    """Another description (dims, strides) of the memory of ``base``, sharing its uid.
-
-    The backend binds buffers by uid, so a view needs no buffer of its own: Kᵀ for attention's
-    first matmul is K with dims and strides 2<->3 swapped. Reading or assigning the view's uid
-    reads or assigns the base's, whichever of the two the pipeline meets first; the user's
-    tensor object itself is never changed."""
-
-    __slots__ = ("base",)
-
-    def __init__(self, base: Tensor, dims: Sequence[int], strides: Sequence[int], name: str | None = None) -> None:
-        # Tensor.__init__ would reset the (shared) uid; copy the attributes instead.
-        self.base = base.base if isinstance(base, View) else base
-        for slot in _COPIED:
-            if hasattr(base, slot):
-                object.__setattr__(self, slot, getattr(base, slot))
-        self._dim, self._stride = [int(d) for d in dims], [int(s) for s in strides]
-        if name is not None:
-            self._name = name
-
-    @property  # type: ignore[override]
-    def _uid(self) -> int:
-        return self.base._uid
-
-    @_uid.setter
-    def _uid(self, value: int) -> None:
-        self.base._uid = value
-
-    @property  # type: ignore[override]
-    def _uid_assigned(self) -> bool:
-        return self.base._uid_assigned
-
-    @_uid_assigned.setter
-    def _uid_assigned(self, value: bool) -> None:
-        self.base._uid_assigned = value
-
-
-def swapped(t: Tensor, i: int = 2, j: int = 3) -> View:
-    """``t`` with dims/strides ``i`` and ``j`` exchanged (a transposed view, same uid)."""
+def swapped(t: Tensor, i: int = 2, j: int = 3) -> Tensor:
+    """``t`` with dims/strides ``i`` and ``j`` exchanged: a transposed view sharing ``t``'s uid
+    (the backend binds buffers by uid, so Kᵀ needs no buffer of its own); ``t`` is unchanged."""
     dims, strides = t.get_dim(), t.get_stride()
     dims[i], dims[j] = dims[j], dims[i]
     strides[i], strides[j] = strides[j], strides[i]
-    return View(t, dims, strides)
+    return t.view(dims, strides)
 
 
 class Expander:
@@ -96,10 +62,9 @@ class Expander:
         self.scratch.append(Scratch(tensor, fill, zero))
         return tensor
 
-    def constant(self, value: float | int, dtype: data_type, name: str, rank: int = 4) -> Tensor:
+    def constant(self, value: float, dtype: data_type, name: str, rank: int = 4) -> Tensor:
         """A by-value scalar the graph carries (bound from host memory at execute)."""
-        t = Tensor(name, [1] * rank, [1] * rank, dtype, is_virtual=False, is_pass_by_value=True)
-        t._value = value  # what graph-made constants carry (pygraph._input does the same)
+        t = constant(name, value).set_dim([1] * rank).set_stride([1] * rank).set_data_type(dtype)
         self.constants.append(t)
         return t
 
