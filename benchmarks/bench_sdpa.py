@@ -4,8 +4,12 @@ attention backends (torch.nn.attention.sdpa_kernel), GPU time, TFLOP/s and ratio
     PYTHONPATH=src python benchmarks/bench_sdpa.py            # both cases, forward and backward
     PYTHONPATH=src python benchmarks/bench_sdpa.py --quick    # fewer repeats
 
-Cases (bf16, BHSD layout): b4 h16 s4096 d128 causal, and b8 h16 s1024 d64 without mask.
-FLOPs: forward 4*b*h*s_q*s_kv*d (halved for causal), backward 2.5x the forward.
+Cases (bf16, BHSD layout): b4 h16 s4096 d128 causal, and b8 h16 s1024 d64 without mask; and a
+decode step: s_q = 1 against a paged K/V cache of s_kv 8192 (GQA, 64-token pages in a shuffled
+block order), cudnn-py's unified and composite lowerings against torch's SDPA backends on the same
+K/V stored contiguously (torch has no paged cache).
+FLOPs: forward 4*b*h*s_q*s_kv*d (halved for causal), backward 2.5x the forward. Decode is bound by
+reading K and V, so its rows print the K/V bytes read per second as well.
 Build times (cold: first graph of the process, then a second identical graph) are printed too.
 
 Timing: CUDA events around back-to-back calls after warm-up; the median of the repeats.
@@ -130,12 +134,116 @@ def torch_fns(backend: SDPBackend, c: Case, q: torch.Tensor, k: torch.Tensor, v:
     return fwd, bwd
 
 
+@dataclass
+class Decode:
+    b: int = 16
+    h_q: int = 32
+    h_kv: int = 8
+    s_kv: int = 8192
+    d: int = 128
+    block: int = 64
+
+    @property
+    def label(self) -> str:
+        return f"decode b{self.b} h{self.h_q}/{self.h_kv} s_kv{self.s_kv} d{self.d} paged{self.block}"
+
+    def flops(self) -> float:
+        return 4.0 * self.b * self.h_q * self.s_kv * self.d
+
+    def kv_bytes(self) -> float:
+        return 2.0 * self.b * self.h_kv * self.s_kv * self.d * 2  # K and V, bf16
+
+
+def paged(t: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[b, h, s, d] -> (container [b * s / block, h, block, d] in a shuffled block order, page table)."""
+    b, h, s, d = t.shape
+    nblk = s // block
+    blocks = t.view(b, h, nblk, block, d).permute(0, 2, 1, 3, 4).reshape(b * nblk, h, block, d)
+    perm = torch.randperm(b * nblk, device="cuda", generator=torch.Generator(device="cuda").manual_seed(1))
+    container = torch.empty_like(blocks)
+    container[perm] = blocks
+    return container, perm.view(b, 1, nblk, 1).to(torch.int32).contiguous()
+
+
+def cudnn_decode(c: Decode, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                 implementation: Any) -> tuple[Callable[[], None], float, str]:
+    """sdpa inference of one query token per sequence over the paged cache of k, v."""
+    t0 = time.perf_counter()
+    (kc, kt), (vc, vt) = paged(k, c.block), paged(v, c.block)
+    seq_q = torch.ones(c.b, 1, 1, 1, dtype=torch.int32, device="cuda")
+    seq_kv = torch.full((c.b, 1, 1, 1), c.s_kv, dtype=torch.int32, device="cuda")
+    g = cudnn.pygraph(io_data_type=dt.BFLOAT16, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    bufs = {"q": q, "k_cache": kc, "v_cache": vc, "k_table": kt, "v_table": vt, "seq_q": seq_q, "seq_kv": seq_kv}
+    ts = {name: g.tensor(name=name, dim=list(t.shape), stride=list(t.stride()),
+                         data_type={torch.bfloat16: dt.BFLOAT16, torch.int32: dt.INT32}[t.dtype])
+          for name, t in bufs.items()}
+    to, _ = g.sdpa(ts["q"], ts["k_cache"], ts["v_cache"], is_inference=True, attn_scale=1.0 / math.sqrt(c.d),
+                   use_padding_mask=True, seq_len_q=ts["seq_q"], seq_len_kv=ts["seq_kv"],
+                   paged_attention_k_table=ts["k_table"], paged_attention_v_table=ts["v_table"],
+                   paged_attention_max_seq_len_kv=c.s_kv, implementation=implementation)
+    to.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride()))
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    pack = {ts[name]: t for name, t in bufs.items()} | {to: o}
+    g.execute(pack, ws)
+    torch.cuda.synchronize()
+    from cudnn.graph.expand import expand
+
+    nodes, _ = expand(g.nodes, g.context, cudnn.backend_version())
+    how = "unified" if [n.op for n in nodes] == ["sdpa_fwd"] else "composite"
+    return (lambda: g.execute(pack, ws)), time.perf_counter() - t0, how
+
+
+def decode_rows(calls: int, repeats: int) -> None:
+    """The decode case: cudnn-py (both lowerings) and torch's backends; O checked against torch's math."""
+    c = Decode()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(c.b, c.h_q, 1, c.d, generator=gen, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(c.b, c.h_kv, c.s_kv, c.d, generator=gen, device="cuda", dtype=torch.bfloat16)
+            for _ in range(2))
+    with sdpa_kernel(SDPBackend.MATH), torch.no_grad():
+        want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True)
+    rows = []
+    for implementation in (cudnn.attention_implementation.AUTO, cudnn.attention_implementation.COMPOSITE):
+        o = torch.empty_like(q)
+        try:
+            fn, build, how = cudnn_decode(c, q, k, v, o, implementation)
+        except (cudnn.GraphError, cudnn.cudnnGraphNotSupportedError) as exc:
+            print(f"{c.label:44} cudnn-py {implementation.name}: refused ({str(exc).splitlines()[0][:120]})")
+            continue
+        err = float((o.float() - want).abs().max())
+        rows.append((f"cudnn-py ({how})", gpu_time(fn, calls, repeats)))
+        print(f"{c.label:44} cudnn-py ({how}): build {build:.2f} s, max abs err vs float32 {err:.2g}")
+    for name, backend in (("torch flash", SDPBackend.FLASH_ATTENTION), ("torch efficient", SDPBackend.EFFICIENT_ATTENTION),
+                          ("torch cudnn", SDPBackend.CUDNN_ATTENTION), ("torch math", SDPBackend.MATH)):
+        def fn(backend: SDPBackend = backend) -> Any:
+            with sdpa_kernel(backend), torch.no_grad():
+                return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        try:
+            fn()
+        except RuntimeError:
+            print(f"{c.label:44} {name} unavailable for this case")
+            continue
+        rows.append((name, gpu_time(fn, calls, repeats)))
+    if not rows:
+        return
+    ours = rows[0][1]
+    for name, secs in rows:
+        print(f"{c.label:44} {name:22} {secs * 1e6:9.1f} us {c.flops() / secs / 1e12:7.2f} TFLOP/s "
+              f"{c.kv_bytes() / secs / 1e12:6.2f} TB/s {ours / secs:10.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", choices=["prefill", "decode"], help="run one group of cases")
     args = ap.parse_args()
     calls, repeats = (5, 3) if args.quick else (20, 7)
     print(f"{torch.cuda.get_device_name()}, cuDNN {cudnn.backend_version_string()}, torch {torch.__version__}")
+    if args.only != "prefill":
+        decode_rows(calls, repeats)
+    if args.only == "decode":
+        return
     cases = [Case(4, 16, 4096, 128, True), Case(8, 16, 1024, 64, False)]
     print(f"{'case':30} {'pass':4} {'impl':22} {'time us':>9} {'TFLOP/s':>8} {'vs cudnn-py':>11}")
     for c in cases:
