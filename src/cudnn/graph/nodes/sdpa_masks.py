@@ -49,7 +49,7 @@ class Builder:
         self.nodes.append(inferred(node, self.ex.ctx, {port: out}))
         return out
 
-    def const(self, value: float | int, dtype: data_type, name: str) -> Tensor:
+    def const(self, value: float, dtype: data_type, name: str) -> Tensor:
         return self.ex.constant(value, dtype, f"{self.prefix}::{name}")
 
     def pw(self, method: str, *ins: Tensor, name: str, out: Tensor | None = None, dtype: data_type | None = None,
