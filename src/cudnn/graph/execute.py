@@ -208,11 +208,12 @@ class Runner:
     """Runs one execution plan; made when the plan is first executed, used by every execute()."""
 
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
-                 "default_handle", "by_uid", "by_tensor", "required", "packs", "backend_execute", "candidate", "warned")
+                 "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs", "backend_execute", "candidate",
+                 "warned")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
-                 candidate: Any = None) -> None:
+                 candidate: Any = None, unused: Sequence[Binding] = ()) -> None:
         self.label = label
         self.plan = plan
         self.plan_ptr = plan.ptr
@@ -223,6 +224,10 @@ class Runner:
         self.default_handle = default_handle  # a Handle, or an int cudnnHandle_t
         self.by_uid = {b.uid: b for b in bindings}
         self.by_tensor = {id(b.tensor): b for b in bindings}
+        # tensors of the graph the plan does not read (an attention option the lowering folds
+        # away): accepted in the variant pack and not given to cuDNN
+        self.unused_tensors = {id(b.tensor) for b in unused}
+        self.unused_uids = {b.uid for b in unused}
         self.required = [b for b in bindings if b.constant is None]
         self.packs = PackCache()
         self.backend_execute = capi.graph.cudnnBackendExecute
@@ -330,12 +335,16 @@ class Runner:
         if isinstance(key, Tensor):
             binding = self.by_tensor.get(id(key))
             if binding is None:
+                if id(key) in self.unused_tensors:
+                    return None
                 what = "an intermediate (virtual) tensor" if key.get_is_virtual() else "not a tensor of this graph"
                 return self._unknown(f"variant pack key {key.label()} is {what}", mode)
             return binding
         if isinstance(key, int) and not isinstance(key, bool):
             binding = self.by_uid.get(key)
             if binding is None:
+                if key in self.unused_uids:
+                    return None
                 return self._unknown(f"variant pack key uid {key} is not a uid of this graph "
                                      f"(known: {sorted(self.by_uid)})", mode)
             return binding

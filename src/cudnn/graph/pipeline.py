@@ -54,6 +54,7 @@ class Lowered:
     bindings: list[Binding]
     slots: list[ScratchSlot]
     scratch_bytes: int
+    unused: list[Binding]  # tensors of the user's nodes the expansion does not read
 
 
 class Pipeline:
@@ -106,9 +107,13 @@ class Pipeline:
                 slots.append(ScratchSlot(s.tensor.get_uid(), offset, size, s.fill, s.zero))
                 offset += -(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT
             scratch_uids = {s.uid for s in slots}
-            # the user's tensors bind as the user declared them (an expansion may use views of them)
-            bindings = [b for b in make_bindings([*user_nodes, *nodes]) if b.uid not in scratch_uids]
-            self._lowered = Lowered(nodes, bindings, slots, offset)
+            used = {t.get_uid() for t in all_tensors(nodes)}
+            # the user's tensors bind as the user declared them (an expansion may use views of them);
+            # those the expansion does not read are accepted at execute and not given to cuDNN
+            bound = make_bindings([*user_nodes, *nodes])
+            bindings = [b for b in bound if b.uid in used and b.uid not in scratch_uids]
+            unused = [b for b in bound if b.uid not in used]
+            self._lowered = Lowered(nodes, bindings, slots, offset, unused)
         return self._lowered
 
     def bindings(self) -> list[Binding]:
@@ -199,7 +204,7 @@ class Pipeline:
 
         ``bindings`` come from the serialized record when the graph has no nodes to lower."""
         if bindings is not None:
-            self._lowered = Lowered([], bindings, [], 0)
+            self._lowered = Lowered([], bindings, [], 0, [])
         else:
             self.lowered()
         plans = PlanSet(self.label)
@@ -228,7 +233,7 @@ class Pipeline:
             device = h.device if isinstance(h, Handle) else None
             lowered = self.lowered()
             runner = Runner(self.label, plan, int(cand.workspace or 0), lowered.bindings, h, device,
-                            lowered.slots, lowered.scratch_bytes, cand)
+                            lowered.slots, lowered.scratch_bytes, cand, lowered.unused)
             self._runners[id(cand)] = runner
         return runner
 
