@@ -208,8 +208,8 @@ class Runner:
     """Runs one execution plan; made when the plan is first executed, used by every execute()."""
 
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
-                 "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs", "backend_execute", "candidate",
-                 "warned")
+                 "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
+                 "backend_execute", "candidate", "warned")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
