@@ -17,7 +17,7 @@ from .._lib.errors import version_string
 from .._version import __version__
 from ..backend import engine as eng
 from ..backend.handle import Handle, as_handle_ptr
-from . import norm_ops, ops, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
+from . import hygiene, norm_ops, ops, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
 from .autotune import TuneReport, autotune
 from .errors import GraphError, GraphStateError
 from .jsonfmt import dumps
@@ -176,14 +176,13 @@ class pygraph:  # noqa: N801 (documented name)
         return name
 
     def _add(self, node: Node, ports: Sequence[str]) -> list[Tensor]:
-        """Add ``node`` with fresh virtual outputs named ``node::PORT``; returns them in order."""
+        """Add ``node`` with fresh virtual outputs named ``node::PORT``; returns them in order.
+        Another graph's tensors are refused; unnamed inputs and constants get names."""
+        hygiene.adopt(self.nodes, node)
         for port in ports:
             t = Tensor(f"{node.name}::{port}", is_virtual=True)
             t.producer = node
             node.outputs[port] = t
-        for port, t in node.inputs.items():
-            if t.get_value() is not None and not t.get_name().startswith(node.name):
-                t.set_name(f"{node.name}::{port}")
         self.nodes.append(node)
         self._names.add(node.name)
         self._changed()
@@ -201,6 +200,7 @@ class pygraph:  # noqa: N801 (documented name)
         self._validated = True
 
     def _check_rules(self) -> None:
+        hygiene.check_names(self.nodes)
         consumed: set[int] = set()
         for node in self.nodes:
             for port, t in node.inputs.items():

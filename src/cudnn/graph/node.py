@@ -50,7 +50,7 @@ class Node:
 
     def __init__(self, name: str, compute_data_type: Any = NOT_SET) -> None:
         self.name = name
-        self.compute_data_type = as_data_type(compute_data_type, f"{self.op}: compute_data_type")
+        self.compute_data_type = as_data_type(compute_data_type, f"{self.label()}: compute_data_type")
         self.inputs: dict[str, Tensor] = {}
         self.outputs: dict[str, Tensor] = {}
 
@@ -149,6 +149,8 @@ def port_of(node: Node, t: Tensor) -> str:
 def resolve_input(node: Node, port: str, t: Tensor, ctx: Context) -> None:
     """An input needs dims and strides from the user; an unset data type takes the io type."""
     if not t.get_dim():
+        if t.get_value() is not None:  # a Python number given where only a tensor makes sense
+            raise number_error(node, port, t)
         raise GraphError(f"{node.at(port)} tensor {t.label()} has no dims; give dim= or set_dim()")
     if not t.get_stride():
         t.set_stride(row_major(t.get_dim()))
@@ -158,6 +160,12 @@ def resolve_input(node: Node, port: str, t: Tensor, ctx: Context) -> None:
             raise GraphError(f"{node.at(port)} tensor {t.label()} has no data type: give data_type= "
                              "or the graph io_data_type=")
         t.set_data_type(ctx.io_data_type)
+
+
+def number_error(node: Node, port: str, t: Tensor) -> GraphError:
+    """The refusal of a Python number (a by-value scalar without dims) on a port that takes a tensor."""
+    return GraphError(f"{node.at(port)} got the number {t.get_value()!r}, which has no dims: this input "
+                      "takes a tensor (graph.tensor(...) or a framework tensor)")
 
 
 def check_layout(node: Node, port: str, t: Tensor) -> None:

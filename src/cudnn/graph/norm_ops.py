@@ -64,9 +64,9 @@ def _peers(self: pygraph, peer_stats: Sequence[Any] | None, op: str) -> dict[str
 def _forward(self: pygraph, op: str, phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
              compute_data_type: Any, name: str, zero_centered: bool, returns: Sequence[str],
              bias_optional: bool = False) -> list[Maybe]:
-    phase = forward_phase(phase, op)
     name = self._name(name)
     at = f"{op} {name!r}"
+    phase = forward_phase(phase, at)
     inputs: dict[str, Maybe] = {
         "X": self._input(input, at, "input"), "SCALE": self._input(scale, at, "scale"),
         "BIAS": _maybe(self, bias, at, "bias") if bias_optional else self._input(bias, at, "bias"),
@@ -168,7 +168,8 @@ def rmsnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, inv_varia
                      zero_centered_gamma: bool = False) -> list[Maybe]:
     """RMS norm gradients; returns [DX, DSCALE, DBIAS], DBIAS None unless has_dbias."""
     if not isinstance(has_dbias, bool):
-        raise GraphError(f"rmsnorm_backward: has_dbias must be True or False, got {has_dbias!r}")
+        raise GraphError(f"rmsnorm_backward {self._name(name)!r}: has_dbias must be True or False, "
+                         f"got {has_dbias!r}")
     out = _backward(self, "rmsnorm_backward", grad, input, scale, {"INV_VARIANCE": ("inv_variance", inv_variance)},
                          compute_data_type, name, zero_centered_gamma, has_dbias=has_dbias)
     node_name = self.nodes[-1].name
@@ -184,14 +185,14 @@ def instancenorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean
                           epsilon: Any = None) -> list[Maybe]:
     """Instance norm gradients; returns [DX, DSCALE, DBIAS]. Without the saved mean and
     inv_variance, give ``epsilon=`` so cuDNN can recompute them."""
-    label = f"instancenorm_backward {name!r}"
+    label = f"instancenorm_backward {self._name(name)!r}"
     if (mean is None) != (inv_variance is None):
         raise GraphError(f"{label}: give both mean and inv_variance (the TRAINING forward's statistics) "
                          "or neither")
     if mean is None and epsilon is None:
         raise GraphError(f"{label}: without mean and inv_variance cuDNN recomputes the statistics and needs "
                          "epsilon=; pass the forward's MEAN and INV_VARIANCE, or epsilon")
-    eps = {"EPSILON": _maybe(self, epsilon, "instancenorm_backward", "epsilon")}
+    eps = {"EPSILON": _maybe(self, epsilon, label, "epsilon")}
     return _backward(self, "instancenorm_backward", grad, input, scale,
                           {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
                           compute_data_type, name, extra=eps)
@@ -256,7 +257,7 @@ def batchnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: A
     op = "batchnorm_backward"
     return _backward(self, op, grad, input, scale,
                           {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
-                          compute_data_type, name, extra=_peers(self, peer_stats, op))
+                          compute_data_type, name, extra=_peers(self, peer_stats, f"{op} {self._name(name)!r}"))
 
 
 @op

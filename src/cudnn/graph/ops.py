@@ -30,6 +30,10 @@ CROSS_CORRELATION = convolution_mode.CROSS_CORRELATION
 convolution_mode_enum = convolution_mode  # op parameters of the documented name shadow it
 
 
+def _at(graph: pygraph, op: str, name: Any) -> str:
+    """How messages about an op call name its node: ``conv_fprop 'conv1'`` (or its index)."""
+    return f"{op} {graph._name(name)!r}"
+
 
 # -- convolution ------------------------------------------------------------------------
 
@@ -80,8 +84,9 @@ def conv_fprop(self: pygraph, image: Any, weight: Any, padding: Sequence[int] | 
     """Forward convolution Y = conv(image X, weight W); returns Y."""
     args = _conv_overload("conv_fprop", padding, stride, dilation, convolution_mode, compute_data_type, name,
                           pre_padding, post_padding)
-    node = ConvFprop(self._name(args.name), {"X": self._input(image, "conv_fprop", "image"),
-                                              "W": self._input(weight, "conv_fprop", "weight")}, *args.node_args())
+    at = _at(self, "conv_fprop", args.name)
+    node = ConvFprop(self._name(args.name), {"X": self._input(image, at, "image"),
+                                              "W": self._input(weight, at, "weight")}, *args.node_args())
     return self._add(node, ["Y"])[0]
 
 
@@ -94,8 +99,9 @@ def conv_dgrad(self: pygraph, loss: Any, filter: Any, padding: Sequence[int] | N
     """Gradient of the convolution input from DY (loss) and W (filter); returns DX."""
     args = _conv_overload("conv_dgrad", padding, stride, dilation, convolution_mode, compute_data_type, name,
                           pre_padding, post_padding)
-    node = ConvDgrad(self._name(args.name), {"DY": self._input(loss, "conv_dgrad", "loss"),
-                                             "W": self._input(filter, "conv_dgrad", "filter")}, *args.node_args())
+    at = _at(self, "conv_dgrad", args.name)
+    node = ConvDgrad(self._name(args.name), {"DY": self._input(loss, at, "loss"),
+                                             "W": self._input(filter, at, "filter")}, *args.node_args())
     return self._add(node, ["DX"])[0]
 
 
@@ -108,8 +114,9 @@ def conv_wgrad(self: pygraph, image: Any, loss: Any, padding: Sequence[int] | No
     """Gradient of the convolution filter from X (image) and DY (loss); returns DW."""
     args = _conv_overload("conv_wgrad", padding, stride, dilation, convolution_mode, compute_data_type, name,
                           pre_padding, post_padding)
-    node = ConvWgrad(self._name(args.name), {"X": self._input(image, "conv_wgrad", "image"),
-                                             "DY": self._input(loss, "conv_wgrad", "loss")}, *args.node_args())
+    at = _at(self, "conv_wgrad", args.name)
+    node = ConvWgrad(self._name(args.name), {"X": self._input(image, at, "image"),
+                                             "DY": self._input(loss, at, "loss")}, *args.node_args())
     return self._add(node, ["DW"])[0]
 
 # -- matmul, reduction and structural ops ----------------------------------------------
@@ -119,7 +126,8 @@ def conv_wgrad(self: pygraph, image: Any, loss: Any, padding: Sequence[int] | No
 def matmul(self: pygraph, A: Any, B: Any, compute_data_type: Any = NOT_SET, padding: float = 0.0,  # noqa: N803
            name: str = "") -> Tensor:
     """C = A @ B over the last two dims, batch dims broadcast; returns C."""
-    node = Matmul(self._name(name), self._input(A, "matmul", "A"), self._input(B, "matmul", "B"),
+    at = _at(self, "matmul", name)
+    node = Matmul(self._name(name), self._input(A, at, "A"), self._input(B, at, "B"),
                   compute_data_type, padding)
     return self._add(node, ["C"])[0]
 
@@ -131,8 +139,9 @@ def reduction(self: pygraph, input: Any, mode: Any, compute_data_type: Any = NOT
 
     ``group_offset`` (cuDNN >= 9.24): an integer tensor of where each group of the grouped dim
     starts, for groups of varying size; give Y's dims with set_dim()."""
-    offsets = None if group_offset is None else self._input(group_offset, "reduction", "group_offset")
-    node = Reduction(self._name(name), self._input(input, "reduction", "input"), mode, compute_data_type,
+    at = _at(self, "reduction", name)
+    offsets = None if group_offset is None else self._input(group_offset, at, "group_offset")
+    node = Reduction(self._name(name), self._input(input, at, "input"), mode, compute_data_type,
                      is_deterministic, offsets)
     return self._add(node, ["Y"])[0]
 
@@ -142,14 +151,15 @@ def reshape(self: pygraph, input: Any, name: str = "",  # noqa: A002
             reshape_mode: Any = reshape_mode_enum.VIEW_ONLY) -> Tensor:
     """A reshaped X; give the result's dims with set_dim(). VIEW_ONLY reinterprets the memory;
     LOGICAL (cuDNN >= 9.22) reshapes in logical (row-major) element order whatever the strides."""
-    node = Reshape(self._name(name), self._input(input, "reshape", "input"), reshape_mode)
+    node = Reshape(self._name(name), self._input(input, _at(self, "reshape", name), "input"), reshape_mode)
     return self._add(node, ["Y"])[0]
 
 
 @op
 def genstats(self: pygraph, input: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Tensor]:  # noqa: A002
     """Per-channel sum and sum of squares of X; returns [SUM, SQ_SUM]."""
-    node = GenStats(self._name(name), self._input(input, "genstats", "input"), compute_data_type)
+    node = GenStats(self._name(name), self._input(input, _at(self, "genstats", name), "input"),
+                    compute_data_type)
     return self._add(node, ["SUM", "SQ_SUM"])
 
 
@@ -157,7 +167,7 @@ def genstats(self: pygraph, input: Any, compute_data_type: Any = NOT_SET, name: 
 def transpose(self: pygraph, input: Any, permutation: Sequence[int], compute_data_type: Any = NOT_SET,  # noqa: A002
               name: str = "") -> Tensor:
     """Y[i] = X[permutation[i]] dims (cuDNN >= 9.22)."""
-    node = Transpose(self._name(name), self._input(input, "transpose", "input"), permutation,
+    node = Transpose(self._name(name), self._input(input, _at(self, "transpose", name), "input"), permutation,
                      compute_data_type)
     return self._add(node, ["Y"])[0]
 
@@ -168,7 +178,7 @@ def slice(self: pygraph, input: Any, slices: Sequence[slice] | None = None,  # n
     """X[slices] with Python slice objects, one per leading dim (none: all of X) (cuDNN >= 9.22)."""
     if slices is not None and not isinstance(slices, (list, tuple)):
         raise GraphError(f"slice: slices must be a list of Python slice objects, got {slices!r}")
-    node = Slice(self._name(name), self._input(input, "slice", "input"), list(slices or []),
+    node = Slice(self._name(name), self._input(input, _at(self, "slice", name), "input"), list(slices or []),
                  compute_data_type)
     return self._add(node, ["Y"])[0]
 
@@ -184,7 +194,7 @@ def concatenate(self: pygraph, inputs: Sequence[Any], axis: int, in_place_index:
             raise GraphError(f"concatenate: {arg} must be an int, got {value!r}")
     if not isinstance(name, str):
         raise GraphError(f"concatenate: name must be a str, got {name!r} (compute_data_type is keyword-only)")
-    tensors = [self._input(t, "concatenate", f"inputs[{i}]") for i, t in enumerate(inputs)]
+    tensors = [self._input(t, _at(self, "concatenate", name), f"inputs[{i}]") for i, t in enumerate(inputs)]
     node = Concatenate(self._name(name), tensors, axis, in_place_index, compute_data_type)
     return self._add(node, ["Y"])[0]
 
@@ -247,7 +257,7 @@ def _pointwise_method(spec: Spec) -> Any:
         bound.apply_defaults()
         a = bound.arguments
         self = a["self"]
-        tensors = [self._input(a[t], spec.method, t) for t in spec.tensors]
+        tensors = [self._input(a[t], _at(self, spec.method, a["name"]), t) for t in spec.tensors]
         extra = {n: a[n] for n, _ in spec.attrs + spec.keyword_attrs}
         node = Pointwise(self._name(a["name"]), spec, tensors, extra, a["compute_data_type"])
         return self._add(node, ["OUT_0"])[0]

@@ -11,21 +11,21 @@ from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ...backend.descriptor import Descriptor
 from ..errors import GraphError
 from ..lower import Lowering
-from ..node import Context, Node, channels_last
+from ..node import Context, Node, channels_last, number_error
 from ..tensor import Tensor
 
 _MODES = {"CROSS_CORRELATION": convolution_mode.CROSS_CORRELATION,
           "CONVOLUTION": convolution_mode.CONVOLUTION}
 
 
-def _mode(value: Any) -> convolution_mode:
+def _mode(value: Any, label: str) -> convolution_mode:
     if isinstance(value, convolution_mode):
         return value
     name = getattr(value, "name", value)
     if isinstance(name, str) and name.upper() in _MODES:
         return _MODES[name.upper()]
-    raise GraphError(f"convolution_mode: expected cudnn.convolution_mode.CROSS_CORRELATION or CONVOLUTION, "
-                     f"got {value!r}")
+    raise GraphError(f"{label}: convolution_mode: expected cudnn.convolution_mode.CROSS_CORRELATION or "
+                     f"CONVOLUTION, got {value!r}")
 
 
 class _Conv(Node):
@@ -49,8 +49,11 @@ class _Conv(Node):
         self.post_padding = _ints(self, "post_padding", post_padding if post_padding is not None else padding)
         self.stride = _ints(self, "stride", stride)
         self.dilation = _ints(self, "dilation", dilation)
-        self.mode = _mode(convolution_mode)
+        self.mode = _mode(convolution_mode, self.label())
         self.inputs = inputs
+        for port, t in inputs.items():
+            if t.get_value() is not None and not t.get_dim():
+                raise number_error(self, port, t)
 
     def spatial_count(self) -> int:
         ranks = {len(t.get_dim()) for t in self.inputs.values()}
@@ -98,10 +101,15 @@ class _Conv(Node):
         if expected != list(dy):
             raise GraphError(f"{self.label()}: X {x} convolved with W {w} gives {expected}, but DY is {dy}")
 
-    def check_channels(self, c_in: int, c_filter: int, port: str) -> None:
-        if c_in % c_filter:
+    def check_channels(self, c_in: int, w: list[int], port: str) -> None:
+        """Groups = input channels / filter channels; each group has as many output channels."""
+        if c_in % w[1]:
             raise GraphError(f"{self.at(port)}: {c_in} input channels are not a multiple of the filter's "
-                             f"{c_filter} (groups = channels / filter channels)")
+                             f"{w[1]} (groups = channels / filter channels)")
+        groups = c_in // w[1]
+        if w[0] % groups:
+            raise GraphError(f"{self.at(port)}: filter {w} has {w[0]} output channels, not a multiple of the "
+                             f"{groups} groups ({c_in} input channels / {w[1]} filter channels)")
 
     def attributes(self) -> dict[str, Any]:
         return {"dilation": self.dilation, "math_mode": self.mode.name, "post_padding": self.post_padding,
@@ -154,7 +162,7 @@ class ConvFprop(_Conv):
         super().infer(ctx)
         self.fill_defaults()
         x, w = self.inputs["X"].get_dim(), self.inputs["W"].get_dim()
-        self.check_channels(x[1], w[1], "W")
+        self.check_channels(x[1], w, "W")
         out = self.forward_dims(x, w)
         if any(d <= 0 for d in out):
             raise GraphError(f"{self.label()}: output dims {out} are not positive: the filter {w} is larger "
@@ -180,7 +188,7 @@ class ConvDgrad(_Conv):
         inferred = [dy[0], w[1]] + [dy[i + 2] - self.pre_padding[i] - self.post_padding[i]
                                     + self.dilation[i] * (w[i + 2] - 1) for i in range(len(dy) - 2)]
         dims = self.gradient_dims("DX", "input", inferred)
-        self.check_channels(dims[1], w[1], "W")
+        self.check_channels(dims[1], w, "W")
         self.check_gradient(dims, w, dy)
         self.set_output("DX", self.outputs["DX"], ctx, dims, channels_last(dims), like=self.inputs["DY"])
 
@@ -202,6 +210,6 @@ class ConvWgrad(_Conv):
         inferred = [dy[1], x[1]] + [(x[i + 2] + self.pre_padding[i] + self.post_padding[i] - dy[i + 2])
                                     // self.dilation[i] + 1 for i in range(len(x) - 2)]
         dims = self.gradient_dims("DW", "filter", inferred)
-        self.check_channels(x[1], dims[1], "DW")
+        self.check_channels(x[1], dims, "DW")
         self.check_gradient(x, dims, dy)
         self.set_output("DW", self.outputs["DW"], ctx, dims, channels_last(dims), like=self.inputs["X"])

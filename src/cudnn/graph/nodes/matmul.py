@@ -15,7 +15,7 @@ from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ...backend.descriptor import Descriptor
 from ..errors import GraphError
 from ..lower import Lowering
-from ..node import Context, Node, row_major
+from ..node import Context, Node, number_error, row_major
 from ..tensor import Tensor
 
 OVERRIDES = {"M_OVERRIDE": A.CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC,
@@ -32,6 +32,9 @@ class Matmul(Node):
                  overrides: dict[str, Tensor | None] | None = None) -> None:
         super().__init__(name, compute_data_type)
         self.inputs = {"A": a, "B": b}
+        for port, t in self.inputs.items():
+            if t.get_value() is not None and not t.get_dim():
+                raise number_error(self, port, t)
         for port, t in (overrides or {}).items():
             if port not in OVERRIDES:
                 raise GraphError(f"{self.label()}: unknown override {port!r}; expected one of {sorted(OVERRIDES)}")

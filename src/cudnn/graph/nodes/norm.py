@@ -99,9 +99,9 @@ class NormNode(Node):
     primitive = False  # set on the copy expand() hands to lowering
 
     def __init__(self, name: str, kind: Kind, inputs: dict[str, Tensor | None], compute_data_type: Any) -> None:
-        super().__init__(name, compute_data_type)
         self.kind = kind
         self.op, self.tag = kind.op, kind.tag  # type: ignore[misc]  # per-instance labels, as Pointwise
+        super().__init__(name, compute_data_type)  # after the labels: its messages name the node
         self.inputs = {port: t for port, t in inputs.items() if t is not None}
 
     @property

@@ -16,14 +16,14 @@ from ..node import Context, Node, channels_last, packed_in_order, row_major, str
 from ..tensor import Tensor
 
 
-def _reduction_mode(value: Any) -> reduction_mode:
+def _reduction_mode(value: Any, label: str) -> reduction_mode:
     try:
         mode = value if isinstance(value, reduction_mode) else reduction_mode[getattr(value, "name", value)]
     except (KeyError, TypeError):
         mode = None
     if mode is None or mode == reduction_mode.NOT_SET:
         names = ", ".join(m.name for m in reduction_mode if m != reduction_mode.NOT_SET)
-        raise GraphError(f"reduction: mode must be one of cudnn.reduction_mode {names}; got {value!r}")
+        raise GraphError(f"{label}: mode must be one of cudnn.reduction_mode {names}; got {value!r}")
     return mode
 
 
@@ -39,7 +39,7 @@ class Reduction(Node):
         self.inputs = {"X": x}
         if group_offset is not None:  # groups of varying size: where each starts (cuDNN >= 9.24)
             self.inputs["GROUP_OFFSET"] = group_offset
-        self.mode = _reduction_mode(mode)
+        self.mode = _reduction_mode(mode, self.label())
         self.is_deterministic = bool(is_deterministic)
 
     def infer(self, ctx: Context) -> None:
@@ -156,7 +156,10 @@ class Transpose(Node):
     def __init__(self, name: str, x: Tensor, permutation: Sequence[int], compute_data_type: Any) -> None:
         super().__init__(name, compute_data_type)
         self.inputs = {"X": x}
-        self.permutation = [int(p) for p in permutation]
+        try:
+            self.permutation = [int(p) for p in permutation]
+        except (TypeError, ValueError):
+            raise GraphError(f"{self.label()}: permutation must be a list of ints, got {permutation!r}") from None
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)
@@ -198,7 +201,10 @@ class Slice(Node):
         if len(self.slices) > len(x):
             raise GraphError(f"{self.label()}: {len(self.slices)} slices for {len(x)} dims")
         full = self.slices + [slice(None)] * (len(x) - len(self.slices))
-        self.ranges = [s.indices(d) for s, d in zip(full, x)]
+        try:
+            self.ranges = [s.indices(d) for s, d in zip(full, x)]
+        except (TypeError, ValueError) as exc:  # a zero step, a bound that is not an int
+            raise GraphError(f"{self.label()}: slices {self.slices} of X {x}: {exc}") from None
         if any(step <= 0 for _, _, step in self.ranges):
             raise GraphError(f"{self.label()}: slice steps must be positive")
         dims = [len(range(*r)) for r in self.ranges]

@@ -1,0 +1,90 @@
+"""The tensors a graph may hold, and their names.
+
+A node's inputs are tensors declared for the graph (``tensor()``, ``tensor_like()``, numbers
+the ops turn into constants) or outputs of the graph's own nodes: the output of a node of
+another graph is refused when the op is called. Tensor names key the printed JSON, so they
+must be unique in a graph: a tensor left unnamed (and a constant made from a number) gets a
+generated name, ``node::PORT``, which gives way (``node::PORT.1``) to a name the user chose;
+two different tensors given the same name by the user are refused at ``validate()``, naming
+both places.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator, Sequence
+
+from .errors import GraphError
+from .node import Node
+from .tensor import Tensor
+
+# Tensor -> the name generated for it; the name counts as generated while the tensor keeps it.
+_GENERATED: weakref.WeakKeyDictionary[Tensor, str] = weakref.WeakKeyDictionary()
+
+
+def adopt(nodes: Sequence[Node], node: Node) -> None:
+    """Check ``node``'s inputs before the graph of ``nodes`` adds it, and name those unnamed."""
+    for port, t in node.inputs.items():
+        producer = t.producer
+        if producer is not None and not any(n is producer for n in nodes):
+            raise GraphError(f"{node.at(port)} tensor {t.label()} is an output of {producer.label()} of "
+                             "another graph; a graph's inputs are its own tensors: declare one with "
+                             "graph.tensor_like(t) (same attributes) and give it that output's buffer")
+    taken = {t.get_name() for _, _, t in _ports([*nodes, node])}
+    for port, t in node.inputs.items():
+        # a constant made from a number is named after the op call until its node names it
+        placeholder = t.get_value() is not None and not t.get_name().startswith(f"{node.name}::")
+        if not t.get_name() or placeholder:
+            _generate(t, f"{node.name}::{port}", taken)
+
+
+def check_names(nodes: Sequence[Node]) -> None:
+    """Refuse two tensors the user gave the same name; make generated names unique."""
+    chosen: dict[str, tuple[Tensor, str]] = {}
+    generated: list[tuple[Tensor, str]] = []
+    for where, port, t in _ports(nodes):
+        name = t.get_name()
+        if not name or _is_generated(t):
+            generated.append((t, f"{where.name}::{port}"))
+            continue
+        other, place = chosen.setdefault(name, (t, where.at(port)))
+        if other is not t:
+            raise GraphError(f"{where.at(port)} tensor {name!r} and {place} tensor {name!r} are two "
+                             "different tensors with one name; tensor names must be unique in a graph (its "
+                             "JSON keys tensors by name): rename one with set_name(), or leave it unnamed "
+                             "for a generated name")
+    taken = set(chosen)
+    seen: set[int] = set()
+    for t, wanted in generated:
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        current = t.get_name()
+        if current and current not in taken:
+            taken.add(current)
+        else:
+            _generate(t, wanted, taken)
+
+
+def _ports(nodes: Sequence[Node]) -> Iterator[tuple[Node, str, Tensor]]:
+    """(node, port, tensor) for every port, ragged offsets as ``PORT::ragged_offset``."""
+    for node in nodes:
+        for port, t in {**node.inputs, **node.outputs}.items():
+            yield node, port, t
+            ragged = t.get_ragged_offset()
+            if ragged is not None:
+                yield node, f"{port}::ragged_offset", ragged
+
+
+def _is_generated(t: Tensor) -> bool:
+    return _GENERATED.get(t) == t.get_name() != ""
+
+
+def _generate(t: Tensor, wanted: str, taken: set[str]) -> None:
+    name, i = wanted, 0
+    while name in taken:
+        i += 1
+        name = f"{wanted}.{i}"
+    t.set_name(name)
+    _GENERATED[t] = name
+    taken.add(name)
