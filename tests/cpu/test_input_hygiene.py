@@ -70,6 +70,14 @@ def test_constants_are_named_after_their_node() -> None:
     assert doc["tensors"]["ad::IN_1"]["pass_by_value"] == 2.0
 
 
+def test_a_named_scalar_keeps_its_name() -> None:
+    g = _graph()
+    alpha = g.tensor_scalar(0.5, cudnn.scalar_type.RUNTIME_PARAM, "alpha")
+    g.mul(g.tensor(name="x", dim=[4]), alpha, name="m").set_output(True)
+    g.validate()
+    assert alpha.get_name() == "alpha" and "alpha" in json.loads(str(g))["tensors"]
+
+
 def test_one_tensor_on_two_ports_is_one_entry() -> None:
     g = _graph()
     x = g.tensor(name="x", dim=[3])

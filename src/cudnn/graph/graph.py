@@ -161,7 +161,7 @@ class pygraph:  # noqa: N801 (documented name)
         if value is None:
             raise GraphError(f"{op}: {param} is required, got None")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return constant(f"{op}::{param}", value)
+            return constant("", value)  # unnamed: the graph names it 'node::PORT' when the node is added
         try:
             return self.tensor_like(value)
         except GraphError:

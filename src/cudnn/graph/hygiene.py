@@ -32,9 +32,7 @@ def adopt(nodes: Sequence[Node], node: Node) -> None:
                              "graph.tensor_like(t) (same attributes) and give it that output's buffer")
     taken = {t.get_name() for _, _, t in _ports([*nodes, node])}
     for port, t in node.inputs.items():
-        # a constant made from a number is named after the op call until its node names it
-        placeholder = t.get_value() is not None and not t.get_name().startswith(f"{node.name}::")
-        if not t.get_name() or placeholder:
+        if not t.get_name():
             _generate(t, f"{node.name}::{port}", taken)
 
 
