@@ -152,9 +152,9 @@ class pygraph:  # noqa: N801 (documented name)
         raise GraphError(f"tensor_like: expected a cudnn.tensor, a DLPack / __cuda_array_interface__ tensor, or "
                          f"an object with .shape and .dtype; got {type(input).__name__}")
 
-    # -- what op methods use ------------------------------------------------------------------
+    # -- the op-builder protocol: what op methods (oplib) call -------------------------------
 
-    def _input(self, value: Any, op: str, param: str) -> Tensor:
+    def input_tensor(self, value: Any, op: str, param: str) -> Tensor:
         """An op's input: a cudnn.tensor, a framework tensor, or a Python number (by value)."""
         if isinstance(value, Tensor):
             return value
@@ -168,14 +168,14 @@ class pygraph:  # noqa: N801 (documented name)
             raise GraphError(f"{op}: {param} must be a cudnn.tensor, a framework tensor or a Python number; "
                              f"got {type(value).__name__}") from None
 
-    def _name(self, name: str) -> str:
-        """A node name: the given one (unique) or the node's index."""
-        name = str(name) if name else str(len(self.nodes))
+    def node_name(self, wanted: str) -> str:
+        """A node name: the one wanted (unique) or, when empty, the node's index."""
+        name = str(wanted) if wanted else str(len(self.nodes))
         if name in self._names:
             raise GraphError(f"a node named {name!r} is already in this graph; node names must be unique")
         return name
 
-    def _add(self, node: Node, ports: Sequence[str]) -> list[Tensor]:
+    def add_node(self, node: Node, ports: Sequence[str]) -> list[Tensor]:
         """Add ``node`` with fresh virtual outputs named ``node::PORT``; returns them in order.
         Another graph's tensors are refused; unnamed inputs and constants get names."""
         hygiene.adopt(self.nodes, node)

@@ -35,7 +35,7 @@ Maybe = Tensor | None
 
 def _norm(self: pygraph, node: NormNode, returns: Sequence[str]) -> list[Maybe]:
     node.graph_nodes = self.nodes  # lowering asks whether other nodes share its tensors
-    self._add(node, node.output_ports())
+    self.add_node(node, node.output_ports())
     for port, t in node.inputs.items():  # constants made from numbers: 'node::PORT'
         if t.get_value() is not None and t.get_name().startswith(f"{node.label()}::"):
             t.set_name(f"{node.name}::{port}")
@@ -46,11 +46,11 @@ def _offset(self: pygraph, zero_centered: bool, at: str) -> dict[str, Maybe]:
     """For a zero-centered gamma, the 1.0 the norm node adds to SCALE (port SCALE_OFFSET)."""
     if not isinstance(zero_centered, bool):
         raise GraphError(f"{at}: zero_centered_gamma must be True or False, got {zero_centered!r}")
-    return {OFFSET: self._input(1.0, at, "scale_offset")} if zero_centered else {}
+    return {OFFSET: self.input_tensor(1.0, at, "scale_offset")} if zero_centered else {}
 
 
 def _maybe(self: pygraph, value: Any, op: str, param: str) -> Maybe:
-    return None if value is None else self._input(value, op, param)
+    return None if value is None else self.input_tensor(value, op, param)
 
 
 def _peers(self: pygraph, peer_stats: Sequence[Any] | None, op: str) -> dict[str, Maybe]:
@@ -58,19 +58,19 @@ def _peers(self: pygraph, peer_stats: Sequence[Any] | None, op: str) -> dict[str
         if peer_stats is None:
             return {}
         raise GraphError(f"{op}: peer_stats must be a list of tensors, got {type(peer_stats).__name__}")
-    return {f"PEER_STATS_{i}": self._input(t, op, f"peer_stats[{i}]") for i, t in enumerate(peer_stats)}
+    return {f"PEER_STATS_{i}": self.input_tensor(t, op, f"peer_stats[{i}]") for i, t in enumerate(peer_stats)}
 
 
 def _forward(self: pygraph, op: str, phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
              compute_data_type: Any, name: str, zero_centered: bool, returns: Sequence[str],
              bias_optional: bool = False) -> list[Maybe]:
-    name = self._name(name)
+    name = self.node_name(name)
     at = f"{op} {name!r}"
     phase = forward_phase(phase, at)
     inputs: dict[str, Maybe] = {
-        "X": self._input(input, at, "input"), "SCALE": self._input(scale, at, "scale"),
-        "BIAS": _maybe(self, bias, at, "bias") if bias_optional else self._input(bias, at, "bias"),
-        "EPSILON": self._input(epsilon, at, "epsilon"), **_offset(self, zero_centered, at)}
+        "X": self.input_tensor(input, at, "input"), "SCALE": self.input_tensor(scale, at, "scale"),
+        "BIAS": _maybe(self, bias, at, "bias") if bias_optional else self.input_tensor(bias, at, "bias"),
+        "EPSILON": self.input_tensor(epsilon, at, "epsilon"), **_offset(self, zero_centered, at)}
     node = NormForward(name, FORWARD[op], phase, inputs, compute_data_type)
     return _norm(self, node, returns)
 
@@ -78,10 +78,10 @@ def _forward(self: pygraph, op: str, phase: Any, input: Any, scale: Any, bias: A
 def _backward(self: pygraph, op: str, grad: Any, input: Any, scale: Any, stats: dict[str, Any],
               compute_data_type: Any, name: str, zero_centered: bool = False,
               extra: dict[str, Maybe] | None = None, has_dbias: bool = True) -> list[Maybe]:
-    name = self._name(name)
+    name = self.node_name(name)
     at = f"{op} {name!r}"
-    inputs: dict[str, Maybe] = {"DY": self._input(grad, at, "grad"), "X": self._input(input, at, "input"),
-                                "SCALE": self._input(scale, at, "scale")}
+    inputs: dict[str, Maybe] = {"DY": self.input_tensor(grad, at, "grad"), "X": self.input_tensor(input, at, "input"),
+                                "SCALE": self.input_tensor(scale, at, "scale")}
     for port, (param, value) in stats.items():
         inputs[port] = _maybe(self, value, at, param)
     inputs.update(extra or {})
@@ -168,7 +168,7 @@ def rmsnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, inv_varia
                      zero_centered_gamma: bool = False) -> list[Maybe]:
     """RMS norm gradients; returns [DX, DSCALE, DBIAS], DBIAS None unless has_dbias."""
     if not isinstance(has_dbias, bool):
-        raise GraphError(f"rmsnorm_backward {self._name(name)!r}: has_dbias must be True or False, "
+        raise GraphError(f"rmsnorm_backward {self.node_name(name)!r}: has_dbias must be True or False, "
                          f"got {has_dbias!r}")
     out = _backward(self, "rmsnorm_backward", grad, input, scale, {"INV_VARIANCE": ("inv_variance", inv_variance)},
                          compute_data_type, name, zero_centered_gamma, has_dbias=has_dbias)
@@ -185,7 +185,7 @@ def instancenorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean
                           epsilon: Any = None) -> list[Maybe]:
     """Instance norm gradients; returns [DX, DSCALE, DBIAS]. Without the saved mean and
     inv_variance, give ``epsilon=`` so cuDNN can recompute them."""
-    label = f"instancenorm_backward {self._name(name)!r}"
+    label = f"instancenorm_backward {self.node_name(name)!r}"
     if (mean is None) != (inv_variance is None):
         raise GraphError(f"{label}: give both mean and inv_variance (the TRAINING forward's statistics) "
                          "or neither")
@@ -219,15 +219,15 @@ def batchnorm(self: pygraph, input: Any, scale: Any, bias: Any, in_running_mean:
     with momentum None: the last two outputs are None); next = (1 - momentum) * prev +
     momentum * batch statistic."""
     op = "batchnorm"
-    name = self._name(name)
+    name = self.node_name(name)
     at = f"{op} {name!r}"
     _running_stats(self, at, in_running_mean, in_running_var, momentum, ("in_running_mean", "in_running_var"))
     inputs: dict[str, Maybe] = {
-        "X": self._input(input, at, "input"), "SCALE": self._input(scale, at, "scale"),
-        "BIAS": self._input(bias, at, "bias"),
+        "X": self.input_tensor(input, at, "input"), "SCALE": self.input_tensor(scale, at, "scale"),
+        "BIAS": self.input_tensor(bias, at, "bias"),
         "PREV_RUNNING_MEAN": _maybe(self, in_running_mean, at, "in_running_mean"),
         "PREV_RUNNING_VAR": _maybe(self, in_running_var, at, "in_running_var"),
-        "EPSILON": self._input(epsilon, at, "epsilon"), "MOMENTUM": _maybe(self, momentum, at, "momentum"),
+        "EPSILON": self.input_tensor(epsilon, at, "epsilon"), "MOMENTUM": _maybe(self, momentum, at, "momentum"),
         **_peers(self, peer_stats, at)}
     node = NormForward(name, FORWARD[op], forward_phase("TRAINING", op), inputs, compute_data_type)
     return _norm(self, node, ["Y", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN", "NEXT_RUNNING_VAR"])
@@ -237,12 +237,12 @@ def batchnorm(self: pygraph, input: Any, scale: Any, bias: Any, in_running_mean:
 def batchnorm_inference(self: pygraph, input: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any,
                         compute_data_type: Any = NOT_SET, name: str = "", *, lowering: str = "auto") -> Tensor:
     """Y = (X - mean) * inv_variance * scale + bias with per-channel [1, C, 1...] tensors."""
-    name = self._name(name)
+    name = self.node_name(name)
     at = f"batchnorm_inference {name!r}"
     inputs: dict[str, Maybe] = {
-        "X": self._input(input, at, "input"), "MEAN": self._input(mean, at, "mean"),
-        "INV_VARIANCE": self._input(inv_variance, at, "inv_variance"),
-        "SCALE": self._input(scale, at, "scale"), "BIAS": self._input(bias, at, "bias")}
+        "X": self.input_tensor(input, at, "input"), "MEAN": self.input_tensor(mean, at, "mean"),
+        "INV_VARIANCE": self.input_tensor(inv_variance, at, "inv_variance"),
+        "SCALE": self.input_tensor(scale, at, "scale"), "BIAS": self.input_tensor(bias, at, "bias")}
     node = BatchNormInference(name, inputs, compute_data_type, lowering)
     y = _norm(self, node, ["Y"])[0]
     assert y is not None
@@ -257,7 +257,7 @@ def batchnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: A
     op = "batchnorm_backward"
     return _backward(self, op, grad, input, scale,
                           {"MEAN": ("mean", mean), "INV_VARIANCE": ("inv_variance", inv_variance)},
-                          compute_data_type, name, extra=_peers(self, peer_stats, f"{op} {self._name(name)!r}"))
+                          compute_data_type, name, extra=_peers(self, peer_stats, f"{op} {self.node_name(name)!r}"))
 
 
 @op
@@ -270,7 +270,7 @@ def bn_finalize(self: pygraph, sum: Any, sq_sum: Any, scale: Any, bias: Any, eps
     cuDNN requires a momentum even without running statistics: None then gives it 0.0.
     Build it as a graph of its own, SUM and SQ_SUM its inputs, as NVIDIA's samples do.
     Not in the documented Python API (the C++ frontend's bn_finalize)."""
-    name = self._name(name)
+    name = self.node_name(name)
     at = f"bn_finalize {name!r}"
     _running_stats(self, at, prev_running_mean, prev_running_var, momentum, ("prev_running_mean", "prev_running_var"))
     if momentum is None:
@@ -278,12 +278,12 @@ def bn_finalize(self: pygraph, sum: Any, sq_sum: Any, scale: Any, bias: Any, eps
     if isinstance(accum_count, float):
         raise GraphError(f"{at}: accum_count must be an int (elements per channel), got {accum_count}")
     inputs: dict[str, Maybe] = {
-        "SUM": self._input(sum, at, "sum"), "SQ_SUM": self._input(sq_sum, at, "sq_sum"),
-        "SCALE": self._input(scale, at, "scale"), "BIAS": self._input(bias, at, "bias"),
-        "EPSILON": self._input(epsilon, at, "epsilon"), "ACCUM_COUNT": self._input(accum_count, at, "accum_count"),
+        "SUM": self.input_tensor(sum, at, "sum"), "SQ_SUM": self.input_tensor(sq_sum, at, "sq_sum"),
+        "SCALE": self.input_tensor(scale, at, "scale"), "BIAS": self.input_tensor(bias, at, "bias"),
+        "EPSILON": self.input_tensor(epsilon, at, "epsilon"), "ACCUM_COUNT": self.input_tensor(accum_count, at, "accum_count"),
         "PREV_RUNNING_MEAN": _maybe(self, prev_running_mean, at, "prev_running_mean"),
         "PREV_RUNNING_VAR": _maybe(self, prev_running_var, at, "prev_running_var"),
-        "MOMENTUM": self._input(momentum, at, "momentum")}
+        "MOMENTUM": self.input_tensor(momentum, at, "momentum")}
     node = BNFinalize(name, inputs, compute_data_type)
     return _norm(self, node, ["EQ_SCALE", "EQ_BIAS", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN",
                              "NEXT_RUNNING_VAR"])

@@ -3,6 +3,8 @@
 Each op module (``ops``, ``norm_ops``, ``sdpa_ops``) defines its methods as functions whose
 first parameter is the graph and registers them with ``@op``; ``pygraph`` binds every
 registered function as a method. ``cudnn.Graph`` offers exactly these names in its block.
+An op builds its node through the graph's op-builder protocol: ``input_tensor`` (a tensor from
+a cudnn.tensor, a framework tensor or a number), ``node_name`` and ``add_node``.
 """
 
 from __future__ import annotations

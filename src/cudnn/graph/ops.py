@@ -32,7 +32,7 @@ convolution_mode_enum = convolution_mode  # op parameters of the documented name
 
 def _at(graph: pygraph, op: str, name: Any) -> str:
     """How messages about an op call name its node: ``conv_fprop 'conv1'`` (or its index)."""
-    return f"{op} {graph._name(name)!r}"
+    return f"{op} {graph.node_name(name)!r}"
 
 
 # -- convolution ------------------------------------------------------------------------
@@ -85,9 +85,9 @@ def conv_fprop(self: pygraph, image: Any, weight: Any, padding: Sequence[int] | 
     args = _conv_overload("conv_fprop", padding, stride, dilation, convolution_mode, compute_data_type, name,
                           pre_padding, post_padding)
     at = _at(self, "conv_fprop", args.name)
-    node = ConvFprop(self._name(args.name), {"X": self._input(image, at, "image"),
-                                              "W": self._input(weight, at, "weight")}, *args.node_args())
-    return self._add(node, ["Y"])[0]
+    node = ConvFprop(self.node_name(args.name), {"X": self.input_tensor(image, at, "image"),
+                                              "W": self.input_tensor(weight, at, "weight")}, *args.node_args())
+    return self.add_node(node, ["Y"])[0]
 
 
 @op
@@ -100,9 +100,9 @@ def conv_dgrad(self: pygraph, loss: Any, filter: Any, padding: Sequence[int] | N
     args = _conv_overload("conv_dgrad", padding, stride, dilation, convolution_mode, compute_data_type, name,
                           pre_padding, post_padding)
     at = _at(self, "conv_dgrad", args.name)
-    node = ConvDgrad(self._name(args.name), {"DY": self._input(loss, at, "loss"),
-                                             "W": self._input(filter, at, "filter")}, *args.node_args())
-    return self._add(node, ["DX"])[0]
+    node = ConvDgrad(self.node_name(args.name), {"DY": self.input_tensor(loss, at, "loss"),
+                                             "W": self.input_tensor(filter, at, "filter")}, *args.node_args())
+    return self.add_node(node, ["DX"])[0]
 
 
 @op
@@ -115,9 +115,9 @@ def conv_wgrad(self: pygraph, image: Any, loss: Any, padding: Sequence[int] | No
     args = _conv_overload("conv_wgrad", padding, stride, dilation, convolution_mode, compute_data_type, name,
                           pre_padding, post_padding)
     at = _at(self, "conv_wgrad", args.name)
-    node = ConvWgrad(self._name(args.name), {"X": self._input(image, at, "image"),
-                                             "DY": self._input(loss, at, "loss")}, *args.node_args())
-    return self._add(node, ["DW"])[0]
+    node = ConvWgrad(self.node_name(args.name), {"X": self.input_tensor(image, at, "image"),
+                                             "DY": self.input_tensor(loss, at, "loss")}, *args.node_args())
+    return self.add_node(node, ["DW"])[0]
 
 # -- matmul, reduction and structural ops ----------------------------------------------
 
@@ -127,9 +127,9 @@ def matmul(self: pygraph, A: Any, B: Any, compute_data_type: Any = NOT_SET, padd
            name: str = "") -> Tensor:
     """C = A @ B over the last two dims, batch dims broadcast; returns C."""
     at = _at(self, "matmul", name)
-    node = Matmul(self._name(name), self._input(A, at, "A"), self._input(B, at, "B"),
+    node = Matmul(self.node_name(name), self.input_tensor(A, at, "A"), self.input_tensor(B, at, "B"),
                   compute_data_type, padding)
-    return self._add(node, ["C"])[0]
+    return self.add_node(node, ["C"])[0]
 
 
 @op
@@ -140,10 +140,10 @@ def reduction(self: pygraph, input: Any, mode: Any, compute_data_type: Any = NOT
     ``group_offset`` (cuDNN >= 9.24): an integer tensor of where each group of the grouped dim
     starts, for groups of varying size; give Y's dims with set_dim()."""
     at = _at(self, "reduction", name)
-    offsets = None if group_offset is None else self._input(group_offset, at, "group_offset")
-    node = Reduction(self._name(name), self._input(input, at, "input"), mode, compute_data_type,
+    offsets = None if group_offset is None else self.input_tensor(group_offset, at, "group_offset")
+    node = Reduction(self.node_name(name), self.input_tensor(input, at, "input"), mode, compute_data_type,
                      is_deterministic, offsets)
-    return self._add(node, ["Y"])[0]
+    return self.add_node(node, ["Y"])[0]
 
 
 @op
@@ -151,25 +151,25 @@ def reshape(self: pygraph, input: Any, name: str = "",  # noqa: A002
             reshape_mode: Any = reshape_mode_enum.VIEW_ONLY) -> Tensor:
     """A reshaped X; give the result's dims with set_dim(). VIEW_ONLY reinterprets the memory;
     LOGICAL (cuDNN >= 9.22) reshapes in logical (row-major) element order whatever the strides."""
-    node = Reshape(self._name(name), self._input(input, _at(self, "reshape", name), "input"), reshape_mode)
-    return self._add(node, ["Y"])[0]
+    node = Reshape(self.node_name(name), self.input_tensor(input, _at(self, "reshape", name), "input"), reshape_mode)
+    return self.add_node(node, ["Y"])[0]
 
 
 @op
 def genstats(self: pygraph, input: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Tensor]:  # noqa: A002
     """Per-channel sum and sum of squares of X; returns [SUM, SQ_SUM]."""
-    node = GenStats(self._name(name), self._input(input, _at(self, "genstats", name), "input"),
+    node = GenStats(self.node_name(name), self.input_tensor(input, _at(self, "genstats", name), "input"),
                     compute_data_type)
-    return self._add(node, ["SUM", "SQ_SUM"])
+    return self.add_node(node, ["SUM", "SQ_SUM"])
 
 
 @op
 def transpose(self: pygraph, input: Any, permutation: Sequence[int], compute_data_type: Any = NOT_SET,  # noqa: A002
               name: str = "") -> Tensor:
     """Y[i] = X[permutation[i]] dims (cuDNN >= 9.22)."""
-    node = Transpose(self._name(name), self._input(input, _at(self, "transpose", name), "input"), permutation,
+    node = Transpose(self.node_name(name), self.input_tensor(input, _at(self, "transpose", name), "input"), permutation,
                      compute_data_type)
-    return self._add(node, ["Y"])[0]
+    return self.add_node(node, ["Y"])[0]
 
 
 @op
@@ -178,9 +178,9 @@ def slice(self: pygraph, input: Any, slices: Sequence[slice] | None = None,  # n
     """X[slices] with Python slice objects, one per leading dim (none: all of X) (cuDNN >= 9.22)."""
     if slices is not None and not isinstance(slices, (list, tuple)):
         raise GraphError(f"slice: slices must be a list of Python slice objects, got {slices!r}")
-    node = Slice(self._name(name), self._input(input, _at(self, "slice", name), "input"), list(slices or []),
+    node = Slice(self.node_name(name), self.input_tensor(input, _at(self, "slice", name), "input"), list(slices or []),
                  compute_data_type)
-    return self._add(node, ["Y"])[0]
+    return self.add_node(node, ["Y"])[0]
 
 
 @op
@@ -194,9 +194,9 @@ def concatenate(self: pygraph, inputs: Sequence[Any], axis: int, in_place_index:
             raise GraphError(f"concatenate: {arg} must be an int, got {value!r}")
     if not isinstance(name, str):
         raise GraphError(f"concatenate: name must be a str, got {name!r} (compute_data_type is keyword-only)")
-    tensors = [self._input(t, _at(self, "concatenate", name), f"inputs[{i}]") for i, t in enumerate(inputs)]
-    node = Concatenate(self._name(name), tensors, axis, in_place_index, compute_data_type)
-    return self._add(node, ["Y"])[0]
+    tensors = [self.input_tensor(t, _at(self, "concatenate", name), f"inputs[{i}]") for i, t in enumerate(inputs)]
+    node = Concatenate(self.node_name(name), tensors, axis, in_place_index, compute_data_type)
+    return self.add_node(node, ["Y"])[0]
 
 
 @op
@@ -257,10 +257,10 @@ def _pointwise_method(spec: Spec) -> Any:
         bound.apply_defaults()
         a = bound.arguments
         self = a["self"]
-        tensors = [self._input(a[t], _at(self, spec.method, a["name"]), t) for t in spec.tensors]
+        tensors = [self.input_tensor(a[t], _at(self, spec.method, a["name"]), t) for t in spec.tensors]
         extra = {n: a[n] for n, _ in spec.attrs + spec.keyword_attrs}
-        node = Pointwise(self._name(a["name"]), spec, tensors, extra, a["compute_data_type"])
-        return self._add(node, ["OUT_0"])[0]
+        node = Pointwise(self.node_name(a["name"]), spec, tensors, extra, a["compute_data_type"])
+        return self.add_node(node, ["OUT_0"])[0]
 
     method.__name__ = method.__qualname__ = spec.method
     method.__signature__ = signature  # type: ignore[attr-defined]

@@ -77,7 +77,7 @@ def _scale(graph: Any, attn_scale: Any, at: str) -> tuple[float | None, Maybe]:
         return None, None
     if isinstance(attn_scale, float) or (isinstance(attn_scale, int) and not isinstance(attn_scale, bool)):
         return float(attn_scale), None
-    return None, graph._input(attn_scale, at, "attn_scale")
+    return None, graph.input_tensor(attn_scale, at, "attn_scale")
 
 
 def _callable(fn: Any, at: str, arg: str) -> Callable[..., Any] | None:
@@ -87,7 +87,7 @@ def _callable(fn: Any, at: str, arg: str) -> Callable[..., Any] | None:
 
 
 def _tensor(graph: Any, value: Any, at: str, arg: str) -> Maybe:
-    return None if value is None else graph._input(value, at, arg)
+    return None if value is None else graph.input_tensor(value, at, arg)
 
 
 def _output(value: Any, at: str, arg: str) -> Maybe:
@@ -116,13 +116,13 @@ def _dropout_forward(graph: Any, dropout: Any, at: str) -> tuple[float | None, d
         raise GraphError(f"{at}: dropout must be (probability, seed, offset) or (mask, scale), got {dropout!r}")
     if len(dropout) == 3:
         p = _probability(dropout[0], at)
-        return p, {"Seed": graph._input(dropout[1], at, "dropout seed"),
-                   "Offset": graph._input(dropout[2], at, "dropout offset")}
+        return p, {"Seed": graph.input_tensor(dropout[1], at, "dropout seed"),
+                   "Offset": graph.input_tensor(dropout[2], at, "dropout offset")}
     if isinstance(dropout[0], (int, float)):
         raise GraphError(f"{at}: dropout with a probability needs (probability, seed, offset); a 2-tuple is "
                          "(mask, scale)")
-    return None, {"Dropout_mask": graph._input(dropout[0], at, "dropout mask"),
-                  "Dropout_scale": graph._input(dropout[1], at, "dropout scale")}
+    return None, {"Dropout_mask": graph.input_tensor(dropout[0], at, "dropout mask"),
+                  "Dropout_scale": graph.input_tensor(dropout[1], at, "dropout scale")}
 
 
 def _dropout_backward(graph: Any, dropout: Any, at: str) -> tuple[float | None, dict[str, Maybe]]:
@@ -133,14 +133,14 @@ def _dropout_backward(graph: Any, dropout: Any, at: str) -> tuple[float | None, 
                          f"got {dropout!r}")
     if isinstance(dropout[0], (int, float)) and not isinstance(dropout[0], bool):
         p = _probability(dropout[0], at)
-        return p, {"Seed": graph._input(dropout[1], at, "dropout seed"),
-                   "Offset": graph._input(dropout[2], at, "dropout offset")}
+        return p, {"Seed": graph.input_tensor(dropout[1], at, "dropout seed"),
+                   "Offset": graph.input_tensor(dropout[2], at, "dropout offset")}
     # scale_inverse is checked like the others, but the backward graph has no use for it (the gradient
     # is formed with the scale alone; see nodes/sdpa_backward.py): it is left out of the graph, and a
     # buffer given for it at execute is a key of no graph tensor, which execute ignores.
-    graph._input(dropout[2], at, "dropout scale_inverse")
-    return None, {"Dropout_mask": graph._input(dropout[0], at, "dropout mask"),
-                  "Dropout_scale": graph._input(dropout[1], at, "dropout scale")}
+    graph.input_tensor(dropout[2], at, "dropout scale_inverse")
+    return None, {"Dropout_mask": graph.input_tensor(dropout[0], at, "dropout mask"),
+                  "Dropout_scale": graph.input_tensor(dropout[1], at, "dropout scale")}
 
 
 def _implementation(value: Any, at: str) -> attention_implementation:
@@ -171,7 +171,7 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
     Q [b, h_q, s_q, d_qk], K [b, h_k, s_kv, d_qk], V [b, h_v, s_kv, d_v] in HALF or BFLOAT16;
     O is [b, h_q, s_q, d_v] in Q's layout order, Stats [b, h_q, s_q, 1] FLOAT (log-sum-exp).
     Give exactly one of ``is_inference`` and ``generate_stats``."""
-    name = self._name(name)
+    name = self.node_name(name)
     at = f"sdpa {name!r}"
     if (is_inference is None) == (generate_stats is None):
         raise GraphError(f"{at}: give exactly one of is_inference and generate_stats (got is_inference="
@@ -197,7 +197,7 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
         score_mod=_callable(score_mod, at, "score_mod"), implementation=_implementation(implementation, at),
         unfuse_fma=_bool(unfuse_fma, at, "unfuse_fma"), stats_use_log2=_bool(stats_use_log2, at, "stats_use_log2"))
     inputs: dict[str, Maybe] = {
-        "Q": self._input(q, at, "q"), "K": self._input(k, at, "k"), "V": self._input(v, at, "v"),
+        "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
         "Attn_scale": scale_tensor, "Bias": _tensor(self, bias, at, "bias"),
         "Block_mask": _tensor(self, block_mask, at, "block_mask"),
         "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"), "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
@@ -208,7 +208,7 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
     if opts.stats_use_log2:
         raise GraphError(f"{at}: stats_use_log2 needs the SOFTMAX operation's STATS_LOG2 attribute "
                          "(cuDNN >= 9.27), which cudnn-py does not build")
-    out = self._add(node, ["O", "Stats"] if stats else ["O"])
+    out = self.add_node(node, ["O", "Stats"] if stats else ["O"])
     for port, t, arg in (("RNG_DUMP", rng_dump, "rng_dump"), ("Max", score_max, "score_max"),
                          ("Sum_exp", score_sum_exp, "score_sum_exp")):
         user = _output(t, at, arg)
@@ -235,7 +235,7 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
     Stats. ``dBias`` and ``dSink_token`` are output tensors the caller makes. With
     ``dropout=(mask, scale, scale_inverse)`` the gradient is formed with the scale alone, so
     scale_inverse is checked but not part of the graph (see nodes/sdpa_backward.py)."""
-    name = self._name(name)
+    name = self.node_name(name)
     at = f"sdpa_backward {name!r}"
     align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, sliding_window_length,
                                  diagonal_alignment, diagonal_band_left_bound, diagonal_band_right_bound)
@@ -252,13 +252,13 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
         score_mod=_callable(score_mod, at, "score_mod"), score_mod_bprop=_callable(score_mod_bprop, at, "score_mod_bprop"),
         deterministic=_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))
     inputs: dict[str, Maybe] = {
-        "Q": self._input(q, at, "q"), "K": self._input(k, at, "k"), "V": self._input(v, at, "v"),
-        "O": self._input(o, at, "o"), "dO": self._input(dO, at, "dO"), "Stats": self._input(stats, at, "stats"),
+        "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
+        "O": self.input_tensor(o, at, "o"), "dO": self.input_tensor(dO, at, "dO"), "Stats": self.input_tensor(stats, at, "stats"),
         "Attn_scale": scale_tensor, "Bias": _tensor(self, bias, at, "bias"),
         "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"), "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
         "SINK_TOKEN": _tensor(self, sink_token, at, "sink_token"), **dropout_ins}
     node = SDPABackward(name, inputs, opts, compute_data_type)
-    out = self._add(node, ["dQ", "dK", "dV"])
+    out = self.add_node(node, ["dQ", "dK", "dV"])
     for port, t, arg in (("dBias", dBias, "dBias"), ("RNG_DUMP", rng_dump, "rng_dump"),
                          ("DSINK_TOKEN", dSink_token, "dSink_token")):
         user = _output(t, at, arg)

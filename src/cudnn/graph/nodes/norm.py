@@ -115,7 +115,7 @@ class NormNode(Node):
         return {"zero_centered_gamma": True} if self.zero_centered_gamma else {}
 
     def output_ports(self) -> list[str]:
-        """The ports this node produces, in order (given to pygraph._add)."""
+        """The ports this node produces, in order (given to pygraph.add_node)."""
         raise NotImplementedError
 
     @property
