@@ -33,12 +33,6 @@ class Scratch:
     zero: bool = False
 
 
-def View(base: Tensor, dims: Sequence[int], strides: Sequence[int], name: str | None = None) -> Tensor:
-    """``base.view(dims, strides, name)``: kept for callers written against the former View
-    class (norm.py); new code calls ``Tensor.view`` directly."""
-    return base.view(dims, strides, name or "")
-
-
 def swapped(t: Tensor, i: int = 2, j: int = 3) -> Tensor:
     """``t`` with dims/strides ``i`` and ``j`` exchanged: a transposed view sharing ``t``'s uid
     (the backend binds buffers by uid, so Kᵀ needs no buffer of its own); ``t`` is unchanged."""

@@ -21,7 +21,7 @@ from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, norm_forward_phase, norm_mode
 from ...backend.descriptor import Descriptor
 from ..errors import GraphError
-from ..expand import Expander, View, inferred
+from ..expand import Expander, inferred
 from ..lower import Lowering
 from ..node import Context, Node, channels_last, packed_in_order, resolve_input, row_major, stride_order
 from ..tensor import NOT_SET, Tensor
@@ -234,7 +234,7 @@ class NormNode(Node):
         for port, t in {**self.inputs, **self.outputs}.items():
             if id(t) not in made:
                 view = views.get(port)
-                made[id(t)] = t if view is None else View(t, *view)
+                made[id(t)] = t if view is None else t.view(*view)
             out[port] = made[id(t)]
         return out
 
