@@ -131,28 +131,19 @@ def _addresses(values: Sequence[Any], positions: tuple[int, ...]) -> tuple[int, 
 class PackCache:
     """The prepared backend variant packs of one plan (see the module docstring); bounded."""
 
-    __slots__ = ("_by_identity", "_by_binding", "__weakref__")
+    __slots__ = ("identity", "_by_binding", "__weakref__")
 
     def __init__(self) -> None:
-        self._by_identity: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()
+        self.identity: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()
         self._by_binding: OrderedDict[tuple[Any, ...], Entry] = OrderedDict()
 
-    def lookup(self, variant_pack: Mapping[Any, Any], workspace: Any) -> Entry | None:
-        """The entry for these very objects under these keys, or None (the hot path)."""
-        seen = self._by_identity.get((*variant_pack, *map(id, variant_pack.values()), id(workspace)))
-        if seen is None:
-            return self._lookup_by_value(variant_pack, workspace)
-        if seen.positions and seen.moved((*variant_pack.values(), workspace)):
-            return None
-        return seen.entry
-
-    def _lookup_by_value(self, variant_pack: Mapping[Any, Any], workspace: Any) -> Entry | None:
-        """Packs holding raw pointers or numbers are found by their values (new int objects
-        every call, often at the same addresses: a framework allocator reuses blocks)."""
+    def lookup_by_value(self, variant_pack: Mapping[Any, Any], workspace: Any) -> Entry | None:
+        """After an identity miss: packs holding raw pointers or numbers are found by their values
+        (new int objects every call, often at the same addresses: allocators reuse blocks)."""
         values = (*variant_pack.values(), workspace)
         if not any(type(v) in _BY_VALUE for v in values):
             return None
-        seen = self._by_identity.get(_value_key(variant_pack, values))
+        seen = self.identity.get(_value_key(variant_pack, values))
         if seen is None or seen.moved(values):
             return None
         return seen.entry
@@ -170,9 +161,9 @@ class PackCache:
             seen.refs = [weakref.ref(v, evict) for v in values if v is not None and type(v) not in _BY_VALUE]
         except TypeError:
             return  # an object without weak references: checked on every call
-        self._by_identity[key] = seen
-        while len(self._by_identity) > _BY_IDENTITY:
-            self._by_identity.popitem(last=False)
+        self.identity[key] = seen
+        while len(self.identity) > _BY_IDENTITY:
+            self.identity.popitem(last=False)
 
     def bound(self, key: tuple[Any, ...]) -> Entry | None:
         """The entry for a binding key ``(uids, pointers, workspace pointer)``, or None."""
@@ -199,7 +190,7 @@ def _evictor(cache: PackCache, key: tuple[Any, ...]) -> Callable[[Any], None]:
     def evict(_: Any) -> None:
         owner = ref()
         if owner is not None:
-            owner._by_identity.pop(key, None)
+            owner.identity.pop(key, None)
 
     return evict
 
@@ -209,7 +200,7 @@ class Runner:
 
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
                  "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
-                 "backend_execute", "candidate", "warned")
+                 "identity", "backend_execute", "candidate", "warned")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
@@ -230,6 +221,7 @@ class Runner:
         self.unused_uids = {b.uid for b in unused}
         self.required = [b for b in bindings if b.constant is None]
         self.packs = PackCache()
+        self.identity = self.packs.identity  # the identity level: the hot path is one get on it
         self.backend_execute = capi.graph.cudnnBackendExecute
         self.candidate = candidate  # the plan's Candidate (what the pipeline selected)
         self.warned: set[int] = set()  # uids a mismatch warning was given for
@@ -242,9 +234,12 @@ class Runner:
     # -- the hot path -----------------------------------------------------------------------
 
     def run(self, variant_pack: Mapping[Any, Any], workspace: Any, handle: Any) -> None:
-        entry = self.packs.lookup(variant_pack, workspace)
-        if entry is None:
-            entry = self.prepare(variant_pack, workspace)
+        seen = self.identity.get((*variant_pack, *map(id, variant_pack.values()), id(workspace)))
+        if seen is None or (seen.positions and seen.moved((*variant_pack.values(), workspace))):
+            entry = self.packs.lookup_by_value(variant_pack, workspace) or \
+                self.prepare(variant_pack, workspace)
+        else:
+            entry = seen.entry
         self.execute(entry, self.default_handle if handle is None else handle)
 
     def execute(self, entry: Entry, handle: Any) -> None:
