@@ -208,12 +208,10 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
     if opts.stats_use_log2:
         raise GraphError(f"{at}: stats_use_log2 needs the SOFTMAX operation's STATS_LOG2 attribute "
                          "(cuDNN >= 9.27), which cudnn-py does not build")
-    out = self.add_node(node, ["O", "Stats"] if stats else ["O"])
-    for port, t, arg in (("RNG_DUMP", rng_dump, "rng_dump"), ("Max", score_max, "score_max"),
-                         ("Sum_exp", score_sum_exp, "score_sum_exp")):
-        user = _output(t, at, arg)
-        if user is not None:
-            node.outputs[port] = user
+    users = {port: _output(t, at, arg) for port, t, arg in (
+        ("RNG_DUMP", rng_dump, "rng_dump"), ("Max", score_max, "score_max"), ("Sum_exp", score_sum_exp, "score_sum_exp"))}
+    out = self.add_node(node, ["O", "Stats"] if stats else ["O"])  # after every check: a refusal adds nothing
+    node.outputs.update((port, t) for port, t in users.items() if t is not None)
     return [out[0], out[1] if stats else None]
 
 
@@ -258,12 +256,10 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
         "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"), "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
         "SINK_TOKEN": _tensor(self, sink_token, at, "sink_token"), **dropout_ins}
     node = SDPABackward(name, inputs, opts, compute_data_type)
-    out = self.add_node(node, ["dQ", "dK", "dV"])
-    for port, t, arg in (("dBias", dBias, "dBias"), ("RNG_DUMP", rng_dump, "rng_dump"),
-                         ("DSINK_TOKEN", dSink_token, "dSink_token")):
-        user = _output(t, at, arg)
-        if user is not None:
-            node.outputs[port] = user
+    users = {port: _output(t, at, arg) for port, t, arg in (
+        ("dBias", dBias, "dBias"), ("RNG_DUMP", rng_dump, "rng_dump"), ("DSINK_TOKEN", dSink_token, "dSink_token"))}
+    out = self.add_node(node, ["dQ", "dK", "dV"])  # after every check: a refusal adds nothing
+    node.outputs.update((port, t) for port, t in users.items() if t is not None)
     return out
 
 

@@ -108,11 +108,12 @@ class SdpaBase(Node):
 
     # -- shapes -----------------------------------------------------------------------------
 
-    def check_4d(self, port: str, t: Tensor) -> None:
+    def check_4d(self, port: str, t: Tensor, head_dim_last: bool = True) -> None:
+        """4-D; for tensors whose last dim is the head dim (Q, K, V, O, dO...), stride 1 there."""
         dims, strides = t.get_dim(), t.get_stride()
         if len(dims) != 4:
             raise GraphError(f"{self.at(port)}: must be 4-D, got dims {dims}")
-        if strides[3] != 1:
+        if head_dim_last and strides[3] != 1:
             raise GraphError(f"{self.at(port)}: the last dim (head dim) must have stride 1, got strides {strides}")
 
     def problem(self, ctx: Context) -> Dims:
@@ -175,7 +176,7 @@ class SdpaBase(Node):
                              f"{self.inputs['Attn_scale'].get_dim()}")
         if "Bias" in self.inputs:
             bias = self.inputs["Bias"]
-            self.check_4d("bias", bias)
+            self.check_4d("bias", bias, head_dim_last=False)  # [b, h, s_q, s_kv]: any strides
             if bias.get_data_type() == data_type.BOOLEAN:
                 raise GraphError(f"{self.at('bias')}: a BOOLEAN bias is not supported; give a float bias")
             if any(d not in (1, f) for d, f in zip(bias.get_dim(), full)):
