@@ -32,7 +32,9 @@ def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | Non
         return None
     p.handle_ptr()  # a missing GPU surfaces as cuDNN's error, with its hint
     uids = tuple(t.get_uid() for t in all_tensors(p.lowered().nodes))
-    ident = (p.graph.key(), uids, p.graph.sm_count, device_identity(p.device()), loader.report().version)
+    g = p.graph
+    ident = (g.key(), uids, g.sm_count, g.is_dynamic_shape_enabled, g.is_override_shape_enabled,
+             device_identity(p.device()), loader.report().version)
     return plan_cache.key("tuned", ident), plan_cache.key("heuristic", ident, tuple(int(m) for m in modes))
 
 
