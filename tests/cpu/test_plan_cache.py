@@ -1,13 +1,15 @@
-"""The plan cache's storage rules, without a GPU: atomic files, damaged entries, limits."""
+"""The plan cache's storage rules and identity, without a GPU: atomic files, damaged entries, limits."""
 
 from __future__ import annotations
 
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import cudnn
 from cudnn.graph.cache import PlanCache, default_directory
 from cudnn.graph.errors import SerializationError
 from cudnn.graph.serialize import PlanRecord, TensorRecord
@@ -99,3 +101,25 @@ def test_record_round_trip_and_refusals() -> None:
         PlanRecord.from_bytes(b'{"nodes": [], "tensors": {}}')
     with pytest.raises(SerializationError, match="format 7"):
         PlanRecord.from_bytes(rec.to_bytes().replace(b'"format_version": 1', b'"format_version": 7'))
+
+
+def test_the_plan_identity_sees_what_an_expansion_builds() -> None:
+    """Two attention graphs alike but for their score_mod lower to different operation graphs:
+    the plan cache's identity (the key of the lowered nodes) tells them apart."""
+    from cudnn.graph.pipeline import Pipeline, structure_key
+
+    def attention(score_mod: Any) -> cudnn.pygraph:
+        g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT)
+        q, k, v = (g.tensor([1, 2, 64, 64], name=n) for n in "qkv")
+        o, _ = g.sdpa(q, k, v, is_inference=True, attn_scale=0.125, score_mod=score_mod, name="attn")
+        o.set_output(True)
+        g.validate()
+        return g
+
+    doubled = attention(lambda sub, score: sub.mul(score, 2.0))
+    shifted = attention(lambda sub, score: sub.add(score, 2.0))
+    keys = [structure_key(Pipeline(g).lowered().nodes, g.context, None) for g in (doubled, shifted)]
+    assert keys[0] != keys[1]
+    again = attention(lambda sub, score: sub.mul(score, 2.0))
+    assert structure_key(Pipeline(again).lowered().nodes, again.context, None) == keys[0]

@@ -23,7 +23,7 @@ from .errors import GraphError, GraphStateError
 from .jsonfmt import dumps
 from .node import Context, Node, row_major
 from .oplib import OPS
-from .pipeline import DEFAULT_HEURISTICS, Pipeline, all_tensors, as_heur_modes
+from .pipeline import DEFAULT_HEURISTICS, Pipeline, all_tensors, as_heur_modes, structure_key
 from .plans import candidate_from_config, notes_of
 from .tensor import NOT_SET, Tensor, as_data_type, constant
 
@@ -600,24 +600,7 @@ class pygraph:  # noqa: N801 (documented name)
     def key(self) -> int:
         """A stable 63-bit hash of what the graph computes (ops, attributes, shapes, types);
         names do not enter it, so equal graphs built by different code share plans."""
-        order: dict[int, int] = {}
-        parts = [repr((self.context.io_data_type, self.context.intermediate_data_type,
-                       self.context.compute_data_type, self.sm_count))]
-        for node in self.nodes:
-            body = {k: v for k, v in node.to_json().items() if k not in ("name", "inputs", "outputs")}
-            ports = []
-            for port, t in {**node.inputs, **node.outputs}.items():
-                idx = order.setdefault(id(t), len(order))
-                d = t.to_dict()
-                for volatile in ("name", "uid", "uid_assigned"):
-                    d.pop(volatile)
-                d.pop("ragged_offset", None)  # a name: the key is name-free (and it was never part of it)
-                ports.append((port, idx, sorted(d.items())))
-            parts.append(repr((sorted(body.items()), ports)))
-        import hashlib
-
-        digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=8).digest()
-        return int.from_bytes(digest, "little") >> 1
+        return structure_key(self.nodes, self.context, self.sm_count)
 
 
 for _name, _method in OPS.items():  # the op methods (ops.py, norm_ops.py, ...), each registered once

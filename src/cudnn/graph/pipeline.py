@@ -275,6 +275,28 @@ def assign_uids(tensors: Sequence[Tensor]) -> None:
         used.add(next_uid)
 
 
+def structure_key(nodes: Sequence[Node], context: Any, sm_count: int | None) -> int:
+    """A stable 63-bit hash of what ``nodes`` compute (ops, attributes, shapes, types, and
+    how tensors connect them); names and uids do not enter it."""
+    import hashlib
+
+    order: dict[int, int] = {}
+    parts = [repr((context.io_data_type, context.intermediate_data_type, context.compute_data_type, sm_count))]
+    for node in nodes:
+        body = {k: v for k, v in node.to_json().items() if k not in ("name", "inputs", "outputs")}
+        ports = []
+        for port, t in {**node.inputs, **node.outputs}.items():
+            idx = order.setdefault(id(t), len(order))
+            d = t.to_dict()
+            for volatile in ("name", "uid", "uid_assigned"):
+                d.pop(volatile)
+            d.pop("ragged_offset", None)  # a name: the key is name-free
+            ports.append((port, idx, sorted(d.items())))
+        parts.append(repr((sorted(body.items()), ports)))
+    digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
 def make_bindings(nodes: Sequence[Node]) -> list[Binding]:
     """One Binding per non-virtual tensor uid: what the variant pack must bind."""
     out: dict[int, Binding] = {}

@@ -18,7 +18,7 @@ from ..backend.descriptor import Descriptor
 from ..backend.handle import as_handle_ptr
 from .errors import GraphError
 from .execute import Binding
-from .pipeline import Pipeline, all_tensors
+from .pipeline import Pipeline, all_tensors, structure_key
 from .plans import Candidate
 from .serialize import PlanRecord, TensorRecord, device_identity
 
@@ -33,7 +33,8 @@ def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | Non
     p.handle_ptr()  # a missing GPU surfaces as cuDNN's error, with its hint
     uids = tuple(t.get_uid() for t in all_tensors(p.lowered().nodes))
     g = p.graph
-    ident = (g.key(), uids, g.sm_count, g.is_dynamic_shape_enabled, g.is_override_shape_enabled,
+    lowered = structure_key(p.lowered().nodes, g.context, g.sm_count)  # what an expansion made, e.g. score_mod
+    ident = (g.key(), lowered, uids, g.sm_count, g.is_dynamic_shape_enabled, g.is_override_shape_enabled,
              device_identity(p.device()), loader.report().version)
     return plan_cache.key("tuned", ident), plan_cache.key("heuristic", ident, tuple(int(m) for m in modes))
 
