@@ -359,7 +359,7 @@ def test_build_with_modes_runs_every_step(monkeypatch: pytest.MonkeyPatch, fake_
     monkeypatch.setattr(pipeline_module.Pipeline, "device", lambda self: 0)
     from cudnn.graph import plan_store
 
-    monkeypatch.setattr(plan_store, "adopt_cached", lambda p, modes: False)
+    monkeypatch.setattr(plan_store, "adopt_cached", lambda p, modes: None)
     monkeypatch.setattr(plan_store, "store", lambda p, modes, autotuned: None)
     g, _, _ = relu_graph()
     g.build([cudnn.heur_mode.A])

@@ -130,7 +130,8 @@ def test_json_shows_the_users_node() -> None:
 
 def ops_of(g: cudnn.pygraph, version: int = 91900) -> tuple[list[Any], list[Any]]:
     g.validate()
-    return expand(g.nodes, g.context, version)
+    nodes, ex = expand(g.nodes, g.context, version)
+    return nodes, ex.scratch
 
 
 def test_auto_picks_unified_for_plain_attention_and_composite_for_masks() -> None:
@@ -146,6 +147,26 @@ def test_auto_picks_unified_for_plain_attention_and_composite_for_masks() -> Non
     fwd(g, *qkv(g), attn_scale=0.1)
     nodes, _ = ops_of(g, 91200)  # below 9.13.1: composite
     assert nodes[0].op == "matmul"
+
+
+def test_auto_offers_the_composite_lowering_as_an_alternative_to_unified() -> None:
+    from cudnn.graph.pipeline import Pipeline
+
+    g = graph()
+    fwd(g, *qkv(g), attn_scale=0.1)
+    g.validate()
+    default = Pipeline(g)
+    nodes, ex = expand(g.nodes, g.context, 91900)
+    assert [c.name for c in ex.chosen] == ["UNIFIED"] and [a.name for a in ex.alternatives] == ["COMPOSITE"]
+    nodes, ex = expand(g.nodes, g.context, 91900, prefer=cudnn.attention_implementation.COMPOSITE)
+    assert nodes[0].op == "matmul" and [c.name for c in ex.chosen] == ["COMPOSITE"]
+    assert [a.name for a in ex.alternatives] == ["UNIFIED"]
+    # a graph whose attention has one possible lowering offers none
+    g2 = graph()
+    fwd(g2, *qkv(g2), attn_scale=0.1, implementation=cudnn.attention_implementation.COMPOSITE)
+    g2.validate()
+    assert expand(g2.nodes, g2.context, 91900)[1].alternatives == []
+    assert default.lowering is None
 
 
 def test_composite_transposes_k_as_a_view_sharing_its_uid() -> None:

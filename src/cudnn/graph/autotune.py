@@ -1,21 +1,28 @@
 """Autotuning: time every buildable plan on the caller's buffers, keep the fastest.
 
 Each plan runs ``warmup`` times, then ``repeats`` times between CUDA events on the handle's
-stream; the median is its time. Plans that fail to build or run are reported, not fatal.
-A progress line goes to stderr when tuning takes more than a second.
+stream; the median is its time. Plans that fail to build or run are reported, not fatal;
+so are plans that need more workspace than the caller passed. When a composite offers
+several lowerings (attention: the unified SDPA_FWD operation or the composite graph), each
+lowering's plans are timed and the fastest of all wins. A progress line goes to stderr when
+tuning takes more than a second.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._lib.enums import build_plan_policy
 from .._lib.errors import CudnnError
 from ..backend.handle import get_stream
+from .errors import GraphError
+from .execute import workspace_capacity
+from .pipeline import DEFAULT_HEURISTICS
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
@@ -30,10 +37,12 @@ class TuneResult:
     time_ms: float | None  # median; None when the plan could not run
     workspace: int
     error: str = ""
+    lowering: str = ""  # the composite lowering the plan belongs to, where a graph has several
 
     def __str__(self) -> str:
         t = f"{self.time_ms * 1e3:10.2f} us" if self.time_ms is not None else f"{'failed':>13s}"
-        return f"{self.index:3d}  {self.name:48s} {t}  ws {self.workspace:>10d}  {self.error}"
+        name = f"[{self.lowering}] {self.name}" if self.lowering else self.name
+        return f"{self.index:3d}  {name:48s} {t}  ws {self.workspace:>10d}  {self.error}"
 
 
 class TuneReport(list):  # type: ignore[type-arg]
@@ -49,61 +58,114 @@ class TuneReport(list):  # type: ignore[type-arg]
 
 
 def autotune(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None,
-             warmup: int = 3, repeats: int = 10, progress: bool | None = None) -> TuneReport:
-    """Time all candidate plans of a pipeline with real buffers; select the fastest.
+             warmup: int = 3, repeats: int = 10, progress: bool | None = None,
+             alternatives: Sequence[Pipeline] = ()) -> tuple[Pipeline, TuneReport]:
+    """Time all candidate plans of ``p`` (and of each alternative lowering of the same graph)
+    with real buffers; select the fastest and return the pipeline that holds it, and the table.
 
-    ``workspace`` may be None: a buffer as large as the largest plan needs is allocated.
-    """
-    import statistics
-
+    ``workspace`` may be None: a buffer as large as the largest plan needs is allocated. Given
+    a workspace, plans that need more than it holds are reported and skipped, so the caller's
+    buffer stays valid for whatever is selected."""
     from .._lib import cuda
 
     if warmup < 0 or repeats < 1:
         raise ValueError(f"autotune: warmup must be >= 0 and repeats >= 1, got {warmup}, {repeats}")
-    p.build_plans(build_plan_policy.ALL)
-    plans = p.plans()
-    cands = plans.candidates
-    need = max([p.workspace_size(c) for c in cands if c.plan is not None] + [0])
-    own_ws = None
-    if workspace is None and need:
-        own_ws = cuda.DeviceBuffer(need)
-        workspace = own_ws.ptr
+    capacity = workspace_capacity(workspace) if workspace is not None else None
     h = handle if handle is not None else p.handle()
-    stream = get_stream(h)
-    start, end = cuda.Event(), cuda.Event()
-    results: list[TuneResult] = []
-    began = time.perf_counter()
-    show = progress
-    for i, c in enumerate(cands):
-        if show is None and time.perf_counter() - began > 1.0:
-            show = True
-        if show:
-            print(f"\rautotuning {p.label}: plan {i + 1}/{len(cands)} {c.name[:40]:40s}", end="",
-                  file=sys.stderr, flush=True)
-        if c.plan is None:
-            results.append(TuneResult(i, c.name, None, 0, c.error.status_name if c.error else "not built"))
-            continue
+    timer = _Timer(p.label, get_stream(h), progress)
+    found: list[tuple[Pipeline, TuneResult]] = []
+    for q in (p, *alternatives):
+        tag = q.lowering_name() if alternatives else ""
         try:
-            runner = p.runner(c)
-            for _ in range(warmup):
-                runner.run(variant_pack, workspace, h)
-            times = []
-            for _ in range(repeats):
-                start.record(stream)
-                runner.run(variant_pack, workspace, h)
-                end.record(stream)
-                end.synchronize()
-                times.append(start.elapsed_ms(end))
-            results.append(TuneResult(i, c.name, statistics.median(times), int(c.workspace or 0)))
-        except CudnnError as exc:
-            results.append(TuneResult(i, c.name, None, int(c.workspace or 0), exc.status_name))
-    if show:
-        print(file=sys.stderr)
-    if own_ws is not None:
-        cuda.synchronize()
-        own_ws.close()
-    report = TuneReport(sorted(results, key=lambda r: (r.time_ms is None, r.time_ms or 0.0)))
-    if not report or report.best.time_ms is None:
-        raise plans.not_supported(cands)
-    p.select(cands[report.best.index])
-    return report
+            if q is not p:
+                q.create_plans(DEFAULT_HEURISTICS)
+            q.build_plans(build_plan_policy.ALL)
+        except (CudnnError, GraphError) as exc:
+            if q is p:
+                raise
+            found.append((q, TuneResult(-1, "(no plan)", None, 0, _short(exc), tag)))
+            continue
+        found += [(q, r) for r in _time_plans(q, variant_pack, workspace, capacity, h, warmup, repeats, timer, tag)]
+    timer.done()
+    found.sort(key=lambda pr: (pr[1].time_ms is None, pr[1].time_ms or 0.0))
+    report = TuneReport(r for _, r in found)
+    if not found or found[0][1].time_ms is None:
+        raise p.plans().not_supported(p.plans().candidates)
+    winner, best = found[0]
+    winner.select(winner.plans().candidates[best.index])
+    return winner, report
+
+
+class _Timer:
+    """CUDA events on the handle's stream, and the progress line."""
+
+    def __init__(self, label: str, stream: int, progress: bool | None) -> None:
+        from .._lib import cuda
+
+        self.label, self.stream, self.show = label, stream, progress
+        self.start, self.end = cuda.Event(), cuda.Event()
+        self.began = time.perf_counter()
+
+    def tick(self, i: int, n: int, name: str) -> None:
+        if self.show is None and time.perf_counter() - self.began > 1.0:
+            self.show = True
+        if self.show:
+            print(f"\rautotuning {self.label}: plan {i + 1}/{n} {name[:40]:40s}", end="", file=sys.stderr, flush=True)
+
+    def median_ms(self, run: Any, repeats: int) -> float:
+        times = []
+        for _ in range(repeats):
+            self.start.record(self.stream)
+            run()
+            self.end.record(self.stream)
+            self.end.synchronize()
+            times.append(self.start.elapsed_ms(self.end))
+        return statistics.median(times)
+
+    def done(self) -> None:
+        if self.show:
+            print(file=sys.stderr)
+
+
+def _time_plans(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any, capacity: int | None, h: Any,
+                warmup: int, repeats: int, timer: _Timer, tag: str) -> list[TuneResult]:
+    """One row per candidate plan of ``p``: its median time, or why it did not run."""
+    from .._lib import cuda
+
+    cands = p.plans().candidates
+    own_ws = None
+    if workspace is None:
+        need = max([p.workspace_size(c) for c in cands if c.plan is not None] + [0])
+        if need:
+            own_ws = cuda.DeviceBuffer(need)
+            workspace = own_ws.ptr
+    results: list[TuneResult] = []
+    try:
+        for i, c in enumerate(cands):
+            timer.tick(i, len(cands), c.name)
+            ws = int(c.workspace or 0)
+            if c.plan is None:
+                results.append(TuneResult(i, c.name, None, 0, c.error.status_name if c.error else "not built", tag))
+                continue
+            if capacity is not None and p.workspace_size(c) > capacity:
+                results.append(TuneResult(i, c.name, None, ws, f"needs {p.workspace_size(c)} bytes of workspace, "
+                                          f"given {capacity}", tag))
+                continue
+            try:
+                runner = p.runner(c)
+                for _ in range(warmup):
+                    runner.run(variant_pack, workspace, h)
+                t = timer.median_ms(lambda: runner.run(variant_pack, workspace, h), repeats)
+                results.append(TuneResult(i, c.name, t, ws, "", tag))
+            except CudnnError as exc:
+                results.append(TuneResult(i, c.name, None, ws, exc.status_name, tag))
+    finally:
+        if own_ws is not None:
+            cuda.synchronize()
+            own_ws.close()
+    return results
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return text if len(text) <= 100 else text[:97] + "..."

@@ -465,6 +465,21 @@ class Runner:
         return info.ptr
 
 
+def workspace_capacity(workspace: Any) -> int | None:
+    """Bytes a workspace buffer holds, or None where that cannot be known (a raw pointer into
+    memory CUDA does not describe)."""
+    if type(workspace) is int:
+        try:
+            where = cuda.pointer_info(workspace)
+        except Exception:
+            return None
+        return where.end - workspace if where.size else None
+    from ..interop import tensors as interop
+
+    info = interop.describe(workspace)
+    return info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
+
+
 def handle_closed_error() -> DescriptorClosedError:
     return DescriptorClosedError("this cuDNN handle was destroyed (destroy_handle / close)")
 

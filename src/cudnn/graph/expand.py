@@ -43,13 +43,29 @@ def swapped(t: Tensor, i: int = 2, j: int = 3) -> Tensor:
 
 
 class Expander:
-    """State of one expansion: the graph context, the loaded cuDNN version, scratch tensors."""
+    """State of one expansion: the graph context, the loaded cuDNN version, scratch tensors,
+    and the lowerings chosen where a composite has several (see `choose`)."""
 
-    def __init__(self, ctx: Context, version: int) -> None:
+    def __init__(self, ctx: Context, version: int, prefer: Any = None) -> None:
         self.ctx = ctx
         self.version = version
+        self.prefer = prefer
         self.scratch: list[Scratch] = []
         self.constants: list[Tensor] = []
+        self.chosen: list[Any] = []
+        self.alternatives: list[Any] = []
+
+    def choose(self, default: Any, possible: Sequence[Any]) -> Any:
+        """The lowering a composite with several ``possible`` ones builds: the expansion's
+        preference where possible (autotuning expands a graph once per alternative), else
+        ``default``. The others are recorded as alternatives the graph could be built with."""
+        choice = next((c for c in possible if c is self.prefer), default)
+        if not any(c is choice for c in self.chosen):
+            self.chosen.append(choice)
+        for c in possible:
+            if c is not choice and not any(c is a for a in self.alternatives):
+                self.alternatives.append(c)
+        return choice
 
     def add_scratch(self, tensor: Tensor, fill: bytes | None = None, zero: bool = False) -> Tensor:
         """Declare ``tensor`` (non-virtual, dims/strides/dtype set) as workspace-backed scratch."""
@@ -68,10 +84,11 @@ class Expander:
         return Tensor(name, dims, strides if strides is not None else row_major(dims), dtype, is_virtual=True)
 
 
-def expand(nodes: list[Node], ctx: Context, version: int) -> tuple[list[Node], list[Scratch]]:
-    """The primitive nodes that compute ``nodes`` (composites expanded, recursively), and the
-    scratch tensors the expansion needs."""
-    ex = Expander(ctx, version)
+def expand(nodes: list[Node], ctx: Context, version: int, prefer: Any = None) -> tuple[list[Node], Expander]:
+    """The primitive nodes that compute ``nodes`` (composites expanded, recursively, with the
+    lowering ``prefer`` where a composite offers it), and the expansion's state (scratch
+    tensors, lowerings chosen and alternatives)."""
+    ex = Expander(ctx, version, prefer)
     out: list[Node] = []
 
     def visit(node: Node) -> None:
@@ -84,7 +101,7 @@ def expand(nodes: list[Node], ctx: Context, version: int) -> tuple[list[Node], l
 
     for node in nodes:
         visit(node)
-    return out, ex.scratch
+    return out, ex
 
 
 def inferred(node: Node, ctx: Context, outputs: dict[str, Tensor]) -> Node:

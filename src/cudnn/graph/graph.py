@@ -16,6 +16,7 @@ from .._lib.enums import behavior_note, build_plan_policy, heur_mode, knob_type,
 from .._lib.errors import version_string
 from .._version import __version__
 from ..backend import engine as eng
+from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr
 from . import hygiene, norm_ops, ops, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
 from .autotune import TuneReport, autotune
@@ -57,9 +58,13 @@ class pygraph:  # noqa: N801 (documented name)
             as_handle_ptr(handle)  # type check now; a closed Handle is refused at build
         self.handle = handle
         self.sm_count = None if sm_count is None else int(sm_count)
-        self.sm_version = sm_version
         self.kernel_cache = kernel_cache
-        self.device_property = device_property
+        # heuristics, engines and plans are made for these properties, with no handle unless one
+        # is given (an ahead-of-time build); sm_version defaults to theirs
+        self.device_property = as_device_properties(device_property, "pygraph: device_property")
+        if sm_version is None and self.device_property is not None:
+            sm_version = self.device_property.sm_version
+        self.sm_version = None if sm_version is None else int(sm_version)
         # the operation graph's IS_DYNAMIC_SHAPE_ENABLED (also set with a kernel cache) and
         # IS_OVERRIDE_SHAPE_ENABLED (cuDNN >= 9.21, checked when the graph is lowered)
         self.is_dynamic_shape_enabled = is_dynamic_shape_enabled
@@ -258,7 +263,7 @@ class pygraph:  # noqa: N801 (documented name)
 
     def check_support(self) -> None:
         """Raise cudnnGraphNotSupportedError unless some candidate plan can be built."""
-        self._pipeline.plans().first_supported(self._pipeline.handle_ptr())
+        self._pipeline.plans().first_supported(self._pipeline.build_handle_ptr())
 
     def build_plans(self, policy: build_plan_policy = build_plan_policy.HEURISTICS_CHOICE) -> None:
         """Build the first supported plan (HEURISTICS_CHOICE) or every candidate (ALL)."""
@@ -278,7 +283,9 @@ class pygraph:  # noqa: N801 (documented name)
         self.validate()
         modes = as_heur_modes(heur_modes)
         self._pipeline = Pipeline(self)
-        if plan_store.adopt_cached(self._pipeline, modes):
+        cached = plan_store.adopt_cached(self._pipeline, modes)
+        if cached is not None:
+            self._pipeline = cached
             return
         self.build_operation_graph()
         self.create_execution_plans(modes)
@@ -483,7 +490,8 @@ class pygraph:  # noqa: N801 (documented name)
         if isinstance(engine_id, bool) or not isinstance(engine_id, int) or not 0 <= engine_id < count:
             raise GraphError(f"engine id {engine_id!r} is out of range: this graph has {count} engines "
                              "(get_engine_count())")
-        return eng.engine(self._op_graph(), engine_id, self.sm_count, self.label())
+        return eng.engine(self._op_graph(), engine_id, self.sm_count, self.label(),
+                          self._pipeline.device_property())
 
     # -- autotuning, serialization, CUDA graphs ------------------------------------------------
 
@@ -496,8 +504,10 @@ class pygraph:  # noqa: N801 (documented name)
             # built from the plan cache (no candidates kept): ask the heuristics now
             self.build_operation_graph()
             self.create_execution_plans(DEFAULT_HEURISTICS)
-        report = autotune(self._pipeline, variant_pack, workspace, handle, warmup, repeats, progress)
-        plan_store.store(self._pipeline, DEFAULT_HEURISTICS, autotuned=True)
+        winner, report = autotune(p, variant_pack, workspace, handle, warmup, repeats, progress,
+                                  alternatives=p.alternatives())
+        self._pipeline = winner
+        plan_store.store(winner, DEFAULT_HEURISTICS, autotuned=True)
         return report
 
     def serialize(self, *, as_bytes: bool = False, include_kernels: bool = True) -> list[int] | bytes:
@@ -540,8 +550,7 @@ class pygraph:  # noqa: N801 (documented name)
             self.handle = handle_
         if self.nodes:
             self._require_validated()
-        self._pipeline = Pipeline(self)
-        serialization.deserialize(self._pipeline, pyobj, enforce_precompiled)
+        self._pipeline = serialization.deserialize(Pipeline(self), pyobj, enforce_precompiled)
 
     def populate_cuda_graph(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any,
                             cuda_graph: Any) -> None:

@@ -55,14 +55,17 @@ class Lowered:
     slots: list[ScratchSlot]
     scratch_bytes: int
     unused: list[Binding]  # tensors of the user's nodes the expansion does not read
+    chosen: tuple[Any, ...] = ()  # lowerings composites chose (e.g. attention_implementation.UNIFIED)
+    alternatives: tuple[Any, ...] = ()  # lowerings they could have chosen instead
 
 
 class Pipeline:
     """Lowered graph, operation graph, plans, selected plan and runners of one ``pygraph``."""
 
-    def __init__(self, graph: pygraph) -> None:
+    def __init__(self, graph: pygraph, lowering: Any = None) -> None:
         self.graph = graph
         self.label = graph.label()
+        self.lowering = lowering  # preferred lowering of composites that offer several; None: their default
         self._handle: Handle | None = None  # this thread's default handle, when the graph has none
         self._lowered: Lowered | None = None
         self._op_graph: Descriptor | None = None
@@ -78,6 +81,20 @@ class Pipeline:
         if self._handle is None or self._handle.closed:
             self._handle = default_handle()
         return self._handle.ptr
+
+    def device_property(self) -> Descriptor | None:
+        """The DEVICEPROP descriptor of ``pygraph(device_property=...)``: heuristics, engines and
+        plans are made for that device; None builds for the handle's GPU."""
+        props = self.graph.device_property
+        return None if props is None else props.descriptor
+
+    def build_handle_ptr(self) -> int:
+        """The handle the operation graph and plans are made with: none (0) for a graph given
+        device properties and no handle (an ahead-of-time build, as the official frontend does);
+        execute still runs on a real handle."""
+        if self.graph.device_property is not None and self.graph.handle is None:
+            return 0
+        return self.handle_ptr()
 
     def handle(self) -> Handle | int:
         """The handle execute runs on when the caller gives none."""
@@ -99,10 +116,10 @@ class Pipeline:
         if self._lowered is None:
             version = loader.report().version
             user_nodes = self.graph.nodes
-            nodes, scratch = expand(user_nodes, self.graph.context, version)
+            nodes, ex = expand(user_nodes, self.graph.context, version, self.lowering)
             assign_uids(all_tensors([*user_nodes, *nodes]))
             slots, offset = [], 0
-            for s in scratch:
+            for s in ex.scratch:
                 size = needed_bytes(s.tensor)
                 slots.append(ScratchSlot(s.tensor.get_uid(), offset, size, s.fill, s.zero))
                 offset += -(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT
@@ -113,8 +130,23 @@ class Pipeline:
             bound = make_bindings([*user_nodes, *nodes])
             bindings = [b for b in bound if b.uid in used and b.uid not in scratch_uids]
             unused = [b for b in bound if b.uid not in used]
-            self._lowered = Lowered(nodes, bindings, slots, offset, unused)
+            self._lowered = Lowered(nodes, bindings, slots, offset, unused, tuple(ex.chosen),
+                                    tuple(ex.alternatives))
         return self._lowered
+
+    def lowering_name(self) -> str:
+        """The lowerings this pipeline's composites chose, e.g. ``"UNIFIED"`` ("" if none chose)."""
+        return "+".join(getattr(c, "name", str(c)) for c in self.lowered().chosen)
+
+    def alternatives(self) -> list[Pipeline]:
+        """Pipelines of the same graph built with each other lowering its composites offer."""
+        return [Pipeline(self.graph, alt) for alt in self.lowered().alternatives]
+
+    def variant(self, name: str) -> Pipeline | None:
+        """This pipeline, or the alternative whose lowering is called ``name``; None if neither."""
+        if name == self.lowering_name():
+            return self
+        return next((q for q in self.alternatives() if q.lowering_name() == name), None)
 
     def bindings(self) -> list[Binding]:
         return self.lowered().bindings
@@ -130,7 +162,7 @@ class Pipeline:
 
     def _lower(self) -> Descriptor:
         lowered = self.lowered()
-        lowering = Lowering(self.handle_ptr(), loader.report().version)
+        lowering = Lowering(self.build_handle_ptr(), loader.report().version)
         ops: list[Descriptor] = []
         for node in lowered.nodes:
             try:
@@ -148,7 +180,7 @@ class Pipeline:
             raise FeatureUnavailableError(f"{self.label}: is_override_shape_enabled=True "
                                           "(CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED)",
                                           OVERRIDE_SHAPE_SINCE, lowering.version)
-        return eng.operation_graph(self.handle_ptr(), ops, self.graph.name or "graph", dynamic_shape=dynamic,
+        return eng.operation_graph(self.build_handle_ptr(), ops, self.graph.name or "graph", dynamic_shape=dynamic,
                                    override_shape=override)
 
     # -- plans ----------------------------------------------------------------------------------
@@ -165,6 +197,7 @@ class Pipeline:
         """The plan set, made empty (with the graph's kernel cache) if there is none yet."""
         if self._plans is None:
             plans = PlanSet(self.label)
+            plans.device_property = self.device_property()
             if self.graph.kernel_cache is not None:
                 plans.kernel_cache = self.graph.kernel_cache.descriptor_for(self.op_graph())
             self._plans = plans
@@ -176,7 +209,8 @@ class Pipeline:
         plans = self.planset()
         for mode in modes:
             try:
-                configs = eng.heuristic_configs(op_graph, int(mode), self.graph.sm_count, self.label)
+                configs = eng.heuristic_configs(op_graph, int(mode), self.graph.sm_count, self.label,
+                                                self.device_property())
             except CudnnError:
                 if mode == heur_mode.FALLBACK or len(modes) > 1:
                     continue  # a mode that cannot handle this graph is not fatal when others may
@@ -184,14 +218,15 @@ class Pipeline:
             plans.add(configs, mode.name)
 
     def build_plans(self, policy: build_plan_policy) -> None:
-        self.plans().build(self.handle_ptr(), build_plan_policy(policy))
+        self.plans().build(self.build_handle_ptr(), build_plan_policy(policy))
 
     def build_candidate(self, cand: Candidate) -> Descriptor:
-        return cand.build(self.handle_ptr(), self.label, self.plans().kernel_cache)
+        return cand.build(self.build_handle_ptr(), self.label, self.plans().kernel_cache)
 
     def add_manual(self, cand: Candidate) -> None:
         """A hand-picked engine config: first among the candidates, built and selected."""
         plans = self.planset()
+        cand.device_property = plans.device_property
         plans.all.insert(0, cand)
         self.build_candidate(cand)
         plans.selected = cand
@@ -228,7 +263,7 @@ class Pipeline:
         """The Runner of ``cand`` (its plan built on first use)."""
         runner = self._runners.get(id(cand))
         if runner is None:
-            plan = cand.build(self.handle_ptr(), self.label)
+            plan = cand.build(self.build_handle_ptr(), self.label)
             h = self.handle()
             device = h.device if isinstance(h, Handle) else None
             lowered = self.lowered()

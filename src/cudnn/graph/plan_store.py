@@ -16,7 +16,7 @@ from .._lib.host import HostScalar
 from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor
 from ..backend.handle import as_handle_ptr
-from .errors import GraphError
+from .errors import GraphError, SerializationError
 from .execute import Binding
 from .pipeline import Pipeline, all_tensors, structure_key
 from .plans import Candidate
@@ -25,11 +25,17 @@ from .serialize import PlanRecord, TensorRecord, device_identity
 # -- the plan cache ---------------------------------------------------------------------------
 
 def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | None:
-    """(autotuned key, heuristic key) of the pipeline's validated graph, or None if it cannot be cached."""
+    """(autotuned key, heuristic key) of the pipeline's validated graph, or None if it cannot be cached.
+
+    The key is that of the graph's default lowering, whichever lowering the plan belongs to:
+    a record names its lowering (`lowering_of`), so a build finds an autotuned choice of
+    another lowering."""
     from .cache import plan_cache
 
-    if not plan_cache.enabled or p.graph.kernel_cache is not None:
-        return None
+    if not plan_cache.enabled or p.graph.kernel_cache is not None or p.graph.device_property is not None:
+        return None  # an ahead-of-time build for described properties is not keyed by a local GPU
+    if p.lowering is not None:
+        p = Pipeline(p.graph)
     p.handle_ptr()  # a missing GPU surfaces as cuDNN's error, with its hint
     uids = tuple(t.get_uid() for t in all_tensors(p.lowered().nodes))
     g = p.graph
@@ -39,38 +45,52 @@ def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | Non
     return plan_cache.key("tuned", ident), plan_cache.key("heuristic", ident, tuple(int(m) for m in modes))
 
 
-def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> bool:
-    """Select the plan cached for this graph (autotuned first, then heuristic); False on a miss."""
+def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> Pipeline | None:
+    """Select the plan cached for this graph (autotuned first, then heuristic) in ``p``, or in
+    the pipeline of the lowering the plan was built with; None on a miss."""
     from .cache import log, plan_cache
 
     keys = cache_keys(p, modes)
     if keys is None:
-        return False
+        return None
     for key in keys:
         hit = plan_cache.lookup_memory(key)
         if hit is not None:
             record, plan = hit
-            p.adopt(plan, record.workspace, record.plan_name)
+            q = lowering_of(p, record)
+            if q is None:
+                continue
+            q.adopt(plan, record.workspace, record.plan_name)
             plan_cache.hits += 1
-            return True
+            return q
     for key in keys:
         record = plan_cache.lookup_disk(key)
         if record is None:
             continue
         try:
             record.check_compatible(p.device())
-            plan = plan_from_record(p, record)
+            q = lowering_of(p, record)
+            if q is None:
+                raise GraphError(f"no lowering {record.extra.get('lowering')!r} of this graph")
+            plan = plan_from_record(q, record)
         except (CudnnError, GraphError) as exc:
             log().warning("plan cache: entry %s unusable (%s); rebuilding", key, exc)
             plan_cache.forget(key)
             continue
         plan_cache.remember(key, record, plan)
-        p.adopt(plan, record.workspace, record.plan_name)
+        q.adopt(plan, record.workspace, record.plan_name)
         plan_cache.hits += 1
         plan_cache.disk_hits += 1
-        return True
+        return q
     plan_cache.misses += 1
-    return False
+    return None
+
+
+def lowering_of(p: Pipeline, rec: PlanRecord) -> Pipeline | None:
+    """The pipeline of ``p``'s graph with the lowering ``rec`` was built with (``p`` itself for
+    a record of no particular lowering); None if the graph has no such lowering."""
+    name = rec.extra.get("lowering")
+    return p if name is None or not p.graph.nodes else p.variant(name)
 
 
 def store(p: Pipeline, modes: Sequence[heur_mode], autotuned: bool) -> None:
@@ -87,18 +107,21 @@ def store(p: Pipeline, modes: Sequence[heur_mode], autotuned: bool) -> None:
 
 
 def plan_from_record(p: Pipeline, rec: PlanRecord) -> Descriptor:
-    return backend_plan.plan_from_json(p.handle_ptr(), rec.plan_json, f"{p.label}: {rec.plan_name}")
+    return backend_plan.plan_from_json(p.build_handle_ptr(), rec.plan_json, f"{p.label}: {rec.plan_name}",
+                                       p.device_property())
 
 
 def record(p: Pipeline, cand: Candidate, autotuned: bool) -> PlanRecord:
     """What restores ``cand`` in another process: its plan JSON and the tensors it binds."""
     assert cand.plan is not None
-    name, cc = device_identity(p.device())
+    props = p.graph.device_property
+    name, cc = props.identity() if props is not None else device_identity(p.device())
     tensors = [TensorRecord(b.uid, b.tensor.get_name(), b.tensor.get_dim(), b.tensor.get_stride(),
                             b.tensor.get_data_type().name, b.tensor.get_is_pass_by_value(),
                             b.tensor.get_value(), b.node, b.port) for b in p.bindings()]
+    extra = {"lowering": p.lowering_name()} if p.lowered().alternatives else {}
     return PlanRecord(cand.name, backend_plan.plan_json(cand.plan), int(cand.workspace or 0), tensors,
-                      loader.report().version, name, cc, autotuned, f"{p.graph.key():x}")
+                      loader.report().version, name, cc, autotuned, f"{p.graph.key():x}", extra=extra)
 
 
 # -- serialization ----------------------------------------------------------------------------
@@ -108,10 +131,16 @@ def serialize(p: Pipeline) -> bytes:
     return record(p, p.plans().require_selected(), False).to_bytes()
 
 
-def deserialize(p: Pipeline, data: bytes) -> None:
-    """Select the plan in ``data``; refused (SerializationError) from another cuDNN or GPU."""
+def deserialize(p: Pipeline, data: bytes) -> Pipeline:
+    """Select the plan in ``data`` (in the pipeline of the lowering it was built with);
+    refused (SerializationError) from another cuDNN or GPU, or a graph without its lowering."""
     rec = PlanRecord.from_bytes(data)
     rec.check_compatible(p.device())
+    q = lowering_of(p, rec)
+    if q is None:
+        raise SerializationError(f"{p.label}: the plan was built with the {rec.extra.get('lowering')} lowering, "
+                                 "which this graph does not offer")
+    p = q
     plan = plan_from_record(p, rec)
     bindings = None
     if not p.graph.nodes:  # a graph made only to run the plan: bind as the record says
@@ -119,6 +148,7 @@ def deserialize(p: Pipeline, data: bytes) -> None:
                             HostScalar(t.value, data_type[t.data_type]) if t.value is not None else None)
                     for t in rec.tensors]
     p.adopt(plan, rec.workspace, rec.plan_name, bindings)
+    return p
 
 
 # -- CUDA graphs ------------------------------------------------------------------------------

@@ -33,8 +33,9 @@ def serialize(p: Pipeline, as_bytes: bool, include_kernels: bool) -> list[int] |
     return data if as_bytes else list(data)
 
 
-def deserialize(p: Pipeline, data: Any, enforce_precompiled: bool) -> None:
-    """Restore a plan record; with ``enforce_precompiled`` refuse one that needs compiling."""
+def deserialize(p: Pipeline, data: Any, enforce_precompiled: bool) -> Pipeline:
+    """Restore a plan record (into ``p``, or the pipeline of the lowering it was built with);
+    with ``enforce_precompiled`` refuse one that needs compiling."""
     from . import plan_store
 
     if not isinstance(data, (bytes, bytearray, str, list, tuple)):
@@ -52,7 +53,7 @@ def deserialize(p: Pipeline, data: Any, enforce_precompiled: bool) -> None:
         if rec.extra.get("runtime_compiled"):
             raise SerializationError(f"{p.label}: enforce_precompiled=True, but the plan {rec.plan_name!r} uses an "
                                      "engine that compiles its kernels when the plan is made (RUNTIME_COMPILATION)")
-    plan_store.deserialize(p, data)
+    return plan_store.deserialize(p, data)
 
 
 def is_graph_json(text: str) -> bool:

@@ -94,8 +94,13 @@ class SDPA(SdpaBase):
         from .sdpa_unified import UnifiedSDPA, unified_refusal
 
         choice = self.opts.implementation
-        if choice == impl.AUTO:
-            choice = impl.UNIFIED if not unified_refusal(self, ex.ctx, ex.version) else impl.COMPOSITE
+        if choice == impl.AUTO:  # the unified operation where it accepts the call; autotune may try both
+            if unified_refusal(self, ex.ctx, ex.version):
+                choice = impl.COMPOSITE
+            elif "Block_mask" in self.inputs:
+                choice = impl.UNIFIED
+            else:
+                choice = ex.choose(impl.UNIFIED, (impl.UNIFIED, impl.COMPOSITE))
         if choice == impl.UNIFIED:
             why = unified_refusal(self, ex.ctx, ex.version)
             if why:
@@ -103,7 +108,6 @@ class SDPA(SdpaBase):
             return UnifiedSDPA.from_node(self, ex).parts()
         if "Block_mask" in self.inputs:
             raise GraphError(f"{self.at('block_mask')}: only the unified lowering supports a block mask")
-        self.lowered_as = impl.COMPOSITE
         return composite_forward(self, ex)
 
 
