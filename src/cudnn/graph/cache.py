@@ -6,6 +6,12 @@ version. The directory is ``$CUDNN_PY_CACHE_DIR``, else ``$XDG_CACHE_HOME/cudnn-
 ``~/.cache/cudnn-py``; ``CUDNN_PY_PLAN_CACHE=0`` turns the cache off. Files are written
 atomically (temp file + rename), so concurrent processes never read half a file; a file
 that does not parse or no longer fits is ignored and replaced, never trusted.
+
+Beside each plan of a graph that uses a kernel cache (dynamic shapes), ``kernels/<key>.json``
+keeps cuDNN's compiled kernels, so a new process restores the plan without compiling. Kernel
+files are bounded in total size (``$CUDNN_PY_KERNEL_CACHE_MAX_MB``, default 512; oldest go
+first) and are ignored, logged once on the ``cudnn.cache`` logger, and rewritten when they
+are damaged or come from another cuDNN or GPU.
 """
 
 from __future__ import annotations
@@ -32,6 +38,13 @@ def log() -> logging.Logger:
     return logging.getLogger("cudnn.plan_cache")
 
 
+def kernel_log() -> logging.Logger:
+    """The ``cudnn.cache`` logger: why stored kernels were not used."""
+    import logging
+
+    return logging.getLogger("cudnn.cache")
+
+
 def default_directory() -> Path:
     env = os.environ.get("CUDNN_PY_CACHE_DIR")
     if env:
@@ -52,6 +65,9 @@ class PlanCache:
         self.max_in_memory = 256  # least recently used plans beyond this are dropped (disk keeps them)
         self._lock = threading.Lock()
         self.hits = self.misses = self.disk_hits = 0
+        self.kernel_hits = 0
+        self.max_kernel_bytes = int(float(os.environ.get("CUDNN_PY_KERNEL_CACHE_MAX_MB", "512")) * 2**20)
+        self._logged: set[tuple[str, str]] = set()
 
     @staticmethod
     def key(*parts: object) -> str:
@@ -84,7 +100,7 @@ class PlanCache:
             return None
         try:
             return PlanRecord.from_bytes(data)
-        except SerializationError as exc:
+        except (SerializationError, RecursionError) as exc:  # RecursionError: JSON nested too deep
             log().warning("plan cache: ignoring %s (%s); it will be rewritten", path, exc)
             return None
 
@@ -120,6 +136,88 @@ class PlanCache:
         except OSError as exc:
             log().warning("plan cache: cannot write %s (%s); the plan stays cached in memory only", path, exc)
 
+    # -- compiled kernels beside the plans --------------------------------------------------
+
+    def _kernel_path(self, key: str) -> Path:
+        return self.directory / "kernels" / f"{key}.json"
+
+    def log_once(self, kind: str, key: str, message: str, *args: object) -> None:
+        """Warn on ``cudnn.cache`` once per (kind, entry): a bad file is not reported at every build."""
+        with self._lock:
+            if (kind, key) in self._logged:
+                return
+            self._logged.add((kind, key))
+        kernel_log().warning(message, *args)
+
+    def lookup_kernels(self, key: str, version: int, device: tuple[str, list[int]]) -> str | None:
+        """cuDNN's kernel-cache JSON stored for ``key``, or None (missing, unreadable, damaged, foreign)."""
+        from ..backend.kernel_cache import KernelCacheFileError, parse_file
+
+        if not self.enabled:
+            return None
+        path = self._kernel_path(key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self.log_once("read", key, "kernel cache: cannot read %s (%s); compiling instead", path, exc)
+            return None
+        try:
+            return parse_file(data, version, device, key)
+        except KernelCacheFileError as exc:
+            self.log_once("bad", key, "kernel cache: ignoring %s (%s); compiling, and it will be rewritten",
+                          path, exc)
+            self.forget_kernels(key)
+            return None
+
+    def store_kernels(self, key: str, text: str, version: int, device: tuple[str, list[int]]) -> bool:
+        """Write the kernels of ``key`` atomically; False (logged once) when the disk refuses or
+        the entry alone exceeds the size bound. Older entries go when the total exceeds it."""
+        from ..backend.kernel_cache import file_bytes, write_atomic
+
+        if not self.enabled or not text:
+            return False
+        data = file_bytes(text, version, device, key)
+        path = self._kernel_path(key)
+        if len(data) > self.max_kernel_bytes:
+            self.log_once("size", key, "kernel cache: %s would take %d bytes, over the %d-byte bound; not stored",
+                          path, len(data), self.max_kernel_bytes)
+            return False
+        try:
+            write_atomic(path, data)
+        except OSError as exc:
+            self.log_once("write", key, "kernel cache: cannot write %s (%s); kernels compile in each new process",
+                          path, exc)
+            return False
+        self._trim_kernels(keep=path)
+        return True
+
+    def _trim_kernels(self, keep: Path) -> None:
+        """Drop the least recently written kernel files until the total fits the bound."""
+        folder = keep.parent
+        try:
+            entries = [(p.stat().st_mtime, p.stat().st_size, p) for p in folder.glob("*.json")]
+        except OSError:
+            return
+        total = sum(size for _, size, _ in entries)
+        for _, size, p in sorted(entries, key=lambda e: e[0]):
+            if total <= self.max_kernel_bytes:
+                break
+            if p == keep:
+                continue
+            try:
+                p.unlink()
+                total -= size
+            except OSError:
+                pass
+
+    def forget_kernels(self, key: str) -> None:
+        try:
+            self._kernel_path(key).unlink()
+        except OSError:
+            pass
+
     def forget(self, key: str) -> None:
         with self._lock:
             self._memory.pop(key, None)
@@ -127,23 +225,26 @@ class PlanCache:
             self._path(key).unlink()
         except OSError:
             pass
+        self.forget_kernels(key)
 
     def clear(self, disk: bool = True) -> None:
         """Drop every entry from memory (and from disk when ``disk``)."""
         with self._lock:
             self._memory.clear()
         if disk:
-            folder = self.directory / "plans"
-            for p in folder.glob("*.json") if folder.is_dir() else ():
-                try:
-                    p.unlink()
-                except OSError:
-                    pass
+            for sub in ("plans", "kernels"):
+                folder = self.directory / sub
+                for p in folder.glob("*.json") if folder.is_dir() else ():
+                    try:
+                        p.unlink()
+                    except OSError:
+                        pass
 
     def __repr__(self) -> str:
         state = "on" if self.enabled else "off"
         return (f"<cudnn plan cache {state} at {self.directory}: {len(self._memory)} in memory, "
-                f"{self.hits} hits ({self.disk_hits} from disk), {self.misses} misses>")
+                f"{self.hits} hits ({self.disk_hits} from disk, {self.kernel_hits} with stored kernels), "
+                f"{self.misses} misses>")
 
 
 plan_cache = PlanCache()

@@ -73,7 +73,9 @@ def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> Pipeline | None:
             if q is None:
                 raise GraphError(f"no lowering {record.extra.get('lowering')!r} of this graph")
             plan = plan_from_record(q, record)
-        except (CudnnError, GraphError) as exc:
+            check_fits(q, record, plan)
+        except (CudnnError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            # a damaged, foreign or swapped entry (GraphError, SerializationError: ValueErrors) is rebuilt
             log().warning("plan cache: entry %s unusable (%s); rebuilding", key, exc)
             plan_cache.forget(key)
             continue
@@ -84,6 +86,17 @@ def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> Pipeline | None:
         return q
     plan_cache.misses += 1
     return None
+
+
+def check_fits(p: Pipeline, rec: PlanRecord, plan: Descriptor) -> None:
+    """Refuse a record whose tensors are not this graph's (a swapped or edited file), and take
+    the workspace from the plan itself: a smaller figure would let cuDNN write past the buffer."""
+    mine = sorted((b.uid, list(b.tensor.get_dim()), list(b.tensor.get_stride()), b.tensor.get_data_type().name)
+                  for b in p.bindings())
+    theirs = sorted((t.uid, list(t.dim), list(t.stride), t.data_type) for t in rec.tensors)
+    if mine != theirs:
+        raise SerializationError("the entry's tensors (uid, dims, strides, type) are not this graph's")
+    rec.workspace = backend_plan.workspace_size(plan)
 
 
 def lowering_of(p: Pipeline, rec: PlanRecord) -> Pipeline | None:

@@ -1,0 +1,215 @@
+"""Soak and leaks: many executes of one graph, many build/destroy cycles of varied graphs, with
+no growth of host memory (RSS), GPU memory, live backend descriptors or Python objects.
+
+Figures are taken after a warm-up (first packs, first plans, allocator pools, cuDNN's own
+caches) and after ``gc.collect()``. What must not grow at all: live backend descriptors
+(``cudnn.backend.descriptor.live_count()``) and memory held by torch's allocator (nothing is
+allocated in the loops). What may move by allocator noise only: RSS and GPU memory in use
+(``cudaMemGetInfo``) within 16 MiB, Python objects within 200. A leak of one small object per
+execute (200,000 of them) or of one plan per build exceeds these.
+
+Knobs: ``CUDNN_PY_SOAK_EXECUTES`` (default 200,000) and ``CUDNN_PY_SOAK_SECONDS`` (time box,
+default 60); ``CUDNN_PY_SOAK_BUILDS`` (default 1,000) and ``CUDNN_PY_SOAK_BUILD_SECONDS`` (default
+60). ``benchmarks/reliability.py`` runs 1,000,000 executes and 10,000 builds. Summary lines start
+``reliability: soak``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cudnn
+from cudnn.backend.descriptor import live_count
+
+HALF, BF16, FLOAT = cudnn.data_type.HALF, cudnn.data_type.BFLOAT16, cudnn.data_type.FLOAT
+HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
+MIB = 1 << 20
+MEMORY_NOISE = 16 * MIB
+OBJECT_NOISE = 200
+
+
+@dataclass
+class Probe:
+    rss: int
+    gpu_used: int
+    torch_allocated: int
+    descriptors: int
+    objects: int
+
+    @staticmethod
+    def take() -> Probe:
+        torch.cuda.synchronize()
+        gc.collect()
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        free, total = torch.cuda.mem_get_info()
+        return Probe(rss, total - free, torch.cuda.memory_allocated(), live_count(), len(gc.get_objects()))
+
+    def growth(self, later: Probe) -> Probe:
+        return Probe(*(b - a for a, b in zip(vars(self).values(), vars(later).values())))
+
+    def text(self) -> str:
+        return (f"RSS {self.rss / MIB:+.2f} MiB, GPU {self.gpu_used / MIB:+.2f} MiB, torch allocated "
+                f"{self.torch_allocated:+d} B, live descriptors {self.descriptors:+d}, objects {self.objects:+d}")
+
+
+def check_growth(g: Probe) -> None:
+    assert g.descriptors == 0, f"backend descriptors leaked: {g.text()}"
+    assert g.torch_allocated == 0, f"GPU memory held by torch grew: {g.text()}"
+    assert g.objects <= OBJECT_NOISE, f"Python objects grew: {g.text()}"
+    assert g.rss <= MEMORY_NOISE, f"host memory grew: {g.text()}"
+    assert g.gpu_used <= MEMORY_NOISE, f"GPU memory grew: {g.text()}"
+
+
+@pytest.fixture
+def no_plan_cache():  # type: ignore[no-untyped-def]
+    """Every build really lowers and builds (no plan cache), as a leak check needs."""
+    saved = cudnn.plan_cache.enabled
+    cudnn.plan_cache.enabled = False
+    yield
+    cudnn.plan_cache.enabled = saved
+
+
+# -- 1. executes of one graph ----------------------------------------------------------------------
+
+def test_execute_soak(no_plan_cache: None) -> None:
+    total = int(os.environ.get("CUDNN_PY_SOAK_EXECUTES", "200000"))
+    budget = float(os.environ.get("CUDNN_PY_SOAK_SECONDS", "60"))
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 12, 12, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = (torch.randn(16, 16, 3, 3, device="cuda") / 12).half().to(memory_format=torch.channels_last)
+    b = torch.randn(1, 16, 1, 1, device="cuda", dtype=torch.float16)
+    g = cudnn.pygraph(io_data_type=HALF, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
+    X, W, B = g.tensor_like(x), g.tensor_like(w), g.tensor_like(b)
+    Y = g.relu(g.bias(g.conv_fprop(X, W, padding=[1, 1]), B)).set_output(True)
+    g.build(HEUR)
+    ys = [torch.empty_strided(Y.get_dim(), Y.get_stride(), device="cuda", dtype=torch.float16).fill_(float("nan"))
+          for _ in range(2)]
+    ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+    packs = [{X: x, W: w, B: b, Y: y} for y in ys]
+    for i in range(2000):  # warm-up: both packs prepared, pools settled
+        g.execute(packs[i % 2], ws)
+    base = Probe.take()
+    start, done, mid = time.perf_counter(), 0, None
+    while done < total:
+        pack = packs[1] if done % 1000 == 999 else packs[0]  # a second binding now and then
+        g.execute(pack, ws)
+        done += 1
+        if done % 10000 == 0:
+            torch.cuda.synchronize()
+            if mid is None and done >= total // 2:
+                mid = Probe.take()
+            if time.perf_counter() - start > budget:
+                break
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    end = Probe.take()
+    growth = base.growth(end)
+    print(f"\nreliability: soak executes {done} of one graph in {seconds:.1f} s ({seconds / done * 1e6:.1f} us "
+          f"each): growth {growth.text()}; first half {base.growth(mid or end).text()}")
+    ref = torch.relu(F.conv2d(x.double(), w.double(), padding=1) + b.double())
+    for y in ys:
+        torch.testing.assert_close(y.double(), ref, atol=2e-2, rtol=1e-2)
+    check_growth(growth)
+
+
+# -- 2. build / destroy cycles of varied graphs ------------------------------------------------------
+
+Maker = Callable[[Any], tuple[cudnn.pygraph, dict[Any, torch.Tensor], torch.Tensor, torch.Tensor]]
+
+
+def matmul(m: int, n: int, k: int, dt: torch.dtype) -> Maker:
+    def make(handle: Any) -> tuple[cudnn.pygraph, dict[Any, torch.Tensor], torch.Tensor, torch.Tensor]:
+        a, bm = torch.randn(2, m, k, device="cuda", dtype=dt), torch.randn(2, k, n, device="cuda", dtype=dt)
+        g = cudnn.pygraph(io_data_type=HALF if dt == torch.float16 else BF16, compute_data_type=FLOAT, handle=handle)
+        A, Bm = g.tensor_like(a), g.tensor_like(bm)
+        C = g.matmul(A, Bm).set_output(True)
+        c = torch.full((2, m, n), float("nan"), device="cuda", dtype=dt)
+        return g, {A: a, Bm: bm, C: c}, c, a.double() @ bm.double()
+    return make
+
+
+def conv(c: int, h: int) -> Maker:
+    def make(handle: Any) -> tuple[cudnn.pygraph, dict[Any, torch.Tensor], torch.Tensor, torch.Tensor]:
+        x = torch.randn(2, c, h, h, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+        w = (torch.randn(16, c, 3, 3, device="cuda") / c).half().to(memory_format=torch.channels_last)
+        g = cudnn.pygraph(io_data_type=HALF, compute_data_type=FLOAT, handle=handle)
+        X, W = g.tensor_like(x), g.tensor_like(w)
+        Y = g.conv_fprop(X, W, padding=[1, 1]).set_output(True)
+        g.validate()
+        y = torch.empty_strided(Y.get_dim(), Y.get_stride(), device="cuda", dtype=torch.float16).fill_(float("nan"))
+        return g, {X: x, W: w, Y: y}, y, F.conv2d(x.double(), w.double(), padding=1)
+    return make
+
+
+def layernorm(rows: int, hidden: int) -> Maker:
+    def make(handle: Any) -> tuple[cudnn.pygraph, dict[Any, torch.Tensor], torch.Tensor, torch.Tensor]:
+        x = torch.randn(rows, hidden, device="cuda", dtype=torch.bfloat16)
+        s, b = torch.rand(1, hidden, device="cuda") + 0.5, torch.randn(1, hidden, device="cuda")
+        g = cudnn.pygraph(intermediate_data_type=FLOAT, compute_data_type=FLOAT, handle=handle)
+        X, S, B = g.tensor_like(x), g.tensor_like(s), g.tensor_like(b)
+        Y, _, _ = g.layernorm(cudnn.norm_forward_phase.INFERENCE, X, S, B, 1e-5)
+        Y.set_output(True).set_data_type(BF16)
+        y = torch.full_like(x, float("nan"))
+        ref = F.layer_norm(x.double(), (hidden,), s.double().reshape(-1), b.double().reshape(-1), 1e-5)
+        return g, {X: x, S: s, B: b, Y: y}, y, ref
+    return make
+
+
+def pointwise(n: int) -> Maker:
+    def make(handle: Any) -> tuple[cudnn.pygraph, dict[Any, torch.Tensor], torch.Tensor, torch.Tensor]:
+        a, bb = torch.randn(n, 64, device="cuda"), torch.randn(1, 64, device="cuda")
+        g = cudnn.pygraph(io_data_type=FLOAT, compute_data_type=FLOAT, handle=handle)
+        A, Bb = g.tensor_like(a), g.tensor_like(bb)
+        Y = g.relu(g.add(A, Bb)).set_output(True)
+        y = torch.full_like(a, float("nan"))
+        return g, {A: a, Bb: bb, Y: y}, y, torch.relu(a.double() + bb.double())
+    return make
+
+
+MAKERS = [matmul(64, 64, 64, torch.float16), matmul(33, 96, 40, torch.bfloat16), conv(16, 8), conv(8, 13),
+          layernorm(33, 768), matmul(128, 32, 64, torch.float16), pointwise(33), layernorm(8, 1024)]
+
+
+def cycle(i: int) -> None:
+    """Build one graph (a fresh handle every 10th cycle), run it once, check it, drop it all."""
+    handle = cudnn.create_handle() if i % 10 == 0 else None
+    try:
+        g, pack, out, ref = MAKERS[i % len(MAKERS)](handle)
+        g.build(HEUR)
+        ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+        g.execute(pack, ws)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out.double(), ref, atol=5e-2, rtol=2e-2)
+        del g, pack, out, ref, ws
+    finally:
+        if handle is not None:
+            cudnn.destroy_handle(handle)
+
+
+def test_build_destroy_cycles(no_plan_cache: None) -> None:
+    total = int(os.environ.get("CUDNN_PY_SOAK_BUILDS", "1000"))
+    budget = float(os.environ.get("CUDNN_PY_SOAK_BUILD_SECONDS", "60"))
+    torch.manual_seed(1)
+    for i in range(2 * len(MAKERS)):  # warm-up: every kind built twice, cuDNN's caches filled
+        cycle(i)
+    base = Probe.take()
+    start, done = time.perf_counter(), 0
+    while done < total and time.perf_counter() - start < budget:
+        cycle(done)
+        done += 1
+    seconds = time.perf_counter() - start
+    end = Probe.take()
+    growth = base.growth(end)
+    print(f"\nreliability: soak builds {done} build/execute/destroy cycles of {len(MAKERS)} graph kinds "
+          f"in {seconds:.1f} s ({seconds / max(done, 1) * 1e3:.1f} ms each): growth {growth.text()}")
+    check_growth(growth)
