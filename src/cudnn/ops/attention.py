@@ -1,0 +1,184 @@
+"""``cudnn.ops.scaled_dot_product_attention``: torch's SDPA semantics (BHSD) over cuDNN's
+``sdpa`` / ``sdpa_backward`` graphs.
+
+Covered: fp16 / bf16 Q, K, V of shape [B, H, S, D] (any strides with a unit head-dim stride),
+``is_causal`` (torch's top-left causal mask), ``scale``, ``enable_gqa`` (H_q a multiple of
+H_kv), and ``attn_mask`` as an additive float mask or a boolean keep-mask broadcastable to
+[B, H, S_q, S_kv] (a boolean mask becomes a 0 / -inf bias). Not covered, and refused naming
+the argument: ``dropout_p`` > 0, a mask that needs a gradient, other dtypes or ranks.
+O is laid out BSHD (as torch's flash kernels return it); Stats (log-sum-exp, float32) is kept
+for the backward.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import _runtime as rt
+
+_OP = "scaled_dot_product_attention"
+
+
+def _o_like(q: torch.Tensor, dv: int) -> torch.Tensor:
+    """O [B, H, S_q, D_v] over BSHD memory."""
+    b, h, s, _ = q.shape
+    return q.new_empty(b, s, h, dv).transpose(1, 2)
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, enable_gqa: bool) -> None:
+    rt.check_tensor(_OP, "query", q, rt.HALVES, rank=4)
+    rt.check_cuda(_OP, "query", q)
+    rt.check_tensor(_OP, "key", k, (q.dtype,), rank=4, device=q.device)
+    rt.check_tensor(_OP, "value", v, (q.dtype,), rank=4, device=q.device)
+    if k.shape[0] != q.shape[0] or v.shape[0] != q.shape[0] or k.shape[3] != q.shape[3] \
+            or v.shape[2] != k.shape[2] or v.shape[1] != k.shape[1]:
+        raise rt.OpError(f"cudnn.ops.{_OP}: key/value: shapes {tuple(k.shape)} / {tuple(v.shape)} do not fit "
+                         f"query {tuple(q.shape)} (expected [B, H_kv, S_kv, D] and [B, H_kv, S_kv, D_v])")
+    if k.shape[1] != q.shape[1]:
+        if not enable_gqa:
+            raise rt.OpError(f"cudnn.ops.{_OP}: enable_gqa: query has {q.shape[1]} heads and key {k.shape[1]}; "
+                             "pass enable_gqa=True for grouped-query attention")
+        if q.shape[1] % k.shape[1]:
+            raise rt.OpError(f"cudnn.ops.{_OP}: key: {k.shape[1]} heads do not divide the query's {q.shape[1]}")
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if t.stride(3) != 1:
+            raise rt.OpError(f"cudnn.ops.{_OP}: {name}: the head dimension must have stride 1, got strides "
+                             f"{t.stride()}")
+    if mask is not None:
+        rt.check_tensor(_OP, "attn_mask", mask, (torch.bool, q.dtype), device=q.device)
+        if mask.dim() > 4:
+            raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: expected at most 4 dimensions, got {tuple(mask.shape)}")
+
+
+def _bias(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor | None:
+    """The mask as an additive [B|1, H|1, S_q, S_kv] bias in Q's dtype."""
+    if mask is None:
+        return None
+    if mask.dtype == torch.bool:
+        mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
+    m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
+    try:
+        return m.expand(m.shape[0], m.shape[1], q.shape[2], k.shape[2])
+    except RuntimeError:
+        raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: shape {tuple(mask.shape)} does not broadcast to "
+                         f"[B, H, {q.shape[2]}, {k.shape[2]}]") from None
+
+
+@torch.library.custom_op("cudnn::sdpa", mutates_args=())
+def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
+         scale: float, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    _check(q, k, v, None, True)
+    o = _o_like(q, v.shape[3])
+    stats = torch.empty(q.shape[0], q.shape[1], q.shape[2], 1, dtype=torch.float32, device=q.device) \
+        if training else q.new_empty(0, dtype=torch.float32)
+    key = ("sdpa", rt.signature(q, k, v, bias), is_causal, scale, training)
+
+    def make(g: object) -> dict:
+        Q, K, V = rt.tensor_of(g, "q", q), rt.tensor_of(g, "k", k), rt.tensor_of(g, "v", v)
+        ports = {"q": Q, "k": K, "v": V}
+        if bias is not None:
+            ports["bias"] = rt.tensor_of(g, "bias", bias)
+        O, S = g.sdpa(Q, K, V, generate_stats=training, attn_scale=scale, bias=ports.get("bias"),
+                      use_causal_mask=is_causal)
+        ports["o"] = O.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride()))
+        if training:
+            ports["stats"] = S.set_output(True).set_data_type(rt.data_type.FLOAT)
+        return ports
+
+    dev = rt.device_index(q)
+    built = rt.CACHE.get(dev, key, make)
+    pack = {"q": q, "k": k, "v": v, "o": o}
+    if bias is not None:
+        pack["bias"] = bias
+    if training:
+        pack["stats"] = stats
+    rt.execute(built, dev, pack)
+    return o, stats
+
+
+@_fwd.register_fake
+def _(q, k, v, bias, is_causal, scale, training):  # type: ignore[no-untyped-def]
+    _check(q, k, v, None, True)
+    stats = q.new_empty(q.shape[0], q.shape[1], q.shape[2], 1, dtype=torch.float32) if training \
+        else q.new_empty(0, dtype=torch.float32)
+    return _o_like(q, v.shape[3]), stats
+
+
+@torch.library.custom_op("cudnn::sdpa_backward", mutates_args=())
+def _bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, stats: torch.Tensor,
+         bias: torch.Tensor | None, is_causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if do.stride() != o.stride():
+        do = do.transpose(1, 2).contiguous().transpose(1, 2)  # dO in O's (BSHD) layout
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    key = ("sdpa_backward", rt.signature(q, k, v, o, do, bias, dq, dk, dv), is_causal, scale)
+
+    def make(g: object) -> dict:
+        ports = {n: rt.tensor_of(g, n, t) for n, t in (("q", q), ("k", k), ("v", v), ("o", o), ("do", do),
+                                                         ("stats", stats))}
+        if bias is not None:
+            ports["bias"] = rt.tensor_of(g, "bias", bias)
+        DQ, DK, DV = g.sdpa_backward(ports["q"], ports["k"], ports["v"], ports["o"], ports["do"], ports["stats"],
+                                     attn_scale=scale, bias=ports.get("bias"), use_causal_mask=is_causal)
+        for name, T, t in (("dq", DQ, dq), ("dk", DK, dk), ("dv", DV, dv)):
+            ports[name] = T.set_output(True).set_dim(list(t.shape)).set_stride(list(t.stride()))
+        return ports
+
+    dev = rt.device_index(q)
+    built = rt.CACHE.get(dev, key, make)
+    pack = {"q": q, "k": k, "v": v, "o": o, "do": do, "stats": stats, "dq": dq, "dk": dk, "dv": dv}
+    if bias is not None:
+        pack["bias"] = bias
+    rt.execute(built, dev, pack)
+    return dq, dk, dv
+
+
+@_bwd.register_fake
+def _(do, q, k, v, o, stats, bias, is_causal, scale):  # type: ignore[no-untyped-def]
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+def _setup(ctx, inputs, output):  # type: ignore[no-untyped-def]
+    q, k, v, bias, is_causal, scale, training = inputs
+    o, stats = output
+    ctx.attn = (is_causal, scale, training)
+    ctx.save_for_backward(q, k, v, o, stats, bias)
+
+
+def _backward(ctx, do, _dstats):  # type: ignore[no-untyped-def]
+    q, k, v, o, stats, bias = ctx.saved_tensors
+    is_causal, scale, training = ctx.attn
+    if not training:
+        raise RuntimeError(f"cudnn.ops.{_OP}: the forward ran without Stats (no input required grad then); "
+                           "cannot differentiate it")
+    dq, dk, dv = torch.ops.cudnn.sdpa_backward(do, q, k, v, o, stats, bias, is_causal, scale)
+    return dq, dk, dv, None, None, None, None
+
+
+_fwd.register_autograd(_backward, setup_context=_setup)
+
+
+def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                                 attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> torch.Tensor:
+    """``torch.nn.functional.scaled_dot_product_attention`` through cuDNN's attention graphs
+    (see the module's note for what is covered; the rest raises, naming the argument). Under
+    CUDA autocast float32 inputs run in the autocast dtype."""
+    query, key, value = rt.autocast(query, key, value)
+    if attn_mask is not None and attn_mask.dtype == torch.float32 and query.dtype != torch.float32:
+        attn_mask = attn_mask.to(query.dtype)
+    if dropout_p != 0.0:
+        raise rt.OpError(f"cudnn.ops.{_OP}: dropout_p: only 0.0 is supported (cuDNN's Philox dropout does not "
+                         f"reproduce torch's random stream), got {dropout_p}")
+    if is_causal and attn_mask is not None:
+        raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: give either attn_mask or is_causal=True, not both "
+                         "(as torch)")
+    _check(query, key, value, attn_mask, enable_gqa)
+    if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
+        raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: a mask that requires grad is not supported (no dBias)")
+    s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    training = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+    bias = _bias(attn_mask, query, key)
+    return torch.ops.cudnn.sdpa(query, key, value, bias, bool(is_causal), s, training)[0]

@@ -1,0 +1,200 @@
+"""``cudnn.ops.conv2d_bias_act``: conv2d + bias + activation as one fused cuDNN graph, with a
+backward made of cuDNN graphs.
+
+Forward: one graph, conv_fprop -> add bias -> act (none / relu / gelu / silu). With gelu or
+silu and gradients wanted, the graph also writes the pre-activation Z (the backward needs it).
+Backward: dZ = act_backward(dY, Y or Z) as a cuDNN pointwise graph (relu reads Y: Y > 0
+exactly where Z > 0), dX by a conv_dgrad graph, dW by a conv_wgrad graph; dBias is dZ summed
+over N, H, W by torch (in float32), the one step not made by cuDNN.
+Graphs run NHWC (cuDNN's fused engines want it): NCHW inputs are copied to NHWC and the
+output copied back, so the result has the input's layout either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from . import _runtime as rt
+
+ACTS = ("none", "relu", "gelu", "silu")
+_NHWC = torch.channels_last
+
+
+def _pair(op: str, name: str, v: int | Sequence[int]) -> list[int]:
+    vals = [v, v] if isinstance(v, int) else list(v)
+    if len(vals) != 2 or not all(isinstance(i, int) for i in vals):
+        raise rt.OpError(f"cudnn.ops.{op}: {name}: expected an int or two ints, got {v!r}")
+    return vals
+
+
+def out_shape(x: torch.Tensor, w: torch.Tensor, stride: list[int], padding: list[int],
+              dilation: list[int]) -> list[int]:
+    n, _, h, wd = x.shape
+    k, _, r, s = w.shape
+    ho = (h + 2 * padding[0] - dilation[0] * (r - 1) - 1) // stride[0] + 1
+    wo = (wd + 2 * padding[1] - dilation[1] * (s - 1) - 1) // stride[1] + 1
+    return [n, k, ho, wo]
+
+
+def _check(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, groups: int, act: str) -> None:
+    op = "conv2d_bias_act"
+    rt.check_tensor(op, "input", x, rank=4)
+    rt.check_cuda(op, "input", x)
+    rt.check_tensor(op, "weight", w, rank=4, device=x.device)
+    rt.check_same_dtype(op, {"weight": w, "bias": b}, x.dtype)
+    if b is not None:
+        rt.check_tensor(op, "bias", b, rank=1, device=x.device)
+        if b.shape[0] != w.shape[0]:
+            raise rt.OpError(f"cudnn.ops.{op}: bias: expected {w.shape[0]} elements (the weight's out "
+                             f"channels), got shape {tuple(b.shape)}")
+    if groups < 1 or x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
+        raise rt.OpError(f"cudnn.ops.{op}: weight: expected [K, C/groups, R, S] with C = {x.shape[1]} and "
+                         f"groups = {groups}, got shape {tuple(w.shape)}")
+    rt.choice(op, "act", act, ACTS)
+
+
+def _nhwc(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous(memory_format=_NHWC)
+
+
+def _act_fwd(g: object, z: object, act: str) -> object:
+    return {"relu": g.relu, "gelu": g.gelu, "silu": g.swish}[act](z)  # type: ignore[attr-defined]
+
+
+@torch.library.custom_op("cudnn::conv2d_bias_act", mutates_args=())
+def _fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, stride: list[int], padding: list[int],
+         dilation: list[int], groups: int, act: str, save_preact: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    _check(x, w, b, groups, act)
+    xn, wn = _nhwc(x), _nhwc(w)
+    bn = None if b is None else b.reshape(1, -1, 1, 1)
+    y = rt.like_layout(x, out_shape(x, w, stride, padding, dilation), True)
+    keep_z = save_preact and act in ("gelu", "silu")
+    z = torch.empty_like(y) if keep_z else y.new_empty(0)
+    key = ("conv2d_bias_act", rt.signature(xn, wn, bn), tuple(stride), tuple(padding), tuple(dilation), act, keep_z)
+
+    def make(g: object) -> dict:
+        X, W = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "w", wn)
+        out = g.conv_fprop(X, W, padding=padding, stride=stride, dilation=dilation)
+        ports = {"x": X, "w": W}
+        if bn is not None:
+            ports["b"] = rt.tensor_of(g, "b", bn)
+            out = g.add(out, ports["b"])
+        if act != "none":
+            if keep_z:
+                ports["z"] = out.set_output(True).set_data_type(rt.CUDNN_DTYPE[x.dtype]).set_stride(list(y.stride()))
+            out = _act_fwd(g, out, act)
+        ports["y"] = out.set_output(True).set_data_type(rt.CUDNN_DTYPE[x.dtype]).set_stride(list(y.stride()))
+        return ports
+
+    dev = rt.device_index(x)
+    built = rt.CACHE.get(dev, key, make)
+    pack = {"x": xn, "w": wn, "y": y}
+    if bn is not None:
+        pack["b"] = bn
+    if keep_z:
+        pack["z"] = z
+    rt.execute(built, dev, pack)
+    return (y if rt.channels_last(x) else y.contiguous()), z
+
+
+@_fwd.register_fake
+def _(x, w, b, stride, padding, dilation, groups, act, save_preact):  # type: ignore[no-untyped-def]
+    _check(x, w, b, groups, act)
+    shape = out_shape(x, w, stride, padding, dilation)
+    y = rt.like_layout(x, shape, rt.channels_last(x))
+    keep_z = save_preact and act in ("gelu", "silu")
+    return y, (rt.like_layout(x, shape, True) if keep_z else x.new_empty(0))
+
+
+@torch.library.custom_op("cudnn::conv2d_bias_act_backward", mutates_args=())
+def _bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Tensor, stride: list[int],
+         padding: list[int], dilation: list[int], groups: int, act: str,
+         has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dev = rt.device_index(x)
+    dyn, xn, wn = _nhwc(dy), _nhwc(x), _nhwc(w)
+    if act != "none":  # dZ = act'(.) * dY in one pointwise graph
+        sn = _nhwc(saved)
+        dz = torch.empty_like(dyn)
+
+        def make_dz(g: object) -> dict:
+            DY, S = rt.tensor_of(g, "dy", dyn), rt.tensor_of(g, "saved", sn)
+            fn = {"relu": g.relu_backward, "gelu": g.gelu_backward, "silu": g.swish_backward}[act]
+            DZ = fn(DY, S).set_output(True).set_data_type(rt.CUDNN_DTYPE[dy.dtype]).set_stride(list(dz.stride()))
+            return {"dy": DY, "saved": S, "dz": DZ}
+
+        built = rt.CACHE.get(dev, ("act_backward", act, rt.signature(dyn, sn)), make_dz)
+        rt.execute(built, dev, {"dy": dyn, "saved": sn, "dz": dz})
+    else:
+        dz = dyn
+    dx = torch.empty_like(xn)
+
+    def make_dgrad(g: object) -> dict:
+        DZ, W = rt.tensor_of(g, "dz", dz), rt.tensor_of(g, "w", wn)
+        DX = g.conv_dgrad(DZ, W, padding=padding, stride=stride, dilation=dilation)
+        DX.set_output(True).set_dim(list(dx.shape)).set_stride(list(dx.stride())).set_data_type(rt.CUDNN_DTYPE[x.dtype])
+        return {"dz": DZ, "w": W, "dx": DX}
+
+    conv = (tuple(stride), tuple(padding), tuple(dilation))
+    built = rt.CACHE.get(dev, ("conv_dgrad", rt.signature(dz, wn, dx), conv), make_dgrad)
+    rt.execute(built, dev, {"dz": dz, "w": wn, "dx": dx})
+    dw = torch.empty_like(wn)
+
+    def make_wgrad(g: object) -> dict:
+        X, DZ = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "dz", dz)
+        DW = g.conv_wgrad(X, DZ, padding=padding, stride=stride, dilation=dilation)
+        DW.set_output(True).set_dim(list(dw.shape)).set_stride(list(dw.stride())).set_data_type(rt.CUDNN_DTYPE[w.dtype])
+        return {"x": X, "dz": DZ, "dw": DW}
+
+    built = rt.CACHE.get(dev, ("conv_wgrad", rt.signature(xn, dz, dw), conv), make_wgrad)
+    rt.execute(built, dev, {"x": xn, "dz": dz, "dw": dw})
+    db = dz.sum(dim=(0, 2, 3), dtype=torch.float32).to(w.dtype) if has_bias else w.new_empty(0)
+    return (dx if rt.channels_last(x) else dx.contiguous()), \
+        (dw if rt.channels_last(w) else dw.contiguous()), db
+
+
+@_bwd.register_fake
+def _(dy, x, w, saved, stride, padding, dilation, groups, act, has_bias):  # type: ignore[no-untyped-def]
+    return (rt.like_layout(x, list(x.shape), rt.channels_last(x)), rt.like_layout(w, list(w.shape), rt.channels_last(w)),
+            w.new_empty(w.shape[0]) if has_bias else w.new_empty(0))
+
+
+def _setup(ctx, inputs, output):  # type: ignore[no-untyped-def]
+    x, w, b, stride, padding, dilation, groups, act, _save = inputs
+    y, z = output
+    ctx.conv = (stride, padding, dilation, groups, act, b is not None)
+    ctx.save_for_backward(x, w, y if act == "relu" else z)
+
+
+def _backward(ctx, dy, _dz):  # type: ignore[no-untyped-def]
+    x, w, saved = ctx.saved_tensors
+    stride, padding, dilation, groups, act, has_bias = ctx.conv
+    if act in ("gelu", "silu") and saved.numel() == 0:
+        raise RuntimeError("cudnn.ops.conv2d_bias_act: the forward ran without saving the pre-activation "
+                           "(no input required grad then); cannot differentiate it")
+    dx, dw, db = torch.ops.cudnn.conv2d_bias_act_backward(dy, x, w, saved, stride, padding, dilation, groups,
+                                                          act, has_bias)
+    return dx, dw, (db if has_bias else None), None, None, None, None, None, None
+
+
+_fwd.register_autograd(_backward, setup_context=_setup)
+
+
+def conv2d_bias_act(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                    stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+                    dilation: int | Sequence[int] = 1, groups: int = 1, act: str = "none") -> torch.Tensor:
+    """``act(conv2d(x, weight, stride, padding, dilation, groups) + bias)`` in one cuDNN graph,
+    differentiable (see the module's note for what the backward runs). ``act`` is one of
+    "none", "relu", "gelu" (erf form) or "silu". Under CUDA autocast float32 inputs run in the
+    autocast dtype, as torch's conv2d does."""
+    op = "conv2d_bias_act"
+    x, weight, bias = rt.autocast(x, weight, bias)
+    rt.choice(op, "act", act, ACTS)
+    if isinstance(groups, bool) or not isinstance(groups, int):
+        raise rt.OpError(f"cudnn.ops.{op}: groups: expected an int, got {groups!r}")
+    save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                        or (bias is not None and bias.requires_grad))
+    y, _ = torch.ops.cudnn.conv2d_bias_act(x, weight, bias, _pair(op, "stride", stride), _pair(op, "padding", padding),
+                                           _pair(op, "dilation", dilation), groups, act, save)
+    return y
