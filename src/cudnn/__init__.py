@@ -55,6 +55,8 @@ _EXPORTS: dict[str, str] = {
     "FeatureUnavailableError": "._lib.errors",
     "LibraryNotFoundError": "._lib.errors",
     "cudnnGraphNotSupportedError": "._lib.errors",
+    "CudaUnavailableError": "._lib.errors",
+    "CudaError": "._lib.cuda",
     "ExecutionInputError": ".graph",
     "ExecutionInputWarning": ".graph",
     "GraphError": ".graph",
@@ -67,22 +69,29 @@ _EXPORTS: dict[str, str] = {
     "get_stream": ".backend",
     "set_stream": ".interop.streams",
     "create_kernel_cache": ".backend.kernel_cache",
+    "create_device_properties": ".backend.deviceprop",
     "knob": ".backend.engine:KnobInfo",
     # graphs; `graph`, the builder subpackage that is also a context manager, is in _SUBPACKAGES
     "pygraph": ".graph",
     "set_execute_checks": ".graph.execute",
+    "set_log_level": ".log",
     "tensor": ".graph:Tensor",
     "plan_cache": ".graph",
     "graph_cache": ".helpers",
     "jit": ".helpers",
     "Graph": ".wrapper",
+    # plain C API functions outside the graph API (cuDNN >= 9.22, checked when called)
+    "causal_conv1d_forward": ".causal_conv1d",
+    "causal_conv1d_backward": ".causal_conv1d",
     # the official package's loader helpers
     "is_windows": ".datatypes",
     "load_cudnn": ".datatypes",
 }
 # Subpackages reachable as attributes without an import statement (``cudnn.backend.Descriptor``,
 # as when `import cudnn` imported them all), each imported on first use.
-_SUBPACKAGES = ("_lib", "backend", "datatypes", "graph", "helpers", "interop", "wrapper")
+# ``ops``, ``nn`` and ``experimental`` import torch, so only when first read.
+_SUBPACKAGES = ("_lib", "backend", "datatypes", "experimental", "graph", "helpers", "interop", "nn", "ops",
+                "wrapper")
 
 
 def __getattr__(name: str) -> Any:

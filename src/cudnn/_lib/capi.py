@@ -4,7 +4,8 @@
 the header's prototype. Binding happens when an attribute is first read, so `import cudnn`
 opens no library, and a function missing from an older libcudnn fails only when called,
 with the version that introduced it in the message. ``capi.legacy`` is the classic C API
-(cudnn_ops / cudnn_cnn / cudnn_adv); its table is imported on first access.
+(cudnn_ops / cudnn_cnn / cudnn_adv); its table is imported on first access, as is
+``capi.subquadratic`` (causal conv1d, cuDNN >= 9.22).
 """
 
 from __future__ import annotations
@@ -103,6 +104,38 @@ class Api:
 
 graph = Api(GRAPH_FUNCTIONS)
 
+# -- cuDNN's log callback (cudnnSetCallback / cudnnGetCallback) ------------------------------
+# cudnnCallback_t: void (*)(cudnnSeverity_t, void *udata, const cudnnDebug_t *, const char *msg).
+# ``msg`` is several NUL-terminated lines ended by an empty one, so it is taken as a pointer
+# (a c_char_p would stop at the first line); the generated table passes ``fptr`` as void *.
+LOG_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+SEV_FATAL_EN, SEV_ERROR_EN, SEV_WARNING_EN, SEV_INFO_EN = 1 << 0, 1 << 1, 1 << 2, 1 << 3  # 1U << cudnnSeverity_t
+
+
+def set_log_callback(mask: int, fn: Any) -> int:
+    """cudnnSetCallback(mask, NULL, fn): ``fn`` a LOG_CALLBACK (the caller keeps it alive) or
+    None for cuDNN's own default output; returns the status."""
+    return int(graph.cudnnSetCallback(mask, None, fn))
+
+
+def get_log_callback() -> tuple[int, int, int]:
+    """cudnnGetCallback: (status, mask, function pointer address or 0)."""
+    mask, udata, fptr = ctypes.c_uint(), ctypes.c_void_p(), ctypes.c_void_p()
+    status = graph.cudnnGetCallback(ctypes.byref(mask), ctypes.byref(udata), ctypes.byref(fptr))
+    return int(status), mask.value, fptr.value or 0
+
+
+def message_lines(address: int, limit: int = 4096) -> list[str]:
+    """The lines of a cuDNN log message at ``address``: NUL-terminated strings up to an empty one."""
+    lines: list[str] = []
+    while address and len(lines) < limit:
+        raw = ctypes.string_at(address)
+        if not raw:
+            break
+        lines.append(raw.decode(errors="replace"))
+        address += len(raw) + 1
+    return lines
+
 
 def __getattr__(name: str) -> Any:
     """``legacy``: the classic C API table, imported and wrapped on first use."""
@@ -112,5 +145,11 @@ def __getattr__(name: str) -> Any:
 
         api = Api(LEGACY_FUNCTIONS, ENUM_NAMES | set(legacy_enums.C_ENUMS), structs.STRUCTS)
         globals()["legacy"] = api
+        return api
+    if name == "subquadratic":  # the causal conv1d functions (cuDNN >= 9.22)
+        from . import api_subquadratic
+
+        api = Api(api_subquadratic.FUNCTIONS, ENUM_NAMES | set(api_subquadratic.ENUMS))
+        globals()["subquadratic"] = api
         return api
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

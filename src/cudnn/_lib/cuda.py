@@ -2,21 +2,27 @@
 
 Devices, memory (for workspaces and users without a framework), copies, events (timing),
 and pointer queries (which device owns a pointer, how large its allocation is) so that a
-bad buffer is refused in Python instead of faulting on the GPU.
+bad buffer is refused in Python instead of faulting on the GPU. When no GPU is usable,
+``diagnose()`` tells apart no driver at all, a driver too old for the CUDA runtime and no
+device, and every call that needs one raises ``CudaUnavailableError`` saying which.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import os
+import sys
 import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import install_hint
+from .errors import CudaUnavailableError, install_gpu_check, install_hint
 
 
 class CudaError(RuntimeError):
-    """A CUDA runtime or driver call failed."""
+    """A CUDA runtime or driver call failed (with a GPU present: a missing GPU or driver raises
+    ``CudaUnavailableError`` instead)."""
 
     def __init__(self, call: str, err: Any) -> None:
         self.call, self.error = call, err
@@ -55,6 +61,10 @@ def _rt(call: str, result: Any) -> Any:
     """Unpack a cuda.bindings runtime or driver result tuple, raising CudaError on failure."""
     err, *rest = result if isinstance(result, tuple) else (result,)
     if int(err) != 0:
+        if int(err) in _NO_GPU_ERRORS:
+            d = diagnose()
+            if d.reason:
+                raise CudaUnavailableError.from_cuda(call, err.name, d.reason, d.detail, d.advice)
         raise CudaError(call, err)
     return rest[0] if len(rest) == 1 else tuple(rest)
 
@@ -70,17 +80,92 @@ def device_count() -> int:
     return int(n) if int(err) == 0 else 0
 
 
-def why_no_gpu() -> str:
-    """One line saying why no GPU is usable, or '' when one is."""
+# cudaError_t values meaning "no usable GPU here" rather than a failed call: initialization,
+# stub library, insufficient driver, devices unavailable, no device, driver mismatch, compat.
+_NO_GPU_ERRORS = frozenset({3, 34, 35, 46, 100, 803, 804})
+_LIBCUDA = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+_NEEDS_GPU = ("cuDNN needs an NVIDIA GPU and its driver; graphs can be declared, validated and printed "
+              "without one (graph.validate(), print(graph))")
+
+
+@dataclass(frozen=True)
+class GpuDiagnosis:
+    """Why no GPU is usable (``reason`` empty when one is), from the CUDA runtime's answers.
+
+    ``reason``: ``"no_driver"`` (libcuda missing), ``"driver_too_old"``, ``"no_device"``,
+    ``"cuda_error"`` (another initialization failure) or ``"no_bindings"``. ``detail`` is one
+    line saying what was found, ``advice`` what to do. Versions are CUDA's (12040 is 12.4)."""
+
+    reason: str
+    detail: str
+    advice: str
+    driver_version: int  # the CUDA version the driver supports; 0 without a driver
+    runtime_version: int  # the CUDA runtime of cuda-bindings (and of libcudnn once loaded)
+    device_count: int
+
+
+def cuda_version_string(version: int) -> str:
+    """12040 -> '12.4'."""
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def _version(result: Any) -> int:
+    err, value = result
+    return int(value or 0) if int(err) == 0 else 0
+
+
+def _libcuda_error() -> str:
+    """'' when the driver library opens, else the loader's reason."""
     try:
-        err, n = runtime().cudaGetDeviceCount()
-    except Exception as exc:
-        return f"CUDA runtime unavailable: {exc}"
-    if int(err) != 0:
-        return f"no usable CUDA GPU: cudaGetDeviceCount returned {err.name}{_describe(err)}"
-    if n == 0:
-        return "no CUDA GPU found (cudaGetDeviceCount returned 0)"
+        ctypes.CDLL(_LIBCUDA)
+    except OSError as exc:
+        return str(exc)
     return ""
+
+
+def diagnose() -> GpuDiagnosis:
+    """Tell apart no driver at all, a driver too old for the CUDA runtime, no device, and a usable GPU."""
+    try:
+        rt = runtime()
+    except ImportError as exc:
+        return GpuDiagnosis("no_bindings", f"no usable CUDA GPU: {exc}", "pip install cuda-bindings", 0, 0, 0)
+    try:
+        runtime_version = _version(rt.cudaRuntimeGetVersion())
+        driver_version = _version(rt.cudaDriverGetVersion())
+        err, n = rt.cudaGetDeviceCount()
+    except Exception as exc:  # cuda-bindings could not reach the runtime at all
+        return GpuDiagnosis("cuda_error", f"no usable CUDA GPU: the CUDA runtime failed ({exc})", _NEEDS_GPU, 0, 0, 0)
+    count = int(n or 0) if int(err) == 0 else 0
+    if count:
+        return GpuDiagnosis("", "", "", driver_version, runtime_version, count)
+    from . import loader
+
+    if loader.is_loaded():  # libcudnn's own CUDA runtime may be newer than cuda-bindings'
+        runtime_version = max(runtime_version, loader.report().cudart_version)
+    code = int(err)
+    if driver_version == 0 and (missing := _libcuda_error()):
+        return GpuDiagnosis("no_driver", f"no usable CUDA GPU: no NVIDIA driver ({missing})", _NEEDS_GPU + "; install the NVIDIA driver on a machine with a GPU",
+                            0, runtime_version, 0)
+    if driver_version and (code in (35, 803, 804) or driver_version // 1000 < runtime_version // 1000):
+        drv, need = cuda_version_string(driver_version), cuda_version_string(runtime_version)
+        alt = f"; or install the CUDA {driver_version // 1000} packages (pip install 'cudnn-py[cu{driver_version // 1000}]')" \
+            if driver_version // 1000 in (12, 13) and driver_version // 1000 != runtime_version // 1000 else ""
+        return GpuDiagnosis("driver_too_old", f"no usable CUDA GPU: the NVIDIA driver supports CUDA {drv} but the "
+                            f"CUDA runtime here is {need}", f"update the NVIDIA driver to one for CUDA "
+                            f"{runtime_version // 1000} or newer{alt}", driver_version, runtime_version, 0)
+    if code in (0, 100):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        shown = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
+        return GpuDiagnosis("no_device", f"no usable CUDA GPU: the NVIDIA driver (CUDA "
+                            f"{cuda_version_string(driver_version)}) found no GPU{shown}", _NEEDS_GPU,
+                            driver_version, runtime_version, 0)
+    return GpuDiagnosis("cuda_error", f"no usable CUDA GPU: cudaGetDeviceCount returned {err.name}{_describe(err)}",
+                        _NEEDS_GPU, driver_version, runtime_version, 0)
+
+
+def why_no_gpu() -> str:
+    """One line saying why no GPU is usable, or '' when one is (``diagnose()`` has the parts)."""
+    return diagnose().detail
 
 
 def current_device() -> int:
@@ -243,10 +328,14 @@ def destroy_stream(stream: int) -> None:
     _rt("cudaStreamDestroy", runtime().cudaStreamDestroy(stream))
 
 
+def _gpu_problem() -> tuple[str, str, str] | None:
+    """For errors.raise_status: (reason, detail, advice) when no GPU is usable, else None."""
+    d = diagnose()
+    return (d.reason, d.detail, d.advice) if d.reason else None
+
+
 def _status_hint(status: int) -> str:
-    reason = why_no_gpu()
-    if reason:
-        return reason + " (cuDNN needs an NVIDIA GPU and driver)"
+    """The hint of a 1xxx status raised while a GPU is usable (a missing GPU is handled before)."""
     if status == 1008:  # CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED
         from . import loader
 
@@ -256,6 +345,7 @@ def _status_hint(status: int) -> str:
     return ""
 
 
-# cuDNN reports a missing GPU as CUDNN_STATUS_NOT_INITIALIZED (1xxx) or as a sub-library
-# load failure; both read better with the CUDA-side reason attached.
+# cuDNN reports a missing GPU as CUDNN_STATUS_NOT_INITIALIZED (1xxx) or as a sub-library load
+# failure: with no usable GPU those raise CudaUnavailableError saying why.
+install_gpu_check(_gpu_problem)
 install_hint(1000, _status_hint)

@@ -37,6 +37,32 @@ class CudnnInitError(CudnnError):
     """1xxx: the library is not initialized, or its parts do not match (no GPU, bad install)."""
 
 
+class CudaUnavailableError(CudnnInitError):
+    """No usable GPU: no NVIDIA driver at all, a driver too old for the CUDA runtime, or no device.
+
+    Raised by every entry point that needs a GPU (handles, ``build``, ``execute``, the
+    ``cudnn.Graph`` wrapper, classic calls that create a handle), whether cuDNN or CUDA saw the
+    problem first. ``reason`` is ``"no_driver"``, ``"driver_too_old"``, ``"no_device"`` or
+    ``"cuda_error"``; ``detail`` says what was found and ``hint`` (which starts with the detail)
+    what to do. ``status`` is cuDNN's (``CUDNN_STATUS_NOT_INITIALIZED`` when CUDA saw it first).
+    Declaring, validating and printing graphs needs no GPU.
+    """
+
+    def __init__(self, status: int, context: str = "", message: str = "", hint: str = "",
+                 reason: str = "cuda_error", detail: str = "") -> None:
+        super().__init__(status, context, message, hint)
+        self.reason = reason
+        self.detail = detail
+
+    @classmethod
+    def from_cuda(cls, call: str, error_name: str, reason: str, detail: str, advice: str) -> CudaUnavailableError:
+        """A CUDA call failed for want of a GPU: the first line says why, not CUDA's error name
+        (the runtime answers ``cudaErrorInsufficientDriver`` also when there is no driver at all)."""
+        err = cls(1001, call, f"CUDA {call} returned {error_name}", f"{detail}. {advice}", reason, detail)
+        err.args = (f"{call}: {detail}\n  cause: CUDA {call} returned {error_name}\n  hint: {advice}",)
+        return err
+
+
 class CudnnBadParamError(CudnnError, ValueError):
     """2xxx: cuDNN rejected a parameter value."""
 
@@ -107,6 +133,10 @@ def exception_class(status: int) -> type[CudnnError]:
 _last_error: Callable[[], str] = lambda: ""  # noqa: E731
 # Hints for statuses whose cause is usually outside cuDNN.
 _HINTS: dict[int, Callable[[int], str]] = {}
+# CUDNN_STATUS_NOT_INITIALIZED and _SUBLIBRARY_LOADING_FAILED: how cuDNN reports a missing GPU.
+_NO_GPU_STATUSES = frozenset({1001, 1008})
+# Set when the CUDA helpers are imported: None when a GPU is usable, else (reason, detail, advice).
+_gpu_problem: Callable[[], tuple[str, str, str] | None] | None = None
 
 
 def last_error_string() -> str:
@@ -124,10 +154,26 @@ def install_hint(status_category: int, fn: Callable[[int], str]) -> None:
     _HINTS[status_category] = fn
 
 
+def install_gpu_check(fn: Callable[[], tuple[str, str, str] | None]) -> None:
+    """Register the check run on the statuses cuDNN reports a missing GPU with (1001, 1008): it
+    returns ``(reason, detail, advice)`` when no GPU is usable (the status then raises
+    CudaUnavailableError), None when one is."""
+    global _gpu_problem
+    _gpu_problem = fn
+
+
 def raise_status(status: int, context: str | Callable[[], str] = "") -> None:
-    """Raise the exception for a failed status; ``context`` may be a callable (lazy)."""
+    """Raise the exception for a failed status; ``context`` may be a callable (lazy).
+
+    A not-initialized or sub-library-loading status while no GPU is usable raises
+    CudaUnavailableError, with the reason in its hint."""
     ctx = context() if callable(context) else context
     category = int(status) // 1000 * 1000
+    if int(status) in _NO_GPU_STATUSES and _gpu_problem is not None:
+        problem = _gpu_problem()
+        if problem:
+            reason, detail, advice = problem
+            raise CudaUnavailableError(status, ctx, _last_error(), f"{detail}. {advice}", reason, detail)
     hint_fn = _HINTS.get(category)
     hint = hint_fn(int(status)) if hint_fn else ""
     raise exception_class(status)(status, ctx, _last_error(), hint)

@@ -14,6 +14,7 @@ import ctypes
 import os
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,17 @@ class LoadReport:
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _report: LoadReport | None = None
+_load_hooks: list[Callable[[], None]] = []  # run once, right after libcudnn is opened
+
+
+def on_load(fn: Callable[[], None]) -> None:
+    """Run ``fn()`` once libcudnn is open: now if it already is, else right after it is loaded
+    (``cudnn.set_log_level`` installs cuDNN's log callback this way). ``fn`` must not raise."""
+    with _lock:
+        if _lib is None:
+            _load_hooks.append(fn)
+            return
+    fn()
 
 
 def lib() -> ctypes.CDLL:
@@ -98,6 +110,9 @@ def _load() -> None:
         cudart = int(handle.cudnnGetCudartVersion())
         _report = LoadReport(path, via, version, cudart, _open_dependencies())
         _lib = handle
+        hooks, _load_hooks[:] = list(_load_hooks), []
+        for hook in hooks:
+            hook()
 
 
 def _open_cudnn() -> tuple[ctypes.CDLL, str, str]:
