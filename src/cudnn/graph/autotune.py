@@ -4,15 +4,13 @@ Each plan runs ``warmup`` times, then ``repeats`` times between CUDA events on t
 stream; the median is its time. Plans that fail to build or run are reported, not fatal;
 so are plans that need more workspace than the caller passed. When a composite offers
 several lowerings (attention: the unified SDPA_FWD operation or the composite graph), each
-lowering's plans are timed and the fastest of all wins. A progress line goes to stderr when
-tuning takes more than a second.
+lowering's plans are timed and the fastest of all wins. Tuning that takes more than a second
+shows its progress (tqdm's bar when tqdm is installed, else a line on stderr).
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,6 +21,7 @@ from ..backend.handle import get_stream
 from .errors import GraphError
 from .execute import workspace_capacity
 from .pipeline import DEFAULT_HEURISTICS
+from .plan_report import Progress
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
@@ -102,15 +101,12 @@ class _Timer:
     def __init__(self, label: str, stream: int, progress: bool | None) -> None:
         from .._lib import cuda
 
-        self.label, self.stream, self.show = label, stream, progress
+        self.label, self.stream = label, stream
         self.start, self.end = cuda.Event(), cuda.Event()
-        self.began = time.perf_counter()
+        self.progress = Progress(f"autotuning {label}", progress)  # tqdm or a stderr line, after 1 s
 
     def tick(self, i: int, n: int, name: str) -> None:
-        if self.show is None and time.perf_counter() - self.began > 1.0:
-            self.show = True
-        if self.show:
-            print(f"\rautotuning {self.label}: plan {i + 1}/{n} {name[:40]:40s}", end="", file=sys.stderr, flush=True)
+        self.progress.step(i, n, name)
 
     def median_ms(self, run: Any, repeats: int) -> float:
         times = []
@@ -123,8 +119,7 @@ class _Timer:
         return statistics.median(times)
 
     def done(self) -> None:
-        if self.show:
-            print(file=sys.stderr)
+        self.progress.close()
 
 
 def _time_plans(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any, capacity: int | None, h: Any,

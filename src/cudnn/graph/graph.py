@@ -19,6 +19,7 @@ from ..backend import engine as eng
 from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr
 from . import hygiene, norm_ops, ops, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
+from . import plan_report
 from .autotune import TuneReport, autotune
 from .errors import GraphError, GraphStateError
 from .jsonfmt import dumps
@@ -498,15 +499,19 @@ class pygraph:  # noqa: N801 (documented name)
     def autotune(self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None,
                  warmup: int = 3, repeats: int = 10, progress: bool | None = None) -> TuneReport:
         """Time every candidate plan on these buffers, select the fastest, cache the choice;
-        returns the table (fastest first)."""
-        p = self._pipeline
-        if not p.has_plans() or not any(c.config is not None for c in p.plans().all):
+        returns the table (fastest first), which ``describe_plans()`` also shows.
+
+        ``progress``: None (the default) shows progress only once tuning has run for a second,
+        True always, False never; it is tqdm's bar when tqdm is installed, else a line on stderr."""
+        if not self._pipeline.has_plans() or not any(c.config is not None for c in self._pipeline.plans().all):
             # built from the plan cache (no candidates kept): ask the heuristics now
             self.build_operation_graph()
             self.create_execution_plans(DEFAULT_HEURISTICS)
+        p = self._pipeline  # read after the heuristics: build_operation_graph may start a new pipeline
         winner, report = autotune(p, variant_pack, workspace, handle, warmup, repeats, progress,
                                   alternatives=p.alternatives())
         self._pipeline = winner
+        plan_report.remember(winner, report)
         plan_store.store(winner, DEFAULT_HEURISTICS, autotuned=True)
         return report
 
@@ -610,6 +615,35 @@ class pygraph:  # noqa: N801 (documented name)
         """A stable 63-bit hash of what the graph computes (ops, attributes, shapes, types);
         names do not enter it, so equal graphs built by different code share plans."""
         return structure_key(self.nodes, self.context, self.sm_count)
+
+    # -- pictures and the plan report ---------------------------------------------------------
+
+    def to_dot(self, expand: bool = False) -> str:
+        """The graph as Graphviz DOT text: ops and the tensors bound at execute as nodes,
+        virtual tensors as dashed edges labelled with name, dims and type. ``expand=True``
+        draws composites (attention, norms that expand) as the primitive ops they become."""
+        from . import picture
+
+        return picture.from_graph(self, expand).dot()
+
+    def save_picture(self, path: str, expand: bool = False) -> str:
+        """Draw the graph into ``path``: ``.svg`` (drawn by cudnn-py, no Graphviz needed) or
+        ``.dot`` / ``.gv``; returns the path. ``expand`` as in `to_dot`."""
+        from . import picture
+
+        return str(picture.save(picture.from_graph(self, expand), path))
+
+    def _repr_svg_(self) -> str:
+        """Jupyter shows a graph as its picture."""
+        from . import picture
+
+        return picture.from_graph(self).svg()
+
+    def describe_plans(self, report: Sequence[Any] | None = None) -> plan_report.PlanReport:
+        """The candidate plans (after ``create_execution_plans`` or ``build``) as a table: index,
+        engine, knobs, notes, workspace, status and, after ``autotune``, the median times (or
+        those of ``report``, a table ``autotune`` returned). Prints as text, shows as HTML in Jupyter."""
+        return plan_report.describe(self._pipeline, report)
 
 
 for _name, _method in OPS.items():  # the op methods (ops.py, norm_ops.py, ...), each registered once
