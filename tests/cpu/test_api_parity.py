@@ -239,8 +239,8 @@ def test_tensor_keywords_of_1_32() -> None:
     assert t.get_stride() == [3, 1] and t.get_alignment() == 32 and not t.has_uid()
     assert g.tensor([2, 3], alignment_value=1).get_alignment() == 16  # 1 (the default) keeps cudnn-py's 16
     assert g.tensor([2, 3], ragged_offset_multiplier=1).get_ragged_offset_multiplier() == 1
-    with pytest.raises(NotImplementedError, match="ragged_offset_multiplier=4: cudnn-py does not pass"):
-        g.tensor([2, 3], ragged_offset_multiplier=4)
+    # passed to cuDNN (CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER, >= 9.24) when the graph is lowered
+    assert g.tensor([2, 3], ragged_offset_multiplier=4).get_ragged_offset_multiplier() == 4
     with pytest.raises(TypeError, match="missing 1 required positional argument: 'dim'"):
         g.tensor()  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"pygraph.tensor\('t'\): reordering_type: expected a cudnn.tensor_reordering"):
@@ -266,8 +266,8 @@ def test_tensor_vector_and_compile_time_methods() -> None:
     t = cudnn.tensor()
     assert (t.get_vector_count(), t.get_vector_dimension(), t.get_has_compile_time_constant()) == (1, -1, False)
     assert t.set_vector_count_and_dimension(1, -1) is t
-    with pytest.raises(NotImplementedError, match="a vector count of 4: cudnn-py does not pass vector_count"):
-        t.set_vector_count_and_dimension(4, 1)
+    assert t.set_vector_count_and_dimension(4, 1).get_vector_count() == 4  # lowered as VECTOR_COUNT
+    assert t.set_vector_count_and_dimension(1, -1).get_vector_dimension() == -1
     with pytest.raises(TypeError, match="vector_count: expected an int"):
         t.set_vector_count_and_dimension("4", 1)
     with pytest.raises(ValueError, match="vector_count must be >= 1"):

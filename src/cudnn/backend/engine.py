@@ -23,9 +23,11 @@ def operation_graph(handle: Handle | int, operations: Sequence[Descriptor], labe
                     dynamic_shape: bool = False, override_shape: bool = False) -> Descriptor:
     """A finalized OPERATIONGRAPH of ``operations`` (finalized operation descriptors).
     ``dynamic_shape`` lets plans share compiled kernels through a kernel cache;
-    ``override_shape`` lets execute override tensor shapes (cuDNN >= 9.21, checked by the caller)."""
+    ``override_shape`` lets execute override tensor shapes (cuDNN >= 9.21, checked by the caller).
+    A ``handle`` of 0 sets none (a build for described device properties)."""
     graph = Descriptor(D.CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, label)
-    graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
+    if int(handle):
+        graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
     graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_OPS, list(operations))
     if dynamic_shape:
         graph.set(A.CUDNN_ATTR_OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED, True)
@@ -40,11 +42,14 @@ def engine_count(op_graph: Descriptor) -> int:
 
 
 def heuristic_configs(op_graph: Descriptor, mode: int, sm_count: int | None = None,
-                      label: str = "") -> list[Descriptor]:
-    """Engine configs ranked by the heuristic ``mode`` (finalized ENGINECFG descriptors)."""
+                      label: str = "", device_property: Descriptor | None = None) -> list[Descriptor]:
+    """Engine configs ranked by the heuristic ``mode`` (finalized ENGINECFG descriptors), for
+    the device ``device_property`` describes when given (a DEVICEPROP descriptor)."""
     heur = Descriptor(D.CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, label)
     heur.set(A.CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, op_graph)
     heur.set(A.CUDNN_ATTR_ENGINEHEUR_MODE, int(mode), T.CUDNN_TYPE_HEUR_MODE)
+    if device_property is not None:
+        heur.set(A.CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, device_property)
     if sm_count is not None and sm_count > 0:
         heur.set(A.CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, int(sm_count), T.CUDNN_TYPE_INT32)
     heur.finalize()
@@ -55,11 +60,13 @@ def heuristic_configs(op_graph: Descriptor, mode: int, sm_count: int | None = No
 
 
 def engine(op_graph: Descriptor, global_index: int, sm_count: int | None = None,
-           label: str = "") -> Descriptor:
-    """A finalized ENGINE by global index."""
+           label: str = "", device_property: Descriptor | None = None) -> Descriptor:
+    """A finalized ENGINE by global index (for the described device when ``device_property`` is given)."""
     eng = Descriptor(D.CUDNN_BACKEND_ENGINE_DESCRIPTOR, label)
     eng.set(A.CUDNN_ATTR_ENGINE_OPERATION_GRAPH, op_graph)
     eng.set(A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, int(global_index))
+    if device_property is not None:
+        eng.set(A.CUDNN_ATTR_ENGINE_DEVICEPROP, device_property)
     if sm_count is not None and sm_count > 0:
         eng.set(A.CUDNN_ATTR_ENGINE_SM_COUNT_TARGET, int(sm_count), T.CUDNN_TYPE_INT32)
     return eng.finalize()

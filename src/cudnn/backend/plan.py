@@ -19,22 +19,30 @@ from .handle import Handle
 
 
 def execution_plan(handle: Handle | int, engine_config: Descriptor, label: str = "",
-                   kernel_cache: Descriptor | None = None) -> Descriptor:
+                   kernel_cache: Descriptor | None = None, device_property: Descriptor | None = None) -> Descriptor:
     """A finalized EXECUTION_PLAN for ``engine_config`` (this is where kernels compile);
-    a finalized kernel cache lets runtime-compiled engines reuse kernels across shapes."""
+    a finalized kernel cache lets runtime-compiled engines reuse kernels across shapes.
+    ``device_property`` (DEVICEPROP) builds it for a described device; a handle of 0 sets none."""
     plan = Descriptor(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, label)
-    plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
+    if int(handle):
+        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
+    if device_property is not None:
+        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, device_property)
     plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, engine_config)
     if kernel_cache is not None:
         plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE, kernel_cache)
     return plan.finalize()
 
 
-def plan_from_json(handle: Handle | int, text: str, label: str = "") -> Descriptor:
+def plan_from_json(handle: Handle | int, text: str, label: str = "",
+                   device_property: Descriptor | None = None) -> Descriptor:
     """A finalized EXECUTION_PLAN rebuilt from its JSON (see `plan_json`): no heuristics,
-    no operation graph needed."""
+    no operation graph needed. ``device_property`` / a handle of 0: as in `execution_plan`."""
     plan = Descriptor(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, label)
-    plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
+    if int(handle):
+        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
+    if device_property is not None:
+        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, device_property)
     plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, text.encode() + b"\0", T.CUDNN_TYPE_CHAR)
     return plan.finalize()
 

@@ -18,7 +18,7 @@ from .._version import __version__
 from ..backend import engine as eng
 from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr
-from . import hygiene, norm_ops, ops, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
+from . import hygiene, moe_ops, norm_ops, ops, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
 from . import plan_report
 from .autotune import TuneReport, autotune
 from .errors import GraphError, GraphStateError

@@ -41,6 +41,10 @@ def backend_layout(dims: list[int], strides: list[int]) -> tuple[list[int], list
 class Lowering:
     """State of one build: the handle, the backend version, the tensor descriptors made."""
 
+    # tensor attributes beyond dims/strides/type that `tensor` passes to the backend (a tensor
+    # refuses to be given one that is not listed here, rather than have it silently ignored)
+    TENSOR_EXTRAS = ("vector_count", "ragged_offset_multiplier")
+
     def __init__(self, handle: int, version: int) -> None:
         self.handle = handle
         self.version = version
@@ -71,6 +75,7 @@ class Lowering:
         self.require(f"tensor {t.label()}: data type {t.get_data_type().name}",
                      _SINCE_DTYPE.get(f"CUDNN_DATA_{t.get_data_type().name}"))
         dims, strides = backend_layout(t.get_dim(), t.get_stride())
+        pad = len(dims) - len(t.get_dim())  # leading unit dims backend_layout added
         desc = Descriptor(D.CUDNN_BACKEND_TENSOR_DESCRIPTOR, t.get_name())
         desc.set(A.CUDNN_ATTR_TENSOR_UNIQUE_ID, t.get_uid())
         desc.set(A.CUDNN_ATTR_TENSOR_DIMENSIONS, dims)
@@ -85,6 +90,17 @@ class Lowering:
         ragged = t.get_ragged_offset()
         if ragged is not None:
             desc.set(A.CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, self.tensor(ragged))
+        if t.get_vector_count() != 1:
+            if t.get_vector_dimension() < 0:
+                raise ValueError(f"tensor {t.label()}: vector count {t.get_vector_count()} needs a vectorized "
+                                 "dimension (set_vector_count_and_dimension(count, dim))")
+            self.set(desc, A.CUDNN_ATTR_TENSOR_VECTOR_COUNT, t.get_vector_count())
+            self.set(desc, A.CUDNN_ATTR_TENSOR_VECTORIZED_DIMENSION, t.get_vector_dimension() + pad)
+        if t.get_ragged_offset_multiplier() != 1:
+            if ragged is None:
+                raise ValueError(f"tensor {t.label()}: ragged_offset_multiplier={t.get_ragged_offset_multiplier()} "
+                                 "needs a ragged offset (set_ragged_offset)")
+            self.set(desc, A.CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER, t.get_ragged_offset_multiplier())
         desc.finalize()
         self._tensors[id(t)] = desc
         self.tensor_objects.append(t)  # keeps ids stable while descriptors are cached

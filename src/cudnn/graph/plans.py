@@ -33,6 +33,7 @@ class Candidate:
     error: CudnnError | None = None
     workspace: int | None = None
     restored_name: str = ""
+    device_property: Descriptor | None = None  # DEVICEPROP the plan is built for (None: the handle's GPU)
 
     @property
     def name(self) -> str:
@@ -47,7 +48,8 @@ class Candidate:
             if self.config is None:
                 raise GraphStateError(f"{label}: {self.name} has no engine config to build from")
             try:
-                self.plan = backend_plan.execution_plan(handle, self.config, f"{label}: {self.name}", kernel_cache)
+                self.plan = backend_plan.execution_plan(handle, self.config, f"{label}: {self.name}", kernel_cache,
+                                                        self.device_property)
                 self.workspace = backend_plan.workspace_size(self.plan)
             except CudnnError as exc:
                 self.error = exc
@@ -114,6 +116,7 @@ class PlanSet:
         self.filters = Filters()
         self.selected: Candidate | None = None
         self.kernel_cache: Descriptor | None = None
+        self.device_property: Descriptor | None = None  # given to every candidate's plan
 
     @property
     def candidates(self) -> list[Candidate]:
@@ -127,6 +130,7 @@ class PlanSet:
                 cfg.close()
                 continue
             seen.add(c.name)
+            c.device_property = self.device_property
             self.all.append(c)
 
     def at(self, index: int) -> Candidate:
