@@ -35,14 +35,17 @@ def execution_plan(handle: Handle | int, engine_config: Descriptor, label: str =
 
 
 def plan_from_json(handle: Handle | int, text: str, label: str = "",
-                   device_property: Descriptor | None = None) -> Descriptor:
+                   device_property: Descriptor | None = None, kernel_cache: Descriptor | None = None) -> Descriptor:
     """A finalized EXECUTION_PLAN rebuilt from its JSON (see `plan_json`): no heuristics,
-    no operation graph needed. ``device_property`` / a handle of 0: as in `execution_plan`."""
+    no operation graph needed. ``device_property`` / a handle of 0: as in `execution_plan`;
+    a kernel cache that holds the plan's kernels spares their compilation."""
     plan = Descriptor(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, label)
     if int(handle):
         plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
     if device_property is not None:
         plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, device_property)
+    if kernel_cache is not None:
+        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE, kernel_cache)
     plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, text.encode() + b"\0", T.CUDNN_TYPE_CHAR)
     return plan.finalize()
 

@@ -200,6 +200,10 @@ class Pipeline:
             plans.device_property = self.device_property()
             if self.graph.kernel_cache is not None:
                 plans.kernel_cache = self.graph.kernel_cache.descriptor_for(self.op_graph())
+            else:  # dynamic shapes: a kernel cache of its own, that the plan cache keeps on disk
+                from .plan_store import own_kernel_cache
+
+                plans.kernel_cache = own_kernel_cache(self)
             self._plans = plans
         return self._plans
 

@@ -13,6 +13,7 @@ from .._lib import loader
 from .._lib.enums import behavior_note, data_type, heur_mode
 from .._lib.errors import CudnnError
 from .._lib.host import HostScalar
+from ..backend import kernel_cache as kc
 from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor
 from ..backend.handle import as_handle_ptr
@@ -72,7 +73,7 @@ def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> Pipeline | None:
             q = lowering_of(p, record)
             if q is None:
                 raise GraphError(f"no lowering {record.extra.get('lowering')!r} of this graph")
-            plan = plan_from_record(q, record)
+            plan = plan_from_record(q, record, stored_kernels(q, key))
             check_fits(q, record, plan)
         except (CudnnError, ValueError, TypeError, KeyError, AttributeError) as exc:
             # a damaged, foreign or swapped entry (GraphError, SerializationError: ValueErrors) is rebuilt
@@ -116,12 +117,70 @@ def store(p: Pipeline, modes: Sequence[heur_mode], autotuned: bool) -> None:
     cand = p.plans().selected
     if cand is None or cand.plan is None:
         return
-    plan_cache.store(keys[0] if autotuned else keys[1], record(p, cand, autotuned), cand.plan)
+    key = keys[0] if autotuned else keys[1]
+    plan_cache.store(key, record(p, cand, autotuned), cand.plan)
+    kernels = p.plans().kernel_cache
+    if kernels is not None and plan_cache.enabled and loader.report().version >= kc.SERIALIZE_SINCE:
+        try:
+            text = kc.descriptor_json(kernels)
+        except CudnnError as exc:
+            plan_cache.log_once("serialize", key, "kernel cache: cuDNN did not serialize the kernels of %s (%s)",
+                                p.label, exc)
+            return
+        plan_cache.store_kernels(key, text, loader.report().version, device_identity(p.device()))
 
 
-def plan_from_record(p: Pipeline, rec: PlanRecord) -> Descriptor:
-    return backend_plan.plan_from_json(p.build_handle_ptr(), rec.plan_json, f"{p.label}: {rec.plan_name}",
-                                       p.device_property())
+# -- compiled kernels on disk -----------------------------------------------------------------
+
+def own_kernel_cache(p: Pipeline) -> Descriptor | None:
+    """An empty kernel cache for the plans of a dynamic-shape graph, so that the plan cache can
+    keep their compiled kernels on disk (cuDNN fills a kernel cache only for dynamic-shape
+    graphs); None when the plan cache is off or cuDNN cannot serialize kernel caches."""
+    from .cache import plan_cache
+
+    g = p.graph
+    if (not (plan_cache.enabled and g.is_dynamic_shape_enabled) or g.device_property is not None
+            or loader.report().version < kc.SERIALIZE_SINCE):
+        return None
+    return kc.descriptor_for_graph(p.op_graph(), f"{p.label}: kernel cache")
+
+
+def stored_kernels(p: Pipeline, key: str) -> Descriptor | None:
+    """The kernel cache stored beside plan ``key``, finalized; None when there is none or it is
+    unusable (damaged, another cuDNN or GPU: logged once on ``cudnn.cache``, removed, rewritten later)."""
+    from .cache import plan_cache
+
+    version = loader.report().version
+    if version < kc.SERIALIZE_SINCE:
+        return None
+    text = plan_cache.lookup_kernels(key, version, device_identity(p.device()))
+    if text is None:
+        return None
+    try:
+        return kc.descriptor_from_json(text, f"{p.label}: stored kernels")
+    except CudnnError as exc:
+        plan_cache.log_once("bad", key, "kernel cache: cuDNN refused the stored kernels of %s (%s); compiling",
+                            p.label, exc)
+        plan_cache.forget_kernels(key)
+        return None
+
+
+def plan_from_record(p: Pipeline, rec: PlanRecord, kernels: Descriptor | None = None) -> Descriptor:
+    """The record's plan, finalized with ``kernels`` when given (no compilation); if cuDNN
+    refuses the plan with them, it is finalized without (compiling), logged once."""
+    label = f"{p.label}: {rec.plan_name}"
+    if kernels is not None:
+        from .cache import plan_cache
+
+        try:
+            plan = backend_plan.plan_from_json(p.build_handle_ptr(), rec.plan_json, label, p.device_property(),
+                                               kernels)
+            plan_cache.kernel_hits += 1
+            return plan
+        except CudnnError as exc:
+            plan_cache.log_once("plan", rec.graph_key, "kernel cache: the plan of %s did not accept its stored "
+                                "kernels (%s); compiling", p.label, exc)
+    return backend_plan.plan_from_json(p.build_handle_ptr(), rec.plan_json, label, p.device_property())
 
 
 def record(p: Pipeline, cand: Candidate, autotuned: bool) -> PlanRecord:
