@@ -13,9 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-import cudnn  # noqa: E402
-import cudnn.nn as cnn  # noqa: E402
-import cudnn.ops as ops  # noqa: E402
+import cudnn
+import cudnn.nn as cnn
+from cudnn import ops
 
 META = "meta"
 

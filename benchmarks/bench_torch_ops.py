@@ -1,0 +1,140 @@
+"""cudnn.ops against the torch ops they replace: forward and forward+backward GPU time, torch
+eager and (with --compile) torch.compile side by side, and the Python overhead per call.
+
+    PYTHONPATH=src python benchmarks/bench_torch_ops.py [--compile] [--repeats N]
+
+GPU time: CUDA events around 20 back-to-back calls, median of the repeats (includes the host
+time when the host is slower than the GPU, as a training step does). Overhead: the wall time
+of one call on a tiny input, synchronized every 200 calls, so the host side dominates.
+Ratios are torch time / cudnn time (above 1: cudnn-py faster). Never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from cudnn import ops
+
+DEV = "cuda"
+H, B16 = torch.float16, torch.bfloat16
+
+
+def gpu_ms(fn: Callable[[], object], repeats: int, inner: int = 20) -> float:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / inner)
+    return statistics.median(times)
+
+
+def host_us(fn: Callable[[], object], calls: int = 2000) -> float:
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for i in range(calls):
+        fn()
+        if i % 200 == 199:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) / calls * 1e6
+
+
+def fwd_bwd(fn: Callable[..., torch.Tensor], inputs: list[torch.Tensor]) -> Callable[[], None]:
+    leaves = [t.detach().requires_grad_() for t in inputs]
+    dy = torch.randn_like(fn(*leaves))
+
+    def step() -> None:
+        fn(*leaves).backward(dy)
+    return step
+
+
+def cases() -> dict[str, tuple[Callable[..., torch.Tensor], Callable[..., torch.Tensor], list[torch.Tensor]]]:
+    torch.manual_seed(0)
+    cl = torch.channels_last
+    x = torch.randn(32, 256, 56, 56, device=DEV, dtype=H).contiguous(memory_format=cl)
+    w = (torch.randn(256, 256, 3, 3, device=DEV, dtype=H) / 48).contiguous(memory_format=cl)
+    b = torch.randn(256, device=DEV, dtype=H)
+    t = torch.randn(16384, 4096, device=DEV, dtype=B16)
+    lw, lb = torch.ones(4096, device=DEV, dtype=B16), torch.zeros(4096, device=DEV, dtype=B16)
+    q = torch.randn(4, 16, 2048, 128, device=DEV, dtype=B16)
+    bx = torch.randn(32, 256, 56, 56, device=DEV, dtype=H).contiguous(memory_format=cl)
+    bw, bb = torch.ones(256, device=DEV), torch.zeros(256, device=DEV)
+    return {
+        "conv3x3+bias+relu 32x256x56x56 fp16 NHWC": (
+            lambda x_, w_, b_: ops.conv2d_bias_act(x_, w_, b_, 1, 1, 1, 1, "relu"),
+            lambda x_, w_, b_: F.relu(F.conv2d(x_, w_, b_, 1, 1)), [x, w, b]),
+        "layer_norm 16384x4096 bf16": (
+            lambda t_, w_, b_: ops.layer_norm(t_, [4096], w_, b_), lambda t_, w_, b_: F.layer_norm(t_, (4096,), w_, b_),
+            [t, lw, lb]),
+        "rms_norm 16384x4096 bf16": (
+            lambda t_, w_: ops.rms_norm(t_, [4096], w_, 1e-6), lambda t_, w_: F.rms_norm(t_, (4096,), w_, 1e-6),
+            [t, lw]),
+        "batch_norm train 32x256x56x56 fp16 NHWC": (
+            lambda x_, w_, b_: ops.batch_norm(x_, None, None, w_, b_, True),
+            lambda x_, w_, b_: F.batch_norm(x_, None, None, w_, b_, True), [bx, bw, bb]),
+        "sdpa causal b4 h16 s2048 d128 bf16": (
+            lambda q_, k_, v_: ops.scaled_dot_product_attention(q_, k_, v_, is_causal=True),
+            lambda q_, k_, v_: F.scaled_dot_product_attention(q_, k_, v_, is_causal=True), [q, q.clone(), q.clone()]),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile of the torch op")
+    ap.add_argument("--repeats", type=int, default=10)
+    args = ap.parse_args()
+    print(f"{'op':44} {'pass':8} {'cudnn ms':>9} {'torch ms':>9} {'ratio':>6}" + (f" {'compiled':>9} {'ratio':>6}"
+                                                                                   if args.compile else ""))
+    for name, (ours, theirs, inputs) in cases().items():
+        for kind in ("fwd", "fwd+bwd"):
+            if kind == "fwd":
+                with torch.no_grad():
+                    a = gpu_ms(lambda: ours(*inputs), args.repeats)
+                    b = gpu_ms(lambda: theirs(*inputs), args.repeats)
+            else:
+                a, b = gpu_ms(fwd_bwd(ours, inputs), args.repeats), gpu_ms(fwd_bwd(theirs, inputs), args.repeats)
+            line = f"{name:44} {kind:8} {a:9.3f} {b:9.3f} {b / a:6.2f}"
+            if args.compile:
+                comp = torch.compile(theirs)
+                if kind == "fwd":
+                    with torch.no_grad():
+                        c = gpu_ms(lambda: comp(*inputs), args.repeats)
+                else:
+                    c = gpu_ms(fwd_bwd(comp, inputs), args.repeats)
+                line += f" {c:9.3f} {c / a:6.2f}"
+            print(line, flush=True)
+    print("\nPython overhead per call (tiny inputs, host-bound), microseconds:")
+    tiny_x = torch.randn(1, 8, 8, 8, device=DEV, dtype=H).contiguous(memory_format=torch.channels_last)
+    tiny_w, tiny_b = torch.randn(8, 8, 3, 3, device=DEV, dtype=H), torch.randn(8, device=DEV, dtype=H)
+    tiny_t, tiny_lw = torch.randn(8, 64, device=DEV, dtype=H), torch.ones(64, device=DEV, dtype=H)
+    tiny_q = torch.randn(1, 1, 16, 64, device=DEV, dtype=H)
+    pairs = {
+        "conv2d_bias_act": (lambda: ops.conv2d_bias_act(tiny_x, tiny_w, tiny_b, 1, 1, 1, 1, "relu"),
+                            lambda: F.relu(F.conv2d(tiny_x, tiny_w, tiny_b, 1, 1))),
+        "layer_norm": (lambda: ops.layer_norm(tiny_t, [64], tiny_lw, None), lambda: F.layer_norm(tiny_t, (64,), tiny_lw)),
+        "sdpa": (lambda: ops.scaled_dot_product_attention(tiny_q, tiny_q, tiny_q),
+                 lambda: F.scaled_dot_product_attention(tiny_q, tiny_q, tiny_q)),
+    }
+    with torch.no_grad():
+        for name, (ours, theirs) in pairs.items():
+            a, b = host_us(ours), host_us(theirs)
+            print(f"  {name:18} cudnn.ops {a:7.1f} us   torch {b:7.1f} us   ratio torch/cudnn {b / a:5.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""``cudnn.experimental.moe_grouped_matmul``: the official torch-facing MoE grouped matmul.
+
+One call builds (once per shapes, strides, dtypes, mode and top_k; cached per device) a graph of
+``pygraph.moe_grouped_matmul`` and runs it on torch's current stream. Token rows [1, M, K]
+grouped by expert, weight [E, K, N] (any strides, e.g. ``w.transpose(1, 2)`` of [E, N, K]),
+first_token_offset [E, 1, 1] INT32; returns [1, M_out, N] in the token's dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..graph.api_enums import moe_grouped_matmul_mode
+from ..ops import _runtime as rt
+
+OP = "moe_grouped_matmul"
+MODES = ("none", "gather", "scatter")
+SINCE = 91500
+
+
+def _rows(token: torch.Tensor, token_index: torch.Tensor | None, mode: str) -> int:
+    return int(token_index.shape[1]) if mode == "gather" and token_index is not None else int(token.shape[1])
+
+
+def moe_grouped_matmul(token: torch.Tensor, weight: torch.Tensor, first_token_offset: torch.Tensor,
+                       token_index: torch.Tensor | None = None, token_ks: torch.Tensor | None = None,
+                       mode: str = "none", top_k: int = 1) -> torch.Tensor:
+    """Per expert e, its token rows (from ``first_token_offset[e]`` to the next expert's) times
+    ``weight[e]``. ``mode``: "none" (rows already grouped), "gather" (rows read through
+    ``token_index``), "scatter" (written through ``token_index`` and ``token_ks``, ``top_k``
+    experts per token). Needs cuDNN >= 9.15."""
+    err = rt.OpError
+    mode = rt.choice(OP, "mode", mode, MODES)
+    rt.check_tensor(OP, "token", token, rt.HALVES + (torch.float32,), 3)
+    rt.check_cuda(OP, "token", token)
+    rt.check_tensor(OP, "weight", weight, (token.dtype,), 3, token.device)
+    rt.check_tensor(OP, "first_token_offset", first_token_offset, (torch.int32,), 3, token.device)
+    for name, t in (("token_index", token_index), ("token_ks", token_ks)):
+        if t is not None:
+            rt.check_tensor(OP, name, t, (torch.int32,), 3, token.device)
+    if mode != "none" and token_index is None:
+        raise err(f"cudnn.ops.{OP}: token_index: mode {mode!r} needs it, got None")
+    if mode == "scatter" and token_ks is None:
+        raise err(f"cudnn.ops.{OP}: token_ks: mode 'scatter' needs it, got None")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise err(f"cudnn.ops.{OP}: top_k: expected an int >= 1, got {top_k!r}")
+    rt.needs_version(f"cudnn.experimental.{OP}", SINCE)
+    index = token_index if mode != "none" else None
+    ks = token_ks if mode == "scatter" else None
+    device = rt.device_index(token)
+    key = (OP, mode, top_k, rt.signature(token, weight, first_token_offset, index, ks))
+
+    def make(g: Any) -> dict[str, Any]:
+        ports = {"token": rt.tensor_of(g, "token", token), "weight": rt.tensor_of(g, "weight", weight),
+                 "first_token_offset": rt.tensor_of(g, "first_token_offset", first_token_offset)}
+        if index is not None:
+            ports["token_index"] = rt.tensor_of(g, "token_index", index)
+        if ks is not None:
+            ports["token_ks"] = rt.tensor_of(g, "token_ks", ks)
+        out = g.moe_grouped_matmul(ports["token"], ports["weight"], ports["first_token_offset"],
+                                   ports.get("token_index"), ports.get("token_ks"),
+                                   moe_grouped_matmul_mode[mode.upper()], top_k=top_k if mode == "scatter" else 0,
+                                   name="moe")
+        out.set_output(True).set_data_type(rt.CUDNN_DTYPE[token.dtype])
+        ports["output"] = out
+        return ports
+
+    built = rt.CACHE.get(device, key, make)
+    output = torch.empty(1, _rows(token, index, mode), weight.shape[2], dtype=token.dtype, device=token.device)
+    pack = {"token": token, "weight": weight, "first_token_offset": first_token_offset, "output": output}
+    if index is not None:
+        pack["token_index"] = index
+    if ks is not None:
+        pack["token_ks"] = ks
+    rt.execute(built, device, pack)
+    return output

@@ -1,0 +1,85 @@
+"""cudnn.nn modules on the GPU against the torch modules they replace (same state dict),
+and cudnn.nn.convert on torchvision's ResNet-50 (random weights, eval, fp16) against torch.
+
+Tolerances: module outputs and gradients as tests/gpu/test_torch_ops.py (fp16 2e-2, scaled
+by the largest reference magnitude); ResNet-50 logits: max |difference| <= 2e-2 x max |logit|
+(fifty fp16 layers; batch norm folded into the conv weights in float32 before rounding).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import cudnn.nn as cnn
+
+DEV = "cuda"
+H = torch.float16
+
+
+def _close(name: str, got: torch.Tensor, ref: torch.Tensor, tol: float = 2e-2) -> None:
+    mag = max(1.0, float(ref.abs().max()))
+    torch.testing.assert_close(got.float(), ref.float(), atol=tol * mag, rtol=tol, msg=lambda m: f"{name}: {m}")
+
+
+def _pair(ours: nn.Module, theirs: nn.Module) -> tuple[nn.Module, nn.Module]:
+    ours.load_state_dict(theirs.state_dict())
+    return ours.to(DEV, H), theirs.to(DEV, H)
+
+
+@pytest.mark.parametrize("kind", ["conv", "layernorm", "rmsnorm", "mha"])
+def test_module_matches_torch_forward_and_backward(kind: str) -> None:
+    torch.manual_seed(0)
+    if kind == "conv":
+        ours, theirs = _pair(cnn.Conv2dBiasAct(16, 32, 3, padding=1, act="relu"), nn.Conv2d(16, 32, 3, padding=1))
+        x = torch.randn(4, 16, 20, 20, device=DEV, dtype=H).contiguous(memory_format=torch.channels_last)
+        ref_fn = lambda t: torch.relu(theirs(t))
+    elif kind == "layernorm":
+        ours, theirs = _pair(cnn.LayerNorm(256), nn.LayerNorm(256))
+        x, ref_fn = torch.randn(4, 64, 256, device=DEV, dtype=H), theirs
+    elif kind == "rmsnorm":
+        ours, theirs = _pair(cnn.RMSNorm(256, eps=1e-6), nn.RMSNorm(256, eps=1e-6))
+        x, ref_fn = torch.randn(4, 64, 256, device=DEV, dtype=H), theirs
+    else:
+        ours, theirs = _pair(cnn.MultiheadAttention(256, 4, batch_first=True),
+                             nn.MultiheadAttention(256, 4, batch_first=True))
+        x = torch.randn(2, 128, 256, device=DEV, dtype=H)
+        mask = nn.Transformer.generate_square_subsequent_mask(128, device=DEV, dtype=H)
+        y = ours(x, x, x, need_weights=False, attn_mask=mask)[0]
+        ref = theirs(x, x, x, need_weights=False, attn_mask=mask)[0]
+        _close("MHA out (mask)", y, ref)
+        ours_causal = ours(x, x, x, need_weights=False, is_causal=True, attn_mask=mask)[0]
+        _close("MHA out (is_causal)", ours_causal, ref)
+        return
+    xs, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y, ref = ours(xs), ref_fn(xr)
+    _close("Y", y, ref)
+    dy = torch.randn_like(ref)
+    y.backward(dy)
+    ref.backward(dy)
+    _close("dX", xs.grad, xr.grad)
+    for (n, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+        _close(f"d{n}", p.grad, q.grad, 5e-2)
+
+
+def test_convert_resnet50_fp16_eval_matches_torch() -> None:
+    tv = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = tv.models.resnet50(weights=None)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):  # statistics that make the folding matter
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.0)
+                m.bias.uniform_(-0.1, 0.1)
+    model = model.eval().to(DEV, H).to(memory_format=torch.channels_last)
+    converted = cnn.convert(model)
+    n_fused = sum(isinstance(m, cnn.Conv2dBiasAct) for m in converted.modules())
+    assert n_fused == 53 and not any(isinstance(m, nn.BatchNorm2d) for m in converted.modules())
+    x = torch.randn(8, 3, 224, 224, device=DEV, dtype=H).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        ref, got = model(x), converted(x)
+    err = float((got.float() - ref.float()).abs().max())
+    assert err <= 2e-2 * float(ref.float().abs().max()), f"max |diff| {err}, max |logit| {float(ref.abs().max())}"

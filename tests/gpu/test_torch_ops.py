@@ -1,0 +1,268 @@
+"""cudnn.ops on the GPU against the torch ops they replace, forward and backward.
+
+Inputs are made in the test dtype; references run in float64 on those same values (through
+the torch op and autograd), so tolerances only cover cuDNN's arithmetic and output rounding:
+  conv2d_bias_act Y   fp16 atol 2e-2 rtol 2e-2 | bf16 atol 6e-2 rtol 4e-2
+                  dX/dW/dB: the same relative, atol scaled by the largest reference magnitude
+  layer/RMS norm  Y, dX as above; dWeight/dBias (sums over rows) atol 3e-2 x magnitude
+  batch norm      as layer norm; running statistics atol/rtol 1e-3
+  attention       O fp16 2e-2 | bf16 6e-2; dQ/dK/dV twice that, scaled by magnitude
+Also: torch.compile(fullgraph=True) of each op (forward and backward), CUDA-graph capture and
+replay, autocast, channels-last and contiguous inputs, and the graph cache's reuse.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cudnn
+from cudnn import ops
+
+DTYPES = [torch.float16, torch.bfloat16]
+IDS = ["fp16", "bf16"]
+TOL = {torch.float16: (2e-2, 2e-2), torch.bfloat16: (6e-2, 4e-2)}
+DEV = "cuda"
+
+
+def close(name: str, got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, scale: float = 1.0) -> None:
+    atol, rtol = TOL[dtype]
+    mag = max(1.0, float(ref.abs().max()))
+    assert not torch.isnan(got).any(), f"{name}: NaN"
+    torch.testing.assert_close(got.double(), ref.double(), atol=atol * scale * mag, rtol=rtol * scale,
+                               msg=lambda m: f"{name}: {m}")
+
+
+def leaves(*ts: torch.Tensor) -> list[torch.Tensor]:
+    return [t.detach().clone().requires_grad_() for t in ts]
+
+
+def ref_grads(fn, inputs: list[torch.Tensor], dy: torch.Tensor) -> tuple:  # type: ignore[no-untyped-def]
+    d = [t.detach().double().requires_grad_() for t in inputs]
+    out = fn(*d)
+    return (out, *torch.autograd.grad(out, d, dy.double()))
+
+
+# -- conv2d + bias + act ---------------------------------------------------------------------------
+
+ACT = {"none": lambda z: z, "relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("act", sorted(ACT))
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_conv2d_bias_act(dtype: torch.dtype, act: str, layout: str) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 32, 28, 28, device=DEV).to(dtype)
+    if layout == "nhwc":
+        x = x.contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(64, 32, 3, 3, device=DEV) / 17).to(dtype)
+    b = torch.randn(64, device=DEV).to(dtype)
+    xs, ws, bs = leaves(x, w, b)
+    y = ops.conv2d_bias_act(xs, ws, bs, 1, 1, 1, 1, act)
+    assert y.is_contiguous(memory_format=torch.channels_last if layout == "nhwc" else torch.contiguous_format)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    fn = lambda x_, w_, b_: ACT[act](F.conv2d(x_, w_, b_, 1, 1))
+    ref, dx, dw, db = ref_grads(fn, [x, w, b], dy)
+    close("Y", y, ref, dtype)
+    close("dX", xs.grad, dx, dtype, 2)
+    close("dW", ws.grad, dw, dtype, 2)
+    close("dBias", bs.grad, db, dtype, 2)
+
+
+def test_conv2d_bias_act_strided_grouped_no_bias_fp32() -> None:
+    torch.manual_seed(1)
+    x = torch.randn(2, 16, 15, 17, device=DEV).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(32, 8, 3, 3, device=DEV) / 8
+    xs, ws = leaves(x, w)
+    y = ops.conv2d_bias_act(xs, ws, None, stride=2, padding=1, dilation=1, groups=2, act="relu")
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    ref, dx, dw = ref_grads(lambda x_, w_: F.relu(F.conv2d(x_, w_, None, 2, 1, 1, 2)), [x, w], dy)
+    for name, got, want in (("Y", y, ref), ("dX", xs.grad, dx), ("dW", ws.grad, dw)):  # fp32 may use TF32
+        torch.testing.assert_close(got.double(), want, atol=2e-2 * max(1.0, float(want.abs().max())), rtol=1e-2,
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
+# -- norms -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_layer_norm(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    x = (2 * torch.randn(4, 128, 768, device=DEV) + 0.3).to(dtype)
+    w = (1 + 0.3 * torch.randn(768, device=DEV)).to(dtype)
+    b = (0.3 * torch.randn(768, device=DEV)).to(dtype)
+    xs, ws, bs = leaves(x, w, b)
+    y = ops.layer_norm(xs, [768], ws, bs, 1e-5)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    ref, dx, dw, db = ref_grads(lambda x_, w_, b_: F.layer_norm(x_, (768,), w_, b_, 1e-5), [x, w, b], dy)
+    close("Y", y, ref, dtype)
+    close("dX", xs.grad, dx, dtype, 2)
+    close("dWeight", ws.grad, dw, dtype, 2)
+    close("dBias", bs.grad, db, dtype, 2)
+    with torch.no_grad():  # inference phase: no statistics
+        close("Y (inference)", ops.layer_norm(x, [768], w, b, 1e-5), ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_rms_norm(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    x = (2 * torch.randn(8, 256, 1024, device=DEV)).to(dtype)
+    w = (1 + 0.3 * torch.randn(1024, device=DEV)).to(dtype)
+    xs, ws = leaves(x, w)
+    y = ops.rms_norm(xs, [1024], ws, 1e-6)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    ref, dx, dw = ref_grads(lambda x_, w_: F.rms_norm(x_, (1024,), w_, 1e-6), [x, w], dy)
+    close("Y", y, ref, dtype)
+    close("dX", xs.grad, dx, dtype, 2)
+    close("dWeight", ws.grad, dw, dtype, 2)
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_batch_norm(dtype: torch.dtype, layout: str) -> None:
+    torch.manual_seed(0)
+    x = (2 * torch.randn(8, 32, 16, 16, device=DEV) + 0.3).to(dtype)
+    if layout == "nhwc":
+        x = x.contiguous(memory_format=torch.channels_last)
+    w, b = 1 + 0.3 * torch.randn(32, device=DEV), 0.3 * torch.randn(32, device=DEV)
+    rm, rv = 0.1 * torch.randn(32, device=DEV), 1 + 0.1 * torch.rand(32, device=DEV)
+    rm_ref, rv_ref = rm.double().clone(), rv.double().clone()
+    xs, ws, bs = leaves(x, w, b)
+    y = ops.batch_norm(xs, rm, rv, ws, bs, training=True, momentum=0.1, eps=1e-5)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    ref, dx, dw, db = ref_grads(lambda x_, w_, b_: F.batch_norm(x_, rm_ref, rv_ref, w_, b_, True, 0.1, 1e-5),
+                                [x, w, b], dy)
+    close("Y", y, ref, dtype)
+    close("dX", xs.grad, dx, dtype, 2)
+    close("dWeight", ws.grad, dw, dtype, 4)
+    close("dBias", bs.grad, db, dtype, 4)
+    torch.testing.assert_close(rm.double(), rm_ref, atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(rv.double(), rv_ref, atol=1e-3, rtol=1e-3)
+    y_eval = ops.batch_norm(x, rm, rv, w, b, training=False, eps=1e-5)
+    close("Y (eval)", y_eval, F.batch_norm(x.double(), rm.double(), rv.double(), w.double(), b.double(), False,
+                                           eps=1e-5), dtype)
+
+
+# -- attention -------------------------------------------------------------------------------------
+
+def _qkv(dtype: torch.dtype, hq: int = 8, hk: int = 8, sq: int = 256, skv: int = 256, d: int = 64) -> tuple:
+    g = torch.Generator(device=DEV).manual_seed(0)
+    return (torch.randn(2, hq, sq, d, device=DEV, generator=g).to(dtype),
+            torch.randn(2, hk, skv, d, device=DEV, generator=g).to(dtype),
+            torch.randn(2, hk, skv, d, device=DEV, generator=g).to(dtype))
+
+
+CASES = {"plain": {}, "causal": {"is_causal": True}, "scale": {"scale": 0.3}, "gqa": {"hk": 2, "enable_gqa": True},
+         "float_mask": {"mask": "float"}, "bool_mask": {"mask": "bool"}, "cross": {"skv": 384}}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_scaled_dot_product_attention(dtype: torch.dtype, case: str) -> None:
+    opts = dict(CASES[case])
+    mask_kind = opts.pop("mask", None)
+    shape = {k: opts.pop(k) for k in ("hk", "skv") if k in opts}
+    q, k, v = _qkv(dtype, **shape)
+    mask = None
+    if mask_kind == "float":
+        mask = torch.randn(1, 1, q.shape[2], k.shape[2], device=DEV).to(dtype)
+    elif mask_kind == "bool":
+        mask = torch.rand(q.shape[2], k.shape[2], device=DEV) > 0.3
+        mask[:, 0] = True  # every row keeps a key
+    qs, ks, vs = leaves(q, k, v)
+    o = ops.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, **opts)
+    do = torch.randn_like(o)
+    o.backward(do)
+    fn = lambda q_, k_, v_: F.scaled_dot_product_attention(
+        q_, k_, v_, attn_mask=None if mask is None else (mask if mask.dtype == torch.bool else mask.double()), **opts)
+    ref, dq, dk, dv = ref_grads(fn, [q, k, v], do)
+    close("O", o, ref, dtype)
+    close("dQ", qs.grad, dq, dtype, 2)
+    close("dK", ks.grad, dk, dtype, 2)
+    close("dV", vs.grad, dv, dtype, 2)
+
+
+def test_experimental_name_is_the_op() -> None:
+    assert cudnn.experimental.scaled_dot_product_attention is ops.scaled_dot_product_attention
+
+
+# -- compile, CUDA graphs, autocast, cache ---------------------------------------------------------
+
+def _step(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, lw: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    y = ops.conv2d_bias_act(x, w, b, 1, 1, 1, 1, "relu")
+    n = ops.layer_norm(q, [64], lw, None)
+    a = ops.scaled_dot_product_attention(n, n, n, is_causal=True)
+    return y.float().mean() + a.float().mean() + ops.rms_norm(q, [64], lw, 1e-6).float().mean()
+
+
+def _inputs() -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 16, 16, device=DEV, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    return leaves(x, torch.randn(16, 16, 3, 3, device=DEV, dtype=torch.float16) / 12,
+                  torch.randn(16, device=DEV, dtype=torch.float16), torch.ones(64, device=DEV, dtype=torch.float16),
+                  torch.randn(2, 4, 128, 64, device=DEV, dtype=torch.float16))
+
+
+def test_torch_compile_fullgraph_forward_and_backward() -> None:
+    torch._dynamo.reset()
+    eager_in, comp_in = _inputs(), _inputs()
+    ref = _step(*eager_in)
+    ref.backward()
+    got = torch.compile(_step, fullgraph=True)(*comp_in)
+    got.backward()
+    torch.testing.assert_close(got, ref, atol=1e-3, rtol=1e-3)
+    for a, b in zip(comp_in, eager_in):
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-2, rtol=1e-2)
+
+
+def test_cuda_graph_capture_and_replay() -> None:
+    x, w, b, lw, q = (t.detach() for t in _inputs())
+    static_q = q.clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm up: build the graphs outside capture
+        for _ in range(2):
+            _step(x, w, b, lw, static_q)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = _step(x, w, b, lw, static_q)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        static_q.copy_(torch.randn_like(static_q))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out, _step(x, w, b, lw, static_q), atol=1e-3, rtol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_autocast_runs_float32_inputs_in_the_autocast_dtype(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 16, 16, device=DEV).contiguous(memory_format=torch.channels_last)
+    w, b = torch.randn(32, 16, 3, 3, device=DEV) / 12, torch.randn(32, device=DEV)
+    q = torch.randn(2, 4, 64, 64, device=DEV)
+    with torch.autocast("cuda", dtype=dtype):
+        y = ops.conv2d_bias_act(x, w, b, 1, 1, 1, 1, "silu")
+        o = ops.scaled_dot_product_attention(q, q, q)
+        y_ref = F.silu(F.conv2d(x, w, b, 1, 1))
+        o_ref = F.scaled_dot_product_attention(q, q, q)
+    assert y.dtype == dtype and o.dtype == dtype
+    close("Y", y, y_ref.float(), dtype, 2)
+    close("O", o, o_ref.float(), dtype, 2)
+
+
+def test_graph_cache_reuses_built_graphs() -> None:
+    q = _qkv(torch.float16)[0]
+    ops.scaled_dot_product_attention(q, q, q)
+    before = ops.CACHE.builds
+    for _ in range(3):
+        ops.scaled_dot_product_attention(q, q, q)
+    assert ops.CACHE.builds == before
+    ops.scaled_dot_product_attention(q[:, :, :128], q[:, :, :128], q[:, :, :128])
+    assert ops.CACHE.builds == before + 1  # a new shape builds once
