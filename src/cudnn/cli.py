@@ -1,37 +1,144 @@
-"""``python -m cudnn``: the demo and a report of what was found.
+"""``python -m cudnn`` (and the ``cudnn-py`` command): what was found, a demo, pictures, timings.
 
-    python -m cudnn demo   # build and run conv + bias + ReLU on the GPU, check it with NumPy
-    python -m cudnn info   # versions, library paths, GPUs
+    python -m cudnn --version                 # cudnn-py's version
+    python -m cudnn info                      # driver, GPUs, CUDA runtime, cuDNN and its features
+    python -m cudnn demo                      # build and run conv + bias + ReLU, checked with NumPy
+    python -m cudnn show graph.json -o g.svg  # draw a printed graph (str(graph)) as SVG or DOT
+    python -m cudnn bench                     # a few ops, cudnn-py and PyTorch side by side
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import cudnn
 
 from ._lib import cuda
+from ._lib.errors import version_string
+
+# Features a cuDNN version gates, beyond the backend operations its headers date (listed too):
+# (what, module, name of its version constant or the version itself)
+FEATURE_GATES: tuple[tuple[str, str, str | int], ...] = (
+    ("attention as one SDPA_FWD operation (implementation=UNIFIED)", "", 91301),  # nodes/sdpa_unified
+    ("kernel cache", "cudnn.backend.kernel_cache", "SINCE"),
+    ("kernel cache JSON (save / load)", "cudnn.backend.kernel_cache", "SERIALIZE_SINCE"),
+    ("device properties (builds for a described GPU)", "cudnn.backend.deviceprop", "DEVICEPROP_SINCE"),
+    ("block-scale quantize / dequantize", "cudnn.graph.nodes.block_scale", "BLOCK_SCALE_SINCE"),
+    ("execute-time shape overrides", "cudnn.graph.pipeline", "OVERRIDE_SHAPE_SINCE"),
+    ("compile-time constant scalars", "cudnn.graph.ops", "COMPILE_TIME_CONST_SINCE"),
+    ("causal conv1d", "cudnn.causal_conv1d", "SINCE"),
+)
+
+
+# -- info ---------------------------------------------------------------------------------------
+
+def driver_status() -> tuple[int | None, str]:
+    """The CUDA version the NVIDIA driver supports (None without a driver) and a line saying so."""
+    try:
+        from cuda.bindings import driver as drv
+
+        err, version = drv.cuDriverGetVersion()
+    except Exception as exc:  # noqa: BLE001 - cuda-bindings raises its own types when libcuda cannot be opened
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, (f"none: libcuda.so.1, the NVIDIA driver's library, could not be loaded ({first}). Graphs "
+                      "can be declared, validated, printed and drawn here; running them needs an NVIDIA GPU and driver")
+    if int(err) != 0:
+        return None, f"present, but cuDriverGetVersion failed: {getattr(err, 'name', err)}"
+    release = _driver_release()
+    return int(version), f"{release + ' ' if release else ''}(supports CUDA {_cuda_version(int(version))})"
+
+
+def _driver_release() -> str:
+    """The driver's release number (e.g. '570.124.06') where Linux shows it."""
+    try:
+        text = Path("/proc/driver/nvidia/version").read_text()
+    except OSError:
+        return ""
+    words = text.split()
+    for i, w in enumerate(words):
+        if w == "Module" and i + 1 < len(words) and words[i + 1][:1].isdigit():
+            return words[i + 1]
+    return ""
+
+
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def runtime_version() -> int | None:
+    """The version of the CUDA runtime cudnn-py calls (cuda-bindings' cudart)."""
+    try:
+        err, v = cuda.runtime().cudaRuntimeGetVersion()
+    except Exception:  # noqa: BLE001 - no usable cudart: reported as unknown
+        return None
+    return int(v) if int(err) == 0 else None
+
+
+def feature_lines(version: int) -> list[str]:
+    """One line per gated feature: whether the loaded cuDNN (``version``) has it."""
+    from ._lib.enums import SINCE
+
+    gates: list[tuple[str, int]] = []
+    for what, module, since in FEATURE_GATES:
+        if isinstance(since, int):
+            gates.append((what, since))
+            continue
+        try:
+            gates.append((what, int(getattr(importlib.import_module(module), since))))
+        except (ImportError, AttributeError):
+            continue  # not in this cudnn-py
+    for name, since in SINCE.get("cudnnBackendDescriptorType_t", {}).items():
+        op = name.removeprefix("CUDNN_BACKEND_").removesuffix("_DESCRIPTOR")
+        gates.append((f"backend {op.removeprefix('OPERATION_')}{' operation' if 'OPERATION_' in op else ''}", since))
+    for name, since in SINCE.get("cudnnDataType_t", {}).items():
+        gates.append((f"data type {name.removeprefix('CUDNN_DATA_')}", since))
+    lines = []
+    for what, since in sorted(gates, key=lambda g: (g[1], g[0])):
+        ok = version >= since
+        lines.append(f"  {'yes' if ok else 'no ':3s}  {version_string(since):>7s}  {what}"
+                     + ("" if ok else f"  (needs cuDNN >= {version_string(since)})"))
+    return lines
 
 
 def info() -> int:
     print(f"cudnn-py {cudnn.__version__} (Python {sys.version.split()[0]})")
+    driver_cuda, driver_line = driver_status()
+    print(f"NVIDIA driver: {driver_line}")
+    rt = runtime_version()
+    if rt is not None:
+        print(f"CUDA runtime: {_cuda_version(rt)} (cuda-bindings)")
+    if driver_cuda is not None and rt is not None and driver_cuda < rt:
+        print(f"  the driver is too old for this CUDA runtime: it supports CUDA {_cuda_version(driver_cuda)}, the "
+              f"runtime is {_cuda_version(rt)}. Update the NVIDIA driver, or install the CUDA "
+              f"{driver_cuda // 1000} packages (cudnn-py[cu{driver_cuda // 1000}])")
     try:
-        print(cudnn.library_info())
+        report = cudnn.library_info()
     except cudnn.LibraryNotFoundError as exc:
-        print(exc)
+        print(f"cuDNN: not loaded\n{exc}")
         return 1
-    reason = cuda.why_no_gpu()
-    if reason:
-        print(f"GPU: none usable ({reason})")
-    for i in range(cuda.device_count()):
-        d = cuda.device_info(i)
-        print(f"GPU {i}: {d.name}, sm_{d.compute_capability[0]}{d.compute_capability[1]}, {d.sm_count} SMs, "
-              f"{d.total_memory / 2**30:.0f} GiB")
+    print(f"cuDNN: {report}")
+    if driver_cuda is not None:
+        reason = cuda.why_no_gpu()
+        if reason:
+            print(f"GPU: none usable ({reason})")
+        for i in range(cuda.device_count()):
+            d = cuda.device_info(i)
+            cc = d.compute_capability
+            print(f"GPU {i}: {d.name}, compute capability {cc[0]}.{cc[1]} (sm_{cc[0]}{cc[1]}), {d.sm_count} SMs, "
+                  f"{d.total_memory / 2**30:.0f} GiB")
+    else:
+        print("GPU: none (no driver)")
+    print(f"features of the loaded cuDNN {version_string(report.version)}:")
+    print("\n".join(feature_lines(report.version)))
     return 0
 
+
+# -- demo ---------------------------------------------------------------------------------------
 
 def _demo_graph(n: int, c: int, h: int, k: int) -> tuple[cudnn.pygraph, dict[str, Any]]:
     """Seed 002's graph: Y = ReLU(conv(X, W) + B), fp16 NHWC in and out, fp32 inside."""
@@ -81,7 +188,10 @@ def demo() -> int:
     t0 = time.perf_counter()
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     build_ms = (time.perf_counter() - t0) * 1e3
-    nhwc = lambda a: np.ascontiguousarray(a.transpose(0, 2, 3, 1))  # noqa: E731
+
+    def nhwc(a: Any) -> Any:
+        return np.ascontiguousarray(a.transpose(0, 2, 3, 1))
+
     bufs = {name: cuda.DeviceBuffer(arr.nbytes) for name, arr in
             {"X": x, "W": w, "B": b, "Y": np.empty((n, h, h, k), np.float16)}.items()}
     bufs["X"].copy_from_host(nhwc(x))
@@ -102,16 +212,58 @@ def demo() -> int:
     return 0 if ok else 1
 
 
+# -- show ---------------------------------------------------------------------------------------
+
+def show(source: str, output: str | None, expand: bool) -> int:
+    """Draw a printed graph: SVG or DOT by the output's suffix; DOT on stdout without -o."""
+    from .graph import picture
+
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"show: cannot read {source}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    try:
+        pic = picture.from_json_text(text, expand)
+        if output is None:
+            sys.stdout.write(pic.dot())
+            return 0
+        picture.save(pic, output)
+    except ValueError as exc:  # GraphError, SerializationError, bad JSON (json.JSONDecodeError)
+        print(f"show: {source}: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {output}: {sum(b.kind in ('op', 'composite') for b in pic.boxes.values())} ops, "
+          f"{len(pic.edges)} edges")
+    return 0
+
+
+# -- main ---------------------------------------------------------------------------------------
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cudnn", description="cudnn-py: cuDNN's Graph API from Python")
+    ap.add_argument("--version", action="version", version=f"cudnn-py {cudnn.__version__}")
     sub = ap.add_subparsers(dest="command")
+    sub.add_parser("info", help="driver, GPUs, CUDA runtime, cuDNN (version, path) and the features it has")
     sub.add_parser("demo", help="build and run a fused conv + bias + ReLU graph, checked against NumPy")
-    sub.add_parser("info", help="versions, library paths and GPUs")
+    p_show = sub.add_parser("show", help="draw a printed graph (the JSON of str(graph)) as SVG or Graphviz DOT")
+    p_show.add_argument("graph", help="a file holding the JSON of str(graph), or - for stdin")
+    p_show.add_argument("-o", "--output", help="g.svg or g.dot (without it: DOT on stdout)")
+    p_show.add_argument("--expand", action="store_true",
+                        help="draw composite nodes (attention, norms) as the primitive ops they expand into")
+    p_bench = sub.add_parser("bench", help="time a few ops: cudnn-py and PyTorch side by side")
+    p_bench.add_argument("--only", default="", help="comma-separated cases: conv,matmul,layernorm,sdpa")
+    p_bench.add_argument("--iters", type=int, default=50, help="timed calls per op (default 50)")
     args = ap.parse_args(argv)
     if args.command == "info":
         return info()
     if args.command == "demo":
         return demo()
+    if args.command == "show":
+        return show(args.graph, args.output, args.expand)
+    if args.command == "bench":
+        from .cli_bench import bench
+
+        return bench([c for c in args.only.split(",") if c], args.iters)
     ap.print_help()
     return 0
 

@@ -237,17 +237,22 @@ def _part_doc(node: Node, tensors: dict[str, Any]) -> dict[str, Any]:
 
 def from_json_text(text: str, expand: bool = False) -> Picture:
     """The picture of a printed graph (``str(graph)``): rebuilt as a graph where cudnn-py can
-    rebuild it (needed for ``expand``), else drawn as printed."""
+    rebuild it (needed for ``expand``), else drawn as printed, saying so."""
     from .graph import pygraph
 
-    doc = json.loads(text)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GraphError(f"picture: not a graph's JSON (what str(graph) prints): {exc}") from None
     g = pygraph()
     try:
         g.deserialize(text)
-    except (GraphError, TypeError, KeyError) as exc:
+    except (ValueError, TypeError, KeyError) as exc:  # GraphError and SerializationError are ValueErrors
         if expand:
             raise GraphError(f"picture: cannot expand this graph: rebuilding it from its JSON failed: {exc}") from exc
-        return build(doc)
+        pic = build(doc)
+        pic.note = f"drawn as printed ({str(exc).split(';')[0]})"
+        return pic
     if (doc.get("context") or {}).get("name"):
         g.name = doc["context"]["name"]
     return from_graph(g, expand)
