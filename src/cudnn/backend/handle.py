@@ -7,11 +7,12 @@ for APIs called with ``handle=None``, since a handle must not be used by two thr
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 
 from .._lib import capi, cuda, marshal
-from .._lib.errors import DescriptorClosedError, raise_status
+from .._lib.errors import CudnnInitError, DescriptorClosedError, raise_status
 
 
 class Handle:
@@ -23,6 +24,8 @@ class Handle:
     __slots__ = ("address", "device", "last_stream", "_finalizer", "__weakref__")
 
     def __init__(self, device: int | None = None) -> None:
+        if _forked[0]:
+            raise fork_error()
         if device is None:
             status, ptr = marshal.create_handle()
         else:
@@ -39,11 +42,13 @@ class Handle:
         self._finalizer = weakref.finalize(self, _destroy, ptr)
         self.last_stream = 0
         self.device = cuda.current_device() if device is None else device
+        _live.add(self)
+        _created[0] = True
 
     @property
     def ptr(self) -> int:
         if not self.address:
-            raise DescriptorClosedError("this cuDNN handle was destroyed (destroy_handle / close)")
+            raise closed_error()
         return self.address
 
     def __int__(self) -> int:
@@ -90,6 +95,40 @@ class Handle:
         return f"<cudnn.Handle device={self.device} {state} stream={self.last_stream:#x}>"
 
 
+def closed_error() -> Exception:
+    """What using a handle with no C pointer raises: destroyed, or inherited across fork()."""
+    if _forked[0]:
+        return fork_error()
+    return DescriptorClosedError("this cuDNN handle was destroyed (destroy_handle / close)")
+
+
+# -- fork(): a child cannot use the parent's CUDA context ------------------------------------
+
+_live: weakref.WeakSet[Handle] = weakref.WeakSet()  # handles of this process
+_created = [False]  # this process made a handle: CUDA is initialised
+_forked = [False]  # set in a child forked after that
+
+
+def fork_error() -> CudnnInitError:
+    return CudnnInitError(1001, "using cuDNN in a process forked after its parent initialised CUDA",
+                          "the CUDA context and cuDNN handles belong to the parent; a forked child cannot use "
+                          "the GPU: start workers with multiprocessing's 'spawn' or 'forkserver' method")
+
+
+def _after_fork_in_child() -> None:
+    """The inherited handles become unusable here (without a CUDA call, which could hang)."""
+    if not _created[0]:
+        return
+    _forked[0] = True
+    for h in list(_live):
+        h._finalizer.detach()  # never cudnnDestroy the parent's handle
+        h.address = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _destroy(ptr: int) -> None:
     try:
         capi.graph.cudnnDestroy(ptr)
@@ -115,6 +154,8 @@ _local = threading.local()
 
 def default_handle(device: int | None = None) -> Handle:
     """This thread's handle for ``device`` (the current device when None), created once."""
+    if _forked[0]:
+        raise fork_error()
     dev = cuda.current_device() if device is None else device
     handles: dict[int, Handle] | None = getattr(_local, "handles", None)
     if handles is None:

@@ -37,10 +37,10 @@ from typing import Any
 
 from .._lib import capi, cuda
 from .._lib.enums import data_type
-from .._lib.errors import DescriptorClosedError, raise_status
+from .._lib.errors import raise_status
 from .._lib.host import HostScalar
 from ..backend import plan as backend_plan
-from ..backend.handle import as_handle_ptr, get_stream
+from ..backend.handle import as_handle_ptr, closed_error, get_stream
 from .errors import ExecutionInputError, ExecutionInputWarning
 from .tensor import Tensor
 
@@ -480,8 +480,8 @@ def workspace_capacity(workspace: Any) -> int | None:
     return info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
 
 
-def handle_closed_error() -> DescriptorClosedError:
-    return DescriptorClosedError("this cuDNN handle was destroyed (destroy_handle / close)")
+def handle_closed_error() -> Exception:
+    return closed_error()  # destroyed, or inherited across fork()
 
 
 def needed_bytes(t: Tensor) -> int:
