@@ -90,6 +90,9 @@ def loaded_version() -> int | None:
 class SdpaBase(Node):
     """Shared inference and checks of the forward and backward attention nodes."""
 
+    io_types: tuple[data_type, ...] = HALF_TYPES  # what Q, K and V may be (the FP8 nodes widen it)
+    io_hint = " (FP8 attention is sdpa_fp8)"
+
     def __init__(self, name: str, inputs: dict[str, Tensor | None], opts: SdpaOptions, compute_data_type: Any) -> None:
         super().__init__(name, compute_data_type)
         self.inputs = {port: t for port, t in inputs.items() if t is not None}
@@ -125,9 +128,9 @@ class SdpaBase(Node):
         q, k, v = (self.inputs[p].get_dim() for p in ("Q", "K", "V"))
         types = {p: self.inputs[p].get_data_type() for p in ("Q", "K", "V")}
         for port, dt in types.items():
-            if dt not in HALF_TYPES:
-                raise GraphError(f"{self.at(port)}: data type must be HALF or BFLOAT16, got {dt.name} "
-                                 "(FP8 attention is sdpa_fp8, not supported by cudnn-py yet)")
+            if dt not in self.io_types:
+                raise GraphError(f"{self.at(port)}: data type must be "
+                                 f"{' or '.join(t.name for t in self.io_types)}, got {dt.name}{self.io_hint}")
         if len(set(types.values())) != 1:
             raise GraphError(f"{self.label()}: Q, K and V must share one data type, got "
                              + ", ".join(f"{p} {dt.name}" for p, dt in types.items()))
