@@ -266,4 +266,4 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
 register("scaled_dot_product_flash_attention", sdpa)
 register("scaled_dot_product_flash_attention_backward", sdpa_backward)
 
-from . import lowp_ops  # noqa: E402, F401 - the low-precision family registers itself (uses the helpers above)
+from . import lowp_ops  # noqa: F401 - the low-precision family registers itself (uses the helpers above)
