@@ -128,11 +128,13 @@ def _c_enums(enums: list[Enum]) -> list[str]:
     return out + ["}"]
 
 
-def _lazy_enums(tables: str, docs: str) -> list[str]:
-    """The closing lines that turn the tables into the module's IntEnums, built on first read."""
+def _lazy_enums(tables: str, docs: str, by_name: str = "") -> list[str]:
+    """The closing lines that turn the tables into the module's IntEnums, built on first read;
+    the enums of ``by_name`` print as the documented API's do (``data_type.HALF``)."""
+    named = f", printed_by_name={by_name}" if by_name else ""
     return ["", "# The tables above become IntEnums the first time a name is read (PEP 562 __getattr__):",
             "# importing this module builds none of them.",
-            f"_enums = LazyEnums(__name__, {tables}, {docs})",
+            f"_enums = LazyEnums(__name__, {tables}, {docs}{named})",
             "__getattr__ = _enums.build",
             "__dir__ = _enums.dir",
             ""]
@@ -184,7 +186,7 @@ def render(enums: list[Enum], version: tuple[int, int, int]) -> str:
     out += ["}", "", "# Docstrings of the public enums.", "DOCS: dict[str, str] = {"]
     out += [f"    {name!r}: {doc!r}," for name, doc in docs.items()]
     out += ["}"]
-    out += _lazy_enums("{**C_ENUMS, **PUBLIC_ENUMS}", "DOCS")
+    out += _lazy_enums("{**C_ENUMS, **PUBLIC_ENUMS}", "DOCS", "PUBLIC_ENUMS")
     return "\n".join(out)
 
 

@@ -1145,6 +1145,6 @@ DOCS: dict[str, str] = {
 
 # The tables above become IntEnums the first time a name is read (PEP 562 __getattr__):
 # importing this module builds none of them.
-_enums = LazyEnums(__name__, {**C_ENUMS, **PUBLIC_ENUMS}, DOCS)
+_enums = LazyEnums(__name__, {**C_ENUMS, **PUBLIC_ENUMS}, DOCS, printed_by_name=PUBLIC_ENUMS)
 __getattr__ = _enums.build
 __dir__ = _enums.dir

@@ -11,17 +11,25 @@ so later reads are plain attribute lookups and every reader gets the same class.
 from __future__ import annotations
 
 import sys
-from enum import IntEnum
+from collections.abc import Iterable
+from enum import Enum, IntEnum
 from typing import Any
+
+
+def _format_by_name(self: IntEnum, spec: str) -> str:
+    """f"{data_type.HALF}" is 'data_type.HALF'; a numeric spec (f"{x:d}", f"{x:04}") formats the value."""
+    return Enum.__str__(self) if not spec else int.__format__(int(self), spec)
 
 
 class LazyEnums:
     """The IntEnums of one generated module: name -> {member: value}, built when first read."""
 
-    def __init__(self, module: str, tables: dict[str, dict[str, int]], docs: dict[str, str]) -> None:
+    def __init__(self, module: str, tables: dict[str, dict[str, int]], docs: dict[str, str],
+                 printed_by_name: Iterable[str] = ()) -> None:
         self._module = module
         self._tables = tables
         self._docs = docs
+        self._by_name = frozenset(printed_by_name)
 
     def build(self, name: str) -> Any:
         """The module's ``__getattr__``: build enum ``name``, store it in the module, return it.
@@ -33,6 +41,9 @@ class LazyEnums:
             raise AttributeError(f"module {self._module!r} has no attribute {name!r}")
         enum = IntEnum(name, members, module=self._module, qualname=name)  # type: ignore[misc]
         enum.__doc__ = self._docs.get(name, f"{name} of the cuDNN headers, with the C member names.")
+        if name in self._by_name:  # str() and f-strings give 'data_type.HALF', as the documented API prints
+            enum.__str__ = Enum.__str__  # type: ignore[method-assign]
+            enum.__format__ = _format_by_name  # type: ignore[method-assign]
         # Two threads may build the same enum at once; setdefault keeps the first one stored,
         # so `isinstance` and identity checks agree everywhere.
         return vars(sys.modules[self._module]).setdefault(name, enum)

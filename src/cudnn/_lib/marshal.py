@@ -23,43 +23,58 @@ class Fraction(cudnnFraction_t):
         return f"Fraction({self.numerator}, {self.denominator})"
 
 
-# Attribute type -> (ctypes element type, Python enum of the values or None).
-ELEMENT: dict[AttrType, tuple[Any, type[IntEnum] | None]] = {
+class _Elements(dict):  # type: ignore[type-arg]
+    """Attribute type -> (ctypes element type, Python enum of the values or None); the enum is
+    looked up (and so built) when its attribute type is first used, not at import."""
+
+    def __getitem__(self, attr_type: AttrType) -> tuple[Any, type[IntEnum] | None]:
+        elem, enum = super().__getitem__(attr_type)
+        if isinstance(enum, str):
+            enum = getattr(enums, enum)
+            super().__setitem__(attr_type, (elem, enum))
+        return elem, enum
+
+    def items(self) -> Any:
+        return [(k, self[k]) for k in self.keys()]
+
+
+# Attribute type -> (ctypes element type, name of the Python enum of the values, or None).
+ELEMENT: _Elements = _Elements({
     AttrType.CUDNN_TYPE_HANDLE: (ctypes.c_void_p, None),
-    AttrType.CUDNN_TYPE_DATA_TYPE: (ctypes.c_int, enums.cudnnDataType_t),
+    AttrType.CUDNN_TYPE_DATA_TYPE: (ctypes.c_int, "cudnnDataType_t"),
     AttrType.CUDNN_TYPE_BOOLEAN: (ctypes.c_bool, None),
     AttrType.CUDNN_TYPE_INT64: (ctypes.c_int64, None),
     AttrType.CUDNN_TYPE_FLOAT: (ctypes.c_float, None),
     AttrType.CUDNN_TYPE_DOUBLE: (ctypes.c_double, None),
     AttrType.CUDNN_TYPE_VOID_PTR: (ctypes.c_void_p, None),
-    AttrType.CUDNN_TYPE_CONVOLUTION_MODE: (ctypes.c_int, enums.cudnnConvolutionMode_t),
-    AttrType.CUDNN_TYPE_HEUR_MODE: (ctypes.c_int, enums.cudnnBackendHeurMode_t),
-    AttrType.CUDNN_TYPE_KNOB_TYPE: (ctypes.c_int, enums.cudnnBackendKnobType_t),
-    AttrType.CUDNN_TYPE_NAN_PROPOGATION: (ctypes.c_int, enums.cudnnNanPropagation_t),
-    AttrType.CUDNN_TYPE_NUMERICAL_NOTE: (ctypes.c_int, enums.cudnnBackendNumericalNote_t),
-    AttrType.CUDNN_TYPE_LAYOUT_TYPE: (ctypes.c_int, enums.cudnnBackendLayoutType_t),
-    AttrType.CUDNN_TYPE_ATTRIB_NAME: (ctypes.c_int, enums.cudnnBackendAttributeName_t),
-    AttrType.CUDNN_TYPE_POINTWISE_MODE: (ctypes.c_int, enums.cudnnPointwiseMode_t),
+    AttrType.CUDNN_TYPE_CONVOLUTION_MODE: (ctypes.c_int, "cudnnConvolutionMode_t"),
+    AttrType.CUDNN_TYPE_HEUR_MODE: (ctypes.c_int, "cudnnBackendHeurMode_t"),
+    AttrType.CUDNN_TYPE_KNOB_TYPE: (ctypes.c_int, "cudnnBackendKnobType_t"),
+    AttrType.CUDNN_TYPE_NAN_PROPOGATION: (ctypes.c_int, "cudnnNanPropagation_t"),
+    AttrType.CUDNN_TYPE_NUMERICAL_NOTE: (ctypes.c_int, "cudnnBackendNumericalNote_t"),
+    AttrType.CUDNN_TYPE_LAYOUT_TYPE: (ctypes.c_int, "cudnnBackendLayoutType_t"),
+    AttrType.CUDNN_TYPE_ATTRIB_NAME: (ctypes.c_int, "cudnnBackendAttributeName_t"),
+    AttrType.CUDNN_TYPE_POINTWISE_MODE: (ctypes.c_int, "cudnnPointwiseMode_t"),
     AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR: (ctypes.c_void_p, None),
-    AttrType.CUDNN_TYPE_GENSTATS_MODE: (ctypes.c_int, enums.cudnnGenStatsMode_t),
-    AttrType.CUDNN_TYPE_BN_FINALIZE_STATS_MODE: (ctypes.c_int, enums.cudnnBnFinalizeStatsMode_t),
-    AttrType.CUDNN_TYPE_REDUCTION_OPERATOR_TYPE: (ctypes.c_int, enums.cudnnReduceTensorOp_t),
-    AttrType.CUDNN_TYPE_BEHAVIOR_NOTE: (ctypes.c_int, enums.cudnnBackendBehaviorNote_t),
-    AttrType.CUDNN_TYPE_TENSOR_REORDERING_MODE: (ctypes.c_int, enums.cudnnBackendTensorReordering_t),
-    AttrType.CUDNN_TYPE_RESAMPLE_MODE: (ctypes.c_int, enums.cudnnResampleMode_t),
-    AttrType.CUDNN_TYPE_PADDING_MODE: (ctypes.c_int, enums.cudnnPaddingMode_t),
+    AttrType.CUDNN_TYPE_GENSTATS_MODE: (ctypes.c_int, "cudnnGenStatsMode_t"),
+    AttrType.CUDNN_TYPE_BN_FINALIZE_STATS_MODE: (ctypes.c_int, "cudnnBnFinalizeStatsMode_t"),
+    AttrType.CUDNN_TYPE_REDUCTION_OPERATOR_TYPE: (ctypes.c_int, "cudnnReduceTensorOp_t"),
+    AttrType.CUDNN_TYPE_BEHAVIOR_NOTE: (ctypes.c_int, "cudnnBackendBehaviorNote_t"),
+    AttrType.CUDNN_TYPE_TENSOR_REORDERING_MODE: (ctypes.c_int, "cudnnBackendTensorReordering_t"),
+    AttrType.CUDNN_TYPE_RESAMPLE_MODE: (ctypes.c_int, "cudnnResampleMode_t"),
+    AttrType.CUDNN_TYPE_PADDING_MODE: (ctypes.c_int, "cudnnPaddingMode_t"),
     AttrType.CUDNN_TYPE_INT32: (ctypes.c_int32, None),
     AttrType.CUDNN_TYPE_CHAR: (ctypes.c_char, None),
-    AttrType.CUDNN_TYPE_SIGNAL_MODE: (ctypes.c_int, enums.cudnnSignalMode_t),
+    AttrType.CUDNN_TYPE_SIGNAL_MODE: (ctypes.c_int, "cudnnSignalMode_t"),
     AttrType.CUDNN_TYPE_FRACTION: (Fraction, None),
-    AttrType.CUDNN_TYPE_NORM_MODE: (ctypes.c_int, enums.cudnnBackendNormMode_t),
-    AttrType.CUDNN_TYPE_NORM_FWD_PHASE: (ctypes.c_int, enums.cudnnBackendNormFwdPhase_t),
-    AttrType.CUDNN_TYPE_RNG_DISTRIBUTION: (ctypes.c_int, enums.cudnnRngDistribution_t),
-    AttrType.CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE: (ctypes.c_int, enums.cudnnMoeGroupedMatmulMode_t),
-    AttrType.CUDNN_TYPE_RESHAPE_MODE: (ctypes.c_int, enums.cudnnBackendReshapeMode_t),
-    AttrType.CUDNN_TYPE_OPERATIONGRAPH_MODE: (ctypes.c_int, enums.cudnnBackendOperationGraphMode_t),
-    AttrType.CUDNN_TYPE_CUDA_GRAPH_RETENTION: (ctypes.c_int, enums.cudnnCudaGraphRetention_t),
-}
+    AttrType.CUDNN_TYPE_NORM_MODE: (ctypes.c_int, "cudnnBackendNormMode_t"),
+    AttrType.CUDNN_TYPE_NORM_FWD_PHASE: (ctypes.c_int, "cudnnBackendNormFwdPhase_t"),
+    AttrType.CUDNN_TYPE_RNG_DISTRIBUTION: (ctypes.c_int, "cudnnRngDistribution_t"),
+    AttrType.CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE: (ctypes.c_int, "cudnnMoeGroupedMatmulMode_t"),
+    AttrType.CUDNN_TYPE_RESHAPE_MODE: (ctypes.c_int, "cudnnBackendReshapeMode_t"),
+    AttrType.CUDNN_TYPE_OPERATIONGRAPH_MODE: (ctypes.c_int, "cudnnBackendOperationGraphMode_t"),
+    AttrType.CUDNN_TYPE_CUDA_GRAPH_RETENTION: (ctypes.c_int, "cudnnCudaGraphRetention_t"),
+})
 
 
 def pack(items: list[Any], attr_type: AttrType) -> tuple[Any, int]:

@@ -10,7 +10,7 @@ descriptor still held by an open parent is deferred until that parent goes.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from enum import IntEnum
 from typing import Any, Union
 
@@ -22,26 +22,29 @@ from .._lib.enums import cudnnBackendDescriptorType_t as DescType
 from .._lib.errors import DescriptorClosedError, raise_status
 
 
-# Python enum class (C or public) -> the attribute type its values are set with.
-_TYPE_OF_ENUM: dict[type, AttrType] = {cls: t for t, (_, cls) in marshal.ELEMENT.items() if cls is not None}
-_TYPE_OF_ENUM.update({
-    enums.data_type: AttrType.CUDNN_TYPE_DATA_TYPE,
-    enums.heur_mode: AttrType.CUDNN_TYPE_HEUR_MODE,
-    enums.knob_type: AttrType.CUDNN_TYPE_KNOB_TYPE,
-    enums.numerical_note: AttrType.CUDNN_TYPE_NUMERICAL_NOTE,
-    enums.behavior_note: AttrType.CUDNN_TYPE_BEHAVIOR_NOTE,
-    enums.layout_type: AttrType.CUDNN_TYPE_LAYOUT_TYPE,
-    enums.convolution_mode: AttrType.CUDNN_TYPE_CONVOLUTION_MODE,
-    enums.pointwise_mode: AttrType.CUDNN_TYPE_POINTWISE_MODE,
-    enums.reduction_mode: AttrType.CUDNN_TYPE_REDUCTION_OPERATOR_TYPE,
-    enums.tensor_reordering: AttrType.CUDNN_TYPE_TENSOR_REORDERING_MODE,
-    enums.resample_mode: AttrType.CUDNN_TYPE_RESAMPLE_MODE,
-    enums.padding_mode: AttrType.CUDNN_TYPE_PADDING_MODE,
-    enums.norm_mode: AttrType.CUDNN_TYPE_NORM_MODE,
-    enums.norm_forward_phase: AttrType.CUDNN_TYPE_NORM_FWD_PHASE,
-    enums.rng_distribution: AttrType.CUDNN_TYPE_RNG_DISTRIBUTION,
-    enums.reshape_mode: AttrType.CUDNN_TYPE_RESHAPE_MODE,
-})
+# Python enum class (C or public) -> the attribute type its values are set with; made on the
+# first set() that infers the type of an enum value (it builds some 30 enums).
+_TYPE_OF_ENUM: dict[type, AttrType] = {}
+_PUBLIC_ENUM_TYPES = {
+    "data_type": "CUDNN_TYPE_DATA_TYPE", "heur_mode": "CUDNN_TYPE_HEUR_MODE", "knob_type": "CUDNN_TYPE_KNOB_TYPE",
+    "numerical_note": "CUDNN_TYPE_NUMERICAL_NOTE", "behavior_note": "CUDNN_TYPE_BEHAVIOR_NOTE",
+    "layout_type": "CUDNN_TYPE_LAYOUT_TYPE", "convolution_mode": "CUDNN_TYPE_CONVOLUTION_MODE",
+    "pointwise_mode": "CUDNN_TYPE_POINTWISE_MODE", "reduction_mode": "CUDNN_TYPE_REDUCTION_OPERATOR_TYPE",
+    "tensor_reordering": "CUDNN_TYPE_TENSOR_REORDERING_MODE", "resample_mode": "CUDNN_TYPE_RESAMPLE_MODE",
+    "padding_mode": "CUDNN_TYPE_PADDING_MODE", "norm_mode": "CUDNN_TYPE_NORM_MODE",
+    "norm_forward_phase": "CUDNN_TYPE_NORM_FWD_PHASE", "rng_distribution": "CUDNN_TYPE_RNG_DISTRIBUTION",
+    "reshape_mode": "CUDNN_TYPE_RESHAPE_MODE",
+}
+
+
+def _type_of_enum(cls: type) -> AttrType:
+    """The attribute type values of enum ``cls`` are set with (KeyError if none)."""
+    if not _TYPE_OF_ENUM:
+        table = {c: t for t, (_, c) in marshal.ELEMENT.items() if c is not None}
+        table.update({getattr(enums, name): AttrType[t] for name, t in _PUBLIC_ENUM_TYPES.items()})
+        _TYPE_OF_ENUM.update(table)
+    return _TYPE_OF_ENUM[cls]
+
 
 Value = Union[int, float, bool, IntEnum, "Descriptor", Fraction, str, bytes]
 
@@ -150,12 +153,12 @@ class Descriptor:
                 f"{self._what()} is finalized; {attr_label(attr)} can no longer be set")
         items = _as_list(values)
         if attr_type is None:
-            attr_type = _infer_type(items, self._context("setting", attr))
+            attr_type = _infer_type(items, lambda: self._context("setting", attr))
         attr_type = _coerce_enum(AttrType, attr_type)  # type: ignore[assignment]
-        array, count = _to_array(items, attr_type, self._context("setting", attr))
+        array, count = _to_array(items, attr_type, lambda: self._context("setting", attr))
         status = marshal.set_attribute(ptr, int(attr), attr_type, array, count)
         if status:
-            raise_status(status, self._context("setting", attr))
+            raise_status(status, lambda: self._context("setting", attr))
         if attr_type == AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR:
             for child in items:
                 child._holders += 1
@@ -179,7 +182,7 @@ class Descriptor:
         attr = _coerce_enum(Attr, attr)  # type: ignore[assignment]
         attr_type = _coerce_enum(AttrType, attr_type)  # type: ignore[assignment]
         ptr = self.ptr
-        context = self._context("getting", attr)
+        context = lambda: self._context("getting", attr)  # made only for an error
         if count is None:
             status, count = marshal.attribute_count(ptr, int(attr), attr_type)
             if status:
@@ -188,7 +191,7 @@ class Descriptor:
             return []
         if attr_type == AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR:
             if descriptor_type is None:
-                raise TypeError(f"{context}: descriptor-valued attributes need descriptor_type=")
+                raise TypeError(f"{context()}: descriptor-valued attributes need descriptor_type=")
             out = [Descriptor(descriptor_type, self.label) for _ in range(count)]
             status, filled = marshal.get_descriptors(ptr, int(attr), [d._ptr for d in out])
             if status:
@@ -208,7 +211,7 @@ class Descriptor:
         """Validate and freeze the descriptor (cudnnBackendFinalize); returns self."""
         status = capi.graph.cudnnBackendFinalize(self.ptr)
         if status:
-            raise_status(status, self._context("finalizing"))
+            raise_status(status, lambda: self._context("finalizing"))
         self.finalized = True
         return self
 
@@ -228,9 +231,9 @@ def _as_list(values: Any) -> list[Any]:
     return [values]
 
 
-def _infer_type(items: list[Any], context: str) -> AttrType:
+def _infer_type(items: list[Any], context: Callable[[], str]) -> AttrType:
     if not items:
-        raise TypeError(f"{context}: give attr_type= to set an empty attribute")
+        raise TypeError(f"{context()}: give attr_type= to set an empty attribute")
     first = items[0]
     if isinstance(first, Descriptor):
         return AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR
@@ -238,9 +241,9 @@ def _infer_type(items: list[Any], context: str) -> AttrType:
         return AttrType.CUDNN_TYPE_BOOLEAN
     if isinstance(first, IntEnum):
         try:
-            return _TYPE_OF_ENUM[type(first)]
+            return _type_of_enum(type(first))
         except KeyError:
-            raise TypeError(f"{context}: cannot infer the attribute type of {type(first).__name__}; "
+            raise TypeError(f"{context()}: cannot infer the attribute type of {type(first).__name__}; "
                             "give attr_type=") from None
     if isinstance(first, int):
         return AttrType.CUDNN_TYPE_INT64
@@ -252,10 +255,10 @@ def _infer_type(items: list[Any], context: str) -> AttrType:
         return AttrType.CUDNN_TYPE_FRACTION
     if hasattr(first, "__int__") and hasattr(first, "device"):  # a Handle
         return AttrType.CUDNN_TYPE_HANDLE
-    raise TypeError(f"{context}: cannot infer an attribute type for {type(first).__name__}; give attr_type=")
+    raise TypeError(f"{context()}: cannot infer an attribute type for {type(first).__name__}; give attr_type=")
 
 
-def _to_array(items: list[Any], attr_type: AttrType, context: str) -> tuple[Any, int]:
+def _to_array(items: list[Any], attr_type: AttrType, context: Callable[[], str]) -> tuple[Any, int]:
     """The C array for ``items``: descriptors by pointer, enum names resolved, kinds checked."""
     enum_cls = marshal.ELEMENT[attr_type][1]
     try:
@@ -268,7 +271,7 @@ def _to_array(items: list[Any], attr_type: AttrType, context: str) -> tuple[Any,
             items = [i if isinstance(i, IntEnum) else _coerce_enum(enum_cls, i) for i in items]
         return marshal.pack(items, attr_type)
     except (TypeError, ValueError, OverflowError) as exc:
-        raise TypeError(f"{context} as {attr_type.name}: {exc}") from None
+        raise TypeError(f"{context()} as {attr_type.name}: {exc}") from None
 
 
 _live = [0]  # C descriptors created and not yet destroyed
