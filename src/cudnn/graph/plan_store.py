@@ -73,7 +73,10 @@ def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> Pipeline | None:
             q = lowering_of(p, record)
             if q is None:
                 raise GraphError(f"no lowering {record.extra.get('lowering')!r} of this graph")
-            plan = plan_from_record(q, record, stored_kernels(q, key))
+            kernels = stored_kernels(q, key) if record.extra.get("kernels") else None
+            if record.extra.get("kernels") and kernels is None:
+                continue  # its kernels are gone or unusable (logged): a build compiles and stores both again
+            plan = plan_from_record(q, record, kernels)
             check_fits(q, record, plan)
         except (CudnnError, ValueError, TypeError, KeyError, AttributeError) as exc:
             # a damaged, foreign or swapped entry (GraphError, SerializationError: ValueErrors) is rebuilt
@@ -118,16 +121,26 @@ def store(p: Pipeline, modes: Sequence[heur_mode], autotuned: bool) -> None:
     if cand is None or cand.plan is None:
         return
     key = keys[0] if autotuned else keys[1]
-    plan_cache.store(key, record(p, cand, autotuned), cand.plan)
+    rec = record(p, cand, autotuned)
+    if store_kernels(p, key):  # first the kernels, then the plan that says it has them
+        rec.extra["kernels"] = True
+    plan_cache.store(key, rec, cand.plan)
+
+
+def store_kernels(p: Pipeline, key: str) -> bool:
+    """Write the kernel cache of ``p``'s plans beside plan ``key``; False when there is none to keep."""
+    from .cache import plan_cache
+
     kernels = p.plans().kernel_cache
-    if kernels is not None and plan_cache.enabled and loader.report().version >= kc.SERIALIZE_SINCE:
-        try:
-            text = kc.descriptor_json(kernels)
-        except CudnnError as exc:
-            plan_cache.log_once("serialize", key, "kernel cache: cuDNN did not serialize the kernels of %s (%s)",
-                                p.label, exc)
-            return
-        plan_cache.store_kernels(key, text, loader.report().version, device_identity(p.device()))
+    if kernels is None or not plan_cache.enabled or loader.report().version < kc.SERIALIZE_SINCE:
+        return False
+    try:
+        text = kc.descriptor_json(kernels)
+    except CudnnError as exc:
+        plan_cache.log_once("serialize", key, "kernel cache: cuDNN did not serialize the kernels of %s (%s)",
+                            p.label, exc)
+        return False
+    return plan_cache.store_kernels(key, text, loader.report().version, device_identity(p.device()))
 
 
 # -- compiled kernels on disk -----------------------------------------------------------------

@@ -1,0 +1,230 @@
+"""What a process pays to start: import, cold build, warm build, build from the disk caches in a
+new process (plans and compiled kernels), host enqueue and GPU time, per case, cudnn-py beside
+PyTorch (and the official nvidia-cudnn-frontend when it can be imported).
+
+    PYTHONPATH=src python benchmarks/bench_startup.py [--cases conv,conv_dynamic,matmul,layernorm,sdpa]
+
+cold: first build of the graph in a process whose cuDNN is already initialised (another graph
+built first), plan cache off. warm: the same graph built again, plan cache on (memory hit).
+disk: a fresh process that finds the plan (and, for dynamic-shape graphs, the kernels) in the
+cache directory this process wrote; "disk, first use" times the first build of that process
+(cuDNN's sublibraries load there), "disk" the build after another graph initialised cuDNN.
+PyTorch has no build: its cold/warm columns are its first and second call. Host enqueue: host
+microseconds per call while the GPU is busy; GPU: CUDA events over back-to-back calls. Medians;
+prints, never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+T_START = time.perf_counter()
+import cudnn
+
+IMPORT_S = time.perf_counter() - T_START
+import torch
+import torch.nn.functional as F
+
+dt = cudnn.data_type
+HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
+
+
+# -- cases: (graph, variant pack, the PyTorch call) ------------------------------------------------
+
+def conv(dynamic: bool = False) -> tuple[Any, dict, Callable[[], Any]]:  # type: ignore[type-arg]
+    torch.manual_seed(0)
+    x = torch.randn(32, 64, 56, 56, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    b = torch.randn(1, 64, 1, 1, device="cuda", dtype=torch.float16)
+    g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT,
+                      is_dynamic_shape_enabled=dynamic)
+    X, W, B = g.tensor_like(x), g.tensor_like(w), g.tensor_like(b)
+    Y = g.relu(g.bias(g.conv_fprop(X, W, padding=[1, 1]), B)).set_output(True)
+    y = torch.empty_like(x)
+    return g, {X: x, W: w, B: b, Y: y}, lambda: F.relu(F.conv2d(x, w, b.view(-1), padding=1))
+
+
+def matmul() -> tuple[Any, dict, Callable[[], Any]]:  # type: ignore[type-arg]
+    a = torch.randn(8, 1024, 1024, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(8, 1024, 1024, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(1, 1, 1024, device="cuda", dtype=torch.bfloat16)
+    g = cudnn.pygraph(io_data_type=dt.BFLOAT16, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    A, W, BI = g.tensor_like(a), g.tensor_like(w), g.tensor_like(bias)
+    C = g.add(g.matmul(A, W), BI).set_output(True)
+    c = torch.empty(8, 1024, 1024, device="cuda", dtype=torch.bfloat16)
+    return g, {A: a, W: w, BI: bias, C: c}, lambda: torch.baddbmm(bias, a, w)
+
+
+def layernorm() -> tuple[Any, dict, Callable[[], Any]]:  # type: ignore[type-arg]
+    x = torch.randn(16384, 4096, device="cuda", dtype=torch.bfloat16)
+    s = torch.rand(1, 4096, device="cuda", dtype=torch.bfloat16) + 0.5
+    b = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
+    g = cudnn.pygraph(intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    X, S, B = g.tensor_like(x), g.tensor_like(s), g.tensor_like(b)
+    Y, _, _ = g.layernorm(cudnn.norm_forward_phase.INFERENCE, X, S, B, epsilon=1e-5)
+    Y.set_output(True).set_data_type(dt.BFLOAT16)
+    y = torch.empty_like(x)
+    return g, {X: x, S: s, B: b, Y: y}, lambda: F.layer_norm(x, (4096,), s.view(-1), b.view(-1), 1e-5)
+
+
+def sdpa() -> tuple[Any, dict, Callable[[], Any]]:  # type: ignore[type-arg]
+    bs, h, s, d = 2, 16, 1024, 128
+    q, k, v = (torch.randn(bs, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    g = cudnn.pygraph(io_data_type=dt.BFLOAT16, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    Q, K, V = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    O, _ = g.sdpa(Q, K, V, generate_stats=False, attn_scale=d ** -0.5, use_causal_mask=True)
+    O.set_output(True).set_dim([bs, h, s, d]).set_stride([h * s * d, s * d, d, 1])
+    o = torch.empty_like(q)
+    return g, {Q: q, K: k, V: v, O: o}, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+CASES: dict[str, Callable[[], tuple[Any, dict, Callable[[], Any]]]] = {  # type: ignore[type-arg]
+    "conv": conv, "conv_dynamic": lambda: conv(True), "matmul": matmul, "layernorm": layernorm, "sdpa": sdpa}
+LABELS = {"conv": "conv+bias+relu fp16 N32 C64 H56 K64 3x3", "conv_dynamic": "  same, is_dynamic_shape_enabled",
+          "matmul": "matmul+bias bf16 8x1024x1024x1024", "layernorm": "layernorm bf16 16384x4096 (infer)",
+          "sdpa": "sdpa bf16 b2 h16 s1024 d128 causal"}
+
+
+def warm_up() -> None:
+    """Initialise cuDNN (handle, sublibraries) with small conv and matmul graphs of other shapes,
+    plan cache off, so that the timed build is not the process's first use of cuDNN."""
+    enabled = cudnn.plan_cache.enabled
+    cudnn.plan_cache.enabled = False
+    for shape in ((4, 32, 16, 16), (4, 32, 64, 64)):
+        g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+        if shape[2] == 16:
+            X = g.tensor(name="X", dim=list(shape), stride=[32 * 256, 1, 16 * 32, 32])
+            W = g.tensor(name="W", dim=[32, 32, 3, 3], stride=[32 * 9, 1, 3 * 32, 32])
+            g.relu(g.conv_fprop(X, W, padding=[1, 1])).set_output(True)
+        else:
+            A = g.tensor(name="A", dim=[4, 32, 64], stride=[32 * 64, 64, 1])
+            B = g.tensor(name="B", dim=[4, 64, 32], stride=[64 * 32, 32, 1])
+            g.matmul(A, B).set_output(True)
+        g.build(HEUR)
+    cudnn.plan_cache.enabled = enabled
+
+
+def ms(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def host_us(fn: Callable[[], Any], calls: int = 100, batches: int = 10) -> float:
+    """Host microseconds per call while the GPU queue is full (the host is what is timed)."""
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(batches):
+        torch.cuda._sleep(50_000_000)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) * 1e6 / calls)
+        torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
+def gpu_us(fn: Callable[[], Any], calls: int = 20, reps: int = 10) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        torch.cuda._sleep(5_000_000)
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(calls):
+            fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def child(case: str, first_use: bool) -> None:
+    """A fresh process: build ``case`` from the disk caches; prints JSON."""
+    if not first_use:
+        warm_up()
+    g, _, _ = CASES[case]()
+    t0 = time.perf_counter()
+    g.build(HEUR)
+    build_ms = (time.perf_counter() - t0) * 1e3
+    print(json.dumps({"ms": build_ms, "import_ms": IMPORT_S * 1e3, "disk_hits": cudnn.plan_cache.disk_hits,
+                      "kernel_hits": cudnn.plan_cache.kernel_hits}))
+
+
+def in_child(case: str, first_use: bool, cache_dir: Path) -> dict[str, float]:
+    env = {**os.environ, "CUDNN_PY_CACHE_DIR": str(cache_dir)}
+    args = [sys.executable, __file__, "--child", case] + (["--first-use"] if first_use else [])
+    out = subprocess.run(args, env=env, capture_output=True, text=True)
+    if out.returncode:
+        print(out.stderr[-1500:], file=sys.stderr)
+        return {"ms": float("nan"), "import_ms": float("nan"), "disk_hits": 0, "kernel_hits": 0}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def official_import_ms() -> str:
+    """`import cudnn` of the official frontend in a process that does not see this repository."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = "import time; t = time.perf_counter(); import cudnn; print((time.perf_counter() - t) * 1e3, cudnn.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd="/")
+    if out.returncode or "site-packages" not in out.stdout:
+        return "not importable"
+    return f"{float(out.stdout.split()[0]):.1f} ms"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--child")
+    ap.add_argument("--first-use", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.first_use)
+        return
+    cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-startup-"))
+    cudnn.plan_cache.directory = cache_dir
+    print(f"device: {torch.cuda.get_device_name()}  cuDNN {cudnn.backend_version_string()}  torch {torch.__version__}")
+    print(f"import cudnn (this process): {IMPORT_S * 1e3:.1f} ms; official frontend's import: {official_import_ms()}")
+    warm_up()
+    head = (f"{'case':40s} {'':8s} {'cold ms':>8s} {'warm ms':>8s} {'disk ms':>8s} {'disk, 1st':>9s} "
+            f"{'host us':>8s} {'GPU us':>8s}")
+    print(head)
+    for case in args.cases.split(","):
+        cudnn.plan_cache.enabled = False
+        g, pack, torch_call = CASES[case]()
+        cold = ms(lambda g=g: g.build(HEUR))
+        cudnn.plan_cache.enabled = True
+        g, pack, torch_call = CASES[case]()
+        g.build(HEUR)  # writes the disk cache
+        again = [CASES[case]()[0] for _ in range(3)]
+        warm = statistics.median(ms(lambda h=h: h.build(HEUR)) for h in again)
+        disk = in_child(case, False, cache_dir)
+        first = in_child(case, True, cache_dir)
+        ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
+        run = lambda g=g, pack=pack, ws=ws: g.execute(pack, ws)
+        host, gpu = host_us(run), gpu_us(run)
+        kernels = " (kernels from disk)" if disk["kernel_hits"] else ""
+        print(f"{LABELS[case]:40s} {'cudnn-py':8s} {cold:8.2f} {warm:8.3f} {disk['ms']:8.2f} {first['ms']:9.2f} "
+              f"{host:8.1f} {gpu:8.1f}  disk hits {disk['disk_hits']}{kernels}")
+        if case == "conv_dynamic":
+            continue  # PyTorch has no dynamic-shape mode: its row is the conv row
+        t_cold, t_warm = ms(torch_call), ms(torch_call)
+        print(f"{'':40s} {'torch':8s} {t_cold:8.2f} {t_warm:8.3f} {'':8s} {'':9s} "
+              f"{host_us(torch_call):8.1f} {gpu_us(torch_call):8.1f}")
+
+
+if __name__ == "__main__":
+    main()

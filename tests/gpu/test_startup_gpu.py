@@ -1,0 +1,77 @@
+"""A fresh process on the GPU: building a graph from plain dims imports no framework, and every
+case of benchmarks/bench_startup.py (matmul + bias, layer norm, dynamic-shape conv) built from
+the disk cache in a new process gives PyTorch's result (bf16 matmul atol 5e-1 rtol 2e-2 over
+1024-term sums of unit normals; layer norm bf16 atol 1e-1 rtol 4e-2; fp16 conv atol 2e-1
+rtol 2e-2, fp32 references on the same inputs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+NO_FRAMEWORK = """
+import sys
+import cudnn
+dt = cudnn.data_type
+g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+X = g.tensor(name="X", dim=[8, 64, 28, 28], stride=[64 * 28 * 28, 1, 28 * 64, 64])
+W = g.tensor(name="W", dim=[64, 64, 3, 3], stride=[64 * 9, 1, 3 * 64, 64])
+Y = g.conv_fprop(X, W, padding=[1, 1]).set_output(True)
+g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+print(sorted(m for m in ("torch", "cupy", "jax", "numpy") if m in sys.modules))
+"""
+
+
+@pytest.mark.gpu
+def test_building_from_dims_imports_no_framework() -> None:
+    out = subprocess.run([sys.executable, "-c", NO_FRAMEWORK], env={**os.environ, "PYTHONPATH": SRC},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+CHILD = """
+import json, sys
+sys.path.insert(0, {bench!r})
+import torch
+import bench_startup as b
+import cudnn
+res = {{}}
+for case, tol in (("matmul", (5e-1, 2e-2)), ("layernorm", (1e-1, 4e-2)), ("conv_dynamic", (2e-1, 2e-2))):
+    g, pack, ref = b.CASES[case]()
+    g.build(b.HEUR)
+    ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
+    out = list(pack.values())[-1]
+    out.fill_(float("nan"))
+    g.execute(pack, ws)
+    expected = ref().float()
+    ok = torch.allclose(out.float(), expected, atol=tol[0], rtol=tol[1])
+    res[case] = [bool(ok), float((out.float() - expected).abs().max())]
+res["disk_hits"] = cudnn.plan_cache.disk_hits
+res["kernel_hits"] = cudnn.plan_cache.kernel_hits
+print(json.dumps(res))
+"""
+
+
+@pytest.mark.gpu
+def test_bench_cases_from_the_disk_cache_in_a_new_process(tmp_path: Path) -> None:
+    bench = str(Path(__file__).resolve().parents[2] / "benchmarks")
+    env = {**os.environ, "PYTHONPATH": SRC, "CUDNN_PY_CACHE_DIR": str(tmp_path)}
+    runs = []
+    for _ in range(2):  # the first writes the cache, the second reads it
+        out = subprocess.run([sys.executable, "-c", CHILD.format(bench=bench)], env=env, capture_output=True,
+                             text=True, timeout=180)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for res in runs:
+        for case in ("matmul", "layernorm", "conv_dynamic"):
+            assert res[case][0], (case, res[case])
+    assert (runs[0]["disk_hits"], runs[1]["disk_hits"]) == (0, 3)
+    assert runs[1]["kernel_hits"] == 1  # the dynamic-shape conv's kernels came from disk
