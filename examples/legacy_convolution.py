@@ -1,5 +1,8 @@
 """The cudnn-python-wrappers README example, ported to cuDNN 9 and `cudnn.legacy`.
 
+Needs: an NVIDIA GPU, PyTorch with CUDA (CuPy too with --cupy), cuDNN 9
+(pip install cudnn-py[cu13] or [cu12]).
+
 A forward convolution through cuDNN's classic C API, one C call per line as in the old
 PyCUDA example, on PyTorch memory (or CuPy memory with --cupy), checked against PyTorch.
 
@@ -23,10 +26,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
-import torch.nn.functional as F
-
-from cudnn import legacy as libcudnn
+from _needs import need_gpu_and_torch
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,6 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--filter", type=int, default=7, help="filter height and width (README: 7)")
     ap.add_argument("--cupy", action="store_true", help="run on CuPy arrays instead of torch tensors")
     args = ap.parse_args(argv)
+    torch = need_gpu_and_torch(__file__)
+    import torch.nn.functional as F
+
+    from cudnn import legacy as libcudnn
+
+    if args.cupy:
+        try:
+            import cupy  # noqa: F401 - only checked for here
+        except ImportError:
+            sys.exit("legacy_convolution.py --cupy needs CuPy (pip install cupy-cuda13x or cupy-cuda12x)")
     torch.manual_seed(0)
 
     # Create a cuDNN context, working on PyTorch's current stream

@@ -1,0 +1,40 @@
+"""What the examples need, checked before they start, so that a missing GPU, PyTorch or cuDNN
+is a one-line message and exit status 1 rather than a traceback."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+
+def need_gpu_and_torch(script: str) -> Any:
+    """Return the torch module if PyTorch with CUDA, a GPU and cuDNN 9 are all here; else exit
+    with a message naming what is missing."""
+    name = os.path.basename(script)
+    try:
+        import torch
+    except ImportError:
+        sys.exit(f"{name} needs PyTorch with CUDA (pip install torch) for its buffers and its reference; "
+                 "PyTorch is not installed")
+    if not torch.cuda.is_available():
+        sys.exit(f"{name} needs an NVIDIA GPU with a working driver; PyTorch finds no usable CUDA device here "
+                 "(python -m cudnn info says why)")
+    import cudnn
+
+    try:
+        cudnn.backend_version()
+    except cudnn.LibraryNotFoundError as exc:
+        sys.exit(f"{name} needs cuDNN 9: {exc}")
+    return torch
+
+
+def check(label: str, got: Any, expected: Any, atol: float, rtol: float) -> bool:
+    """Print how far ``got`` is from ``expected`` (both torch tensors) and whether it is within
+    atol + rtol * |expected|."""
+    got64, exp64 = got.double(), expected.double()
+    err = (got64 - exp64).abs()
+    ok = bool((err <= atol + rtol * exp64.abs()).all())
+    print(f"{label}: max |cuDNN - PyTorch| = {err.max().item():.2e} (atol {atol:g}, rtol {rtol:g}): "
+          f"{'OK' if ok else 'MISMATCH'}")
+    return ok

@@ -1,0 +1,54 @@
+"""conv + bias + ReLU as one fused cuDNN graph through ``cudnn.pygraph``, checked against PyTorch.
+
+Needs: an NVIDIA GPU, PyTorch with CUDA, cuDNN 9 (pip install cudnn-py[cu13] or [cu12]).
+
+    python examples/pygraph_conv_bias_relu.py [--picture graph.svg]
+
+Declares the graph (fp16 NHWC in and out, fp32 inside), validates it (no GPU needed up to
+here), builds it with the heuristics, shows the candidate plans, runs it on PyTorch tensors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from _needs import check, need_gpu_and_torch
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--picture", help="also draw the graph into this .svg or .dot file")
+    args = ap.parse_args(argv)
+    torch = need_gpu_and_torch(__file__)
+    import cudnn
+
+    torch.manual_seed(0)
+    n, c, h, k = 8, 64, 56, 32
+    x = torch.randn(n, c, h, h, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = (torch.randn(k, c, 3, 3, device="cuda") / (9 * c) ** 0.5).half().to(memory_format=torch.channels_last)
+    b = torch.randn(1, k, 1, 1, device="cuda", dtype=torch.float16)
+
+    g = cudnn.pygraph(name="conv_bias_relu", io_data_type=cudnn.data_type.HALF,
+                      intermediate_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+    X, W, B = g.tensor_like(x, name="X"), g.tensor_like(w, name="W"), g.tensor_like(b, name="B")
+    conv = g.conv_fprop(X, W, padding=[1, 1], stride=[1, 1], dilation=[1, 1], name="conv")
+    Y = g.relu(g.bias(conv, B, name="bias"), name="relu").set_output(True).set_name("Y")
+    g.validate()
+    if args.picture:
+        print("picture:", g.save_picture(args.picture))
+
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    print(g.describe_plans())
+
+    y = torch.empty_strided(Y.get_dim(), Y.get_stride(), device="cuda", dtype=torch.float16)
+    workspace = torch.empty(g.get_workspace_size(), device="cuda", dtype=torch.uint8)
+    g.execute({X: x, W: w, B: b, Y: y}, workspace)
+    torch.cuda.synchronize()
+
+    reference = torch.relu(torch.nn.functional.conv2d(x.float(), w.float(), padding=1) + b.float())
+    return 0 if check("Y", y, reference, atol=2e-2, rtol=1e-2) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
