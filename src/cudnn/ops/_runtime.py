@@ -180,10 +180,12 @@ def execute(built: Built, device: int, pack: dict[str, torch.Tensor]) -> None:
     """Run ``built`` with its roles bound to ``pack``'s tensors, on torch's current stream;
     the workspace comes from torch's caching allocator (so CUDA-graph capture pools it)."""
     ports = built.ports
-    variant = {ports[role]: t for role, t in pack.items()}
+    # raw addresses: the graph was built for exactly these shapes and strides, and the Runner
+    # finds its backend pack by address value (torch's allocator reuses blocks) in one lookup
+    variant = {ports[role]: t.data_ptr() for role, t in pack.items()}
     ws = torch.empty(built.workspace, dtype=torch.uint8, device=torch.device("cuda", device)) \
         if built.workspace else None
-    built.graph.execute(variant, ws, handle=handle(device))
+    built.graph.execute(variant, None if ws is None else ws.data_ptr(), handle=handle(device))
 
 
 def tensor_of(g: pygraph, name: str, t: torch.Tensor, shape: list[int] | None = None,

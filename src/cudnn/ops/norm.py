@@ -117,6 +117,7 @@ def _ln_bwd(dy: torch.Tensor, x: torch.Tensor, normalized_shape: list[int], weig
             mean: torch.Tensor, inv: torch.Tensor, rms: bool,
             has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     op = "rms_norm" if rms else "layer_norm"
+    has_bias = has_bias or not rms  # cuDNN's layer-norm backward always writes DBIAS
     rows, d = _rows(op, x, normalized_shape)
     x2, dy2 = x.reshape(rows, d).contiguous(), dy.reshape(rows, d).contiguous()
     w = _param(op, "weight", weight, x, d, 1.0)
@@ -153,6 +154,7 @@ def _ln_bwd(dy: torch.Tensor, x: torch.Tensor, normalized_shape: list[int], weig
 @_ln_bwd.register_fake
 def _(dy, x, normalized_shape, weight, mean, inv, rms, has_bias):  # type: ignore[no-untyped-def]
     d = math.prod(normalized_shape)
+    has_bias = has_bias or not rms
     wd = x.dtype if weight is None else weight.dtype
     return x.new_empty(x.shape), x.new_empty(d, dtype=wd), x.new_empty(d if has_bias else 0, dtype=wd)
 
@@ -251,7 +253,7 @@ def _bn(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
         built = rt.CACHE.get(dev, ("batchnorm_inference", rt.signature(xn, w)), make_inf)
         rt.execute(built, dev, {"x": xn, "mean": mean, "inv": inv, "scale": w, "bias": b, "y": y})
         return (y if rt.channels_last(x) else y.contiguous()), mean.reshape(c).clone(), inv.reshape(c), \
-            empty, empty
+            empty, x.new_empty(0)
     mean = torch.empty(1, c, 1, 1, device=x.device).contiguous(memory_format=torch.channels_last)
     inv = torch.empty_like(mean)
 
@@ -264,7 +266,7 @@ def _bn(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
     rt.execute(built, dev, {"x": xn, "scale": w, "bias": b, "y": y, "mean": mean, "inv": inv})
     mean, inv = mean.reshape(c), inv.reshape(c)
     if running_mean is None or running_var is None:
-        return (y if rt.channels_last(x) else y.contiguous()), mean, inv, empty, empty
+        return (y if rt.channels_last(x) else y.contiguous()), mean, inv, empty, x.new_empty(0)
     # torch's update: the running variance takes the unbiased batch variance
     n = x.numel() // c
     var = (inv.reciprocal().square() - eps).clamp_min(0) * (n / max(n - 1, 1))
