@@ -1,0 +1,115 @@
+"""Packaging metadata: the license file matches the metadata, the extras never mix CUDA 12 and
+13 stacks, the README's test command is what CI runs first and keeps the set-up command's
+cuDNN, and the documentation's pages exist."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+import cudnn
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    tomllib = pytest.importorskip("tomli")
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+EXTRAS: dict[str, list[Requirement]] = {
+    name: [Requirement(r) for r in reqs] for name, reqs in PROJECT["optional-dependencies"].items()
+}
+
+
+def _cuda_major(req: Requirement) -> int | None:
+    """The CUDA major version a requirement ties the install to, None for a CUDA-neutral one."""
+    name = req.name.lower()
+    if match := re.search(r"-cu(\d+)$", name):
+        return int(match.group(1))
+    if name == "cuda-bindings":
+        spec = SpecifierSet(str(req.specifier))
+        majors = {major for major in range(11, 20) if any(spec.contains(f"{major}.{minor}") for minor in range(100))}
+        return majors.pop() if len(majors) == 1 else None
+    if name.startswith("nvidia-"):  # unsuffixed NVIDIA wheels (nvidia-cublas, ...) are CUDA 13's
+        return 13
+    return None
+
+
+def _readme_commands() -> tuple[str, str]:
+    text = (ROOT / "README.md").read_text()
+    setup = re.search(r"^# 1\..*\n(.+)$", text, re.M)
+    tests = re.search(r"^# 2\..*\n(.+)$", text, re.M)
+    assert setup and tests, "README: the two commands follow '# 1.' and '# 2.' comment lines"
+    return setup.group(1).strip(), tests.group(1).strip()
+
+
+def _extras_of(command: str) -> set[str]:
+    for word in shlex.split(command):
+        if match := re.fullmatch(r"\.\[([a-z0-9,]+)\]", word):
+            return set(match.group(1).split(","))
+    raise AssertionError(f"no .[extras] in {command!r}")
+
+
+def test_license_file_matches_the_metadata() -> None:
+    text = (ROOT / "LICENSE").read_text()
+    assert PROJECT["license"] == {"text": "MIT"}
+    assert text.startswith("MIT License\n") and "Permission is hereby granted, free of charge" in text
+    assert "License :: OSI Approved :: MIT License" in PROJECT["classifiers"]
+
+
+def test_changelog_has_the_current_version_and_unreleased_work() -> None:
+    headings = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert headings[0] == "Unreleased"
+    assert any(h.split()[0] == cudnn.__version__ for h in headings[1:]), headings
+
+
+def test_project_urls_are_https() -> None:
+    urls = PROJECT["urls"]
+    assert urls and all(u.startswith("https://") for u in urls.values())
+
+
+@pytest.mark.parametrize("extra", ["cu12", "cu13"])
+def test_each_cuda_extra_pulls_one_cuda_major(extra: str) -> None:
+    majors = [_cuda_major(r) for r in EXTRAS[extra]]
+    assert set(majors) == {int(extra[2:])}, f"{extra}: {[str(r) for r in EXTRAS[extra]]}"
+    assert _cuda_major(Requirement("cuda-bindings>=12.6")) is None  # open-ended: no single major
+
+
+@pytest.mark.parametrize("extra", ["dev", "docs"])
+def test_tool_extras_pull_no_cuda_package(extra: str) -> None:
+    cuda = [str(r) for r in EXTRAS[extra] if r.name.startswith(("nvidia-", "cuda-"))]
+    assert cuda == [], f"[{extra}] would mix CUDA stacks into .[cu12,{extra}] / .[cu13,{extra}]: {cuda}"
+
+
+def test_docs_extra_has_the_site_tools() -> None:
+    assert {r.name for r in EXTRAS["docs"]} >= {"mkdocs", "mkdocs-material", "mkdocstrings"}
+    assert any("python" in r.extras for r in EXTRAS["docs"] if r.name == "mkdocstrings")
+
+
+def test_readme_test_command_is_what_ci_runs_first() -> None:
+    _, tests = _readme_commands()
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    commands = [line for line in ci if line and not line.startswith("#") and not line.startswith(("set ", "cd "))]
+    assert commands[0] == tests
+
+
+def test_readme_test_command_keeps_the_setup_commands_cudnn() -> None:
+    setup, tests = _readme_commands()
+    added = _extras_of(tests) - _extras_of(setup)
+    assert _extras_of(setup) <= _extras_of(tests)
+    for extra in added:
+        assert not [r for r in EXTRAS[extra] if r.name.startswith(("nvidia-", "cuda-"))], extra
+
+
+def test_every_documentation_page_in_the_nav_exists() -> None:
+    text = (ROOT / "mkdocs.yml").read_text()
+    pages = re.findall(r":\s+([\w/.-]+\.md)\s*$", text, re.M)
+    assert len(pages) >= 15
+    missing = [p for p in pages if not (ROOT / "docs" / p).is_file()]
+    assert missing == []
