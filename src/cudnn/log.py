@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["LOGGER", "LIBCUDNN_LOGGER", "OFF", "set_log_level", "get_logger"]
+__all__ = ["LIBCUDNN_LOGGER", "LOGGER", "OFF", "get_logger", "set_log_level"]
 
 LOGGER = "cudnn"
 LIBCUDNN_LOGGER = "cudnn.libcudnn"

@@ -68,7 +68,7 @@ def test_every_gpu_entry_point_raises_cuda_unavailable(entry: str) -> None:
             with cudnn.Graph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT) as graph:
                 graph.conv_fprop(image=x, weight=w, padding=[1, 1]).set_output(True)
         elif entry == "legacy_cudnnCreate":
-            import cudnn.legacy as legacy
+            from cudnn import legacy
 
             legacy.cudnnCreate()
         else:

@@ -43,8 +43,8 @@ def _cuda_major(req: Requirement) -> int | None:
 
 def _readme_commands() -> tuple[str, str]:
     text = (ROOT / "README.md").read_text()
-    setup = re.search(r"^# 1\..*\n(.+)$", text, re.M)
-    tests = re.search(r"^# 2\..*\n(.+)$", text, re.M)
+    setup = re.search(r"^# 1\..*\n(.+)$", text, re.MULTILINE)
+    tests = re.search(r"^# 2\..*\n(.+)$", text, re.MULTILINE)
     assert setup and tests, "README: the two commands follow '# 1.' and '# 2.' comment lines"
     return setup.group(1).strip(), tests.group(1).strip()
 
@@ -64,7 +64,7 @@ def test_license_file_matches_the_metadata() -> None:
 
 
 def test_changelog_has_the_current_version_and_unreleased_work() -> None:
-    headings = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    headings = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text(), re.MULTILINE)
     assert headings[0] == "Unreleased"
     assert any(h.split()[0] == cudnn.__version__ for h in headings[1:]), headings
 
@@ -109,7 +109,7 @@ def test_readme_test_command_keeps_the_setup_commands_cudnn() -> None:
 
 def test_every_documentation_page_in_the_nav_exists() -> None:
     text = (ROOT / "mkdocs.yml").read_text()
-    pages = re.findall(r":\s+([\w/.-]+\.md)\s*$", text, re.M)
+    pages = re.findall(r":\s+([\w/.-]+\.md)\s*$", text, re.MULTILINE)
     assert len(pages) >= 15
     missing = [p for p in pages if not (ROOT / "docs" / p).is_file()]
     assert missing == []
