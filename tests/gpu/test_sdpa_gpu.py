@@ -69,6 +69,7 @@ class Case:
     sink: bool = False  # a sink token (forward) and dSink (backward)
     block_mask: bool = False  # a random 128x128-tile block mask (unified lowering only)
     implementation: Any = cudnn.attention_implementation.AUTO
+    inference: bool = False  # is_inference=True: no Stats output
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -427,7 +428,7 @@ def forward(c: Case, x: Inputs, stats: bool = True) -> dict[str, Any]:
 
 def check_forward(c: Case) -> dict[str, Any]:
     x = inputs(c)
-    got = forward(c, x)
+    got = forward(c, x, stats=not c.inference)
     drop = got.get("drop") if c.dropout == "philox" else x.mask
     o_ref, stats_ref = reference(c, x, drop)
     atol, rtol = TOL[c.dtype]
@@ -481,6 +482,23 @@ FORWARD_CASES = {
 @pytest.mark.parametrize("name", list(FORWARD_CASES))
 def test_sdpa_forward(name: str, dtype: torch.dtype) -> None:
     check_forward(replace(FORWARD_CASES[name], dtype=dtype))
+
+
+INFERENCE_CASES = {name: replace(FORWARD_CASES[name], inference=True) for name in (
+    "plain", "composite_forced", "causal", "causal_bottom_right", "sliding_window", "bias", "padding_causal",
+    "gqa", "bshd_layout", "head_dims_qk_ne_v", "decode", "paged", "ragged_gqa_causal", "score_mod_softcap")}
+# longer sequences take other engines, which need the Stats the composite lowering writes to scratch
+INFERENCE_CASES |= {"causal_s256": Case(causal=True, sq=256, skv=256, inference=True),
+                    "padding_causal_s384": Case(padding=True, causal=True, sq=384, skv=384, inference=True),
+                    "composite_s1024_d128": Case(sq=1024, skv=1024, dqk=128, dv=128, inference=True,
+                                                 implementation=cudnn.attention_implementation.COMPOSITE)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+@pytest.mark.parametrize("name", list(INFERENCE_CASES))
+def test_sdpa_inference(name: str, dtype: torch.dtype) -> None:
+    """is_inference=True (no Stats output) for the common masks and layouts, both lowerings."""
+    check_forward(replace(INFERENCE_CASES[name], dtype=dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)

@@ -126,8 +126,13 @@ def composite_forward(node: SDPA, ex: Expander) -> list[Node]:
     s_dims = [p.b, p.h_q, p.s_q, p.s_kv]
     s = bld.matmul(q, kt, "bmm1", s_dims, m=seq_q, n=seq_kv, padding=0.0 if o.padding else None)
     s = score_chain(bld, node, s, ex)
-    probs = softmax(bld, s, node.outputs.get("Stats"), node.outputs.get("Max"), node.outputs.get("Sum_exp"),
-                    ins.get("SINK_TOKEN"))
+    stats = node.outputs.get("Stats")
+    if stats is None and "Max" not in node.outputs:
+        # inference: cuDNN's fused attention engines take the composite forward only with a
+        # statistics output, so Stats goes to workspace scratch the caller never sees
+        stats = ex.add_scratch(Tensor(f"{node.name}::Stats_scratch", [p.b, p.h_q, p.s_q, 1],
+                                      row_major([p.b, p.h_q, p.s_q, 1]), FLOAT))
+    probs = softmax(bld, s, stats, node.outputs.get("Max"), node.outputs.get("Sum_exp"), ins.get("SINK_TOKEN"))
     if o.dropout_p is not None and o.dropout_p > 0.0:
         mask = node.outputs.get("RNG_DUMP") or ex.virtual(f"{node.name}::dropout_mask", s_dims, FLOAT)
         bld.add(Rng(f"{node.name}.rng", ins["Seed"], ins["Offset"], bernoulli_probability=1.0 - o.dropout_p),
