@@ -336,6 +336,13 @@ def test_execute_keywords_of_1_32(monkeypatch: pytest.MonkeyPatch) -> None:
         g.execute({1: 10}, 0, override_uids=[1])
     with pytest.raises(NotImplementedError, match=r"override of tensor 'x' \(uid 1\) to dims \[1, 3, 4\]"):
         g.execute({1: 10}, 0, None, [1], [[1, 3, 4]], [[12, 4, 1]])
+    import types
+
+    from cudnn.graph import graph as graph_module
+
+    monkeypatch.setattr(graph_module.loader, "report", lambda: types.SimpleNamespace(version=91900))
+    with pytest.raises(cudnn.FeatureUnavailableError, match=r"needs cuDNN >= 9.21.0; the loaded libcudnn is 9.19.0"):
+        g.execute({1: 10}, 0, None, [1], [[1, 3, 4]], [[12, 4, 1]])
     with pytest.raises(cudnn.GraphError, match="no tensor of this graph has uid 9"):
         g.get_workspace_size(None, [9], [[1]], [[1]])
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .._lib import loader
 from .._lib.enums import behavior_note, build_plan_policy, heur_mode, knob_type, numerical_note, tensor_reordering
-from .._lib.errors import version_string
+from .._lib.errors import FeatureUnavailableError, version_string
 from .._version import __version__
 from ..backend import engine as eng
 from ..backend.deviceprop import as_device_properties
@@ -25,7 +25,7 @@ from .errors import GraphError, GraphStateError
 from .jsonfmt import dumps
 from .node import Context, Node, row_major
 from .oplib import OPS
-from .pipeline import DEFAULT_HEURISTICS, Pipeline, all_tensors, as_heur_modes, structure_key
+from .pipeline import DEFAULT_HEURISTICS, OVERRIDE_SHAPE_SINCE, Pipeline, all_tensors, as_heur_modes, structure_key
 from .plans import candidate_from_config, notes_of
 from .tensor import NOT_SET, Tensor, as_data_type, constant
 
@@ -372,6 +372,11 @@ class pygraph:  # noqa: N801 (documented name)
         for uid, shape, stride in zip(uids, shapes, strides):
             t = self.query_tensor_attributes_of_uid(uid)
             if list(shape) != t.get_dim() or list(stride) != t.get_stride():
+                version = loader.report().version
+                if version < OVERRIDE_SHAPE_SINCE:
+                    raise FeatureUnavailableError(
+                        f"{op}: override of tensor {t.label()} (uid {uid}) to dims {list(shape)}: execute-time shape "
+                        "overrides (is_override_shape_enabled)", OVERRIDE_SHAPE_SINCE, version)
                 raise NotImplementedError(
                     f"{op}: override of tensor {t.label()} (uid {uid}) to dims {list(shape)} strides {list(stride)}, "
                     f"declared {t.get_dim()} / {t.get_stride()}: cudnn-py does not pass execute-time shape "
