@@ -98,7 +98,13 @@ def __getattr__(name: str) -> Any:
     """A public name or subpackage read for the first time: import its module, keep the value
     here (later reads are plain lookups) and return it."""
     if name in _SUBPACKAGES:
-        return importlib.import_module(f".{name}", __name__)  # the import binds it here
+        try:
+            return importlib.import_module(f".{name}", __name__)  # the import binds it here
+        except ModuleNotFoundError as exc:  # ops / nn without torch: absent as attributes (help, hasattr)
+            if exc.name != "torch":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}: cudnn.{name} needs PyTorch, "
+                                 "which is not installed") from exc
     target = _EXPORTS.get(name)
     if target is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
