@@ -37,23 +37,27 @@ RACECHECK_SELECTION=(
   "tests/gpu/test_sdpa_gpu.py::test_sdpa_inference"
 )
 
-summarize() {  # $1 tool, $2 log, $3 pytest status
-  local log=$2 total benign other leaks
-  total=$(grep -Eo 'ERROR SUMMARY: [0-9]+' "$log" | awk '{s += $3} END {print s + 0}')
+summarize() {  # $1 tool, $2 log, $3 sanitizer exit status
+  local log=$2 total benign other leaks races by_owner
+  total=$(grep -Eo 'ERROR SUMMARY: [0-9]+ errors?$' "$log" | awk '{s += $3} END {print s + 0}')
+  races=$(grep -Eo 'RACECHECK SUMMARY: [0-9]+ hazards displayed \([0-9]+ errors' "$log" | awk '{gsub(/\(/, "", $6); s += $6} END {print s + 0}')
   benign=$(grep -c 'CUDA API call to cuGetProcAddress' "$log")
   other=$(grep -E 'Program hit .* on CUDA API call to' "$log" | grep -vc 'cuGetProcAddress')
-  leaks=$(grep -c 'Leaked [0-9]* bytes' "$log")
-  local by_owner
+  leaks=$(grep -Eo 'LEAK SUMMARY: [0-9]+ bytes leaked in [0-9]+ allocations' "$log" | awk '{s += $7} END {print s + 0}')
+  local leaked_bytes
+  leaked_bytes=$(grep -Eo 'LEAK SUMMARY: [0-9]+ bytes' "$log" | awk '{s += $3} END {print s + 0}')
+  # owner of each printed leak: the first frame outside the CUDA runtime / driver / cuda-bindings
   by_owner=$(awk '
-    /Leaked [0-9]+ bytes/ {pending = 1; next}
+    /Leaked [0-9,]+ bytes/ {pending = 1; next}
     pending && /Host Frame/ {
-      if ($0 ~ /libcudnn/) o = "cudnn"; else if ($0 ~ /libtorch|libc10/) o = "torch";
-      else if ($0 ~ /cuda\/bindings|cudart|libcuda\.so/) next; else if ($0 ~ /python/) o = "python(cuda-bindings/cudnn-py)";
-      else next
-      n[o]++; pending = 0; next }
+      if ($0 ~ /libcudart|libcuda\.so|cydriver|cyruntime|driver\.cpython|runtime\.cpython/) next
+      if ($0 ~ /libcudnn/) o = "cudnn"; else if ($0 ~ /libtorch|libc10/) o = "torch"; else o = "other"
+      n[o]++; pending = 0 }
     END {for (o in n) printf "%s %d; ", o, n[o]}' "$log")
-  echo "reliability: sanitizer $1: pytest exit $3, errors $((total - benign)) (of $total reported; $benign benign" \
-       "cuGetProcAddress lookups filtered; $other other API errors), leaks $leaks {${by_owner% }} log $log"
+  local memory=$((total + races - benign - other - leaks))
+  echo "reliability: sanitizer $1: exit $3, memory/race errors $memory, leaks $leaks allocations ($leaked_bytes B;" \
+       "printed ones by allocator: ${by_owner:-none}), API errors $other, benign cuGetProcAddress lookups filtered" \
+       "$benign; log $log"
 }
 
 run_tool() {  # $1 tool, rest: tests
@@ -61,9 +65,9 @@ run_tool() {  # $1 tool, rest: tests
   local log="$OUT/$tool.log" extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
   timeout "${SANITIZE_TIMEOUT:-170}" compute-sanitizer --tool "$tool" "${extra[@]}" --target-processes all \
-    --log-file "$log" --print-limit 200 "${PYTEST[@]}" "$@" > "$OUT/$tool.pytest.txt" 2>&1
+    --log-file "$log" --print-limit 100000 "${PYTEST[@]}" "$@" > "$OUT/$tool.pytest.txt" 2>&1
   local status=$?
-  tail -3 "$OUT/$tool.pytest.txt"
+  tail -1 "$OUT/$tool.pytest.txt"
   summarize "$tool" "$log" "$status"
 }
 

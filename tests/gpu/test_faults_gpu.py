@@ -131,11 +131,10 @@ def test_unwritable_cache_directory_is_logged_and_the_build_works(kind: str, cac
     mount_tmpfs(where, "ro,size=1m" if kind == "read_only" else "size=64k")
     try:
         if kind == "full":
-            with open(where / "filler", "wb") as f:
+            with open(where / "filler", "wb", buffering=0) as f:
                 try:
                     while True:
                         f.write(b"\0" * 4096)
-                        f.flush()
                 except OSError:
                     pass
         cache.directory = where
