@@ -89,22 +89,27 @@ class Tensor:
         return self
 
     def set_name(self, name: str) -> Tensor:
+        """The tensor's name (node::port names of unnamed tensors give way to it)."""
         self._name = str(name)
         return self
 
     def set_data_type(self, data_type: Any = NOT_SET) -> Tensor:
+        """The element type: a ``cudnn.data_type`` or a framework dtype (NOT_SET: inferred)."""
         self._data_type = as_data_type(data_type)
         return self
 
     def set_dim(self, dim: Sequence[int]) -> Tensor:
+        """The dimensions, outermost first."""
         self._dim = _int_list(dim, "dim")
         return self
 
     def set_stride(self, stride: Sequence[int]) -> Tensor:
+        """The strides in elements, one per dimension."""
         self._stride = _int_list(stride, "stride")
         return self
 
     def set_uid(self, uid: int) -> Tensor:
+        """The id the backend binds buffers by (a view sets its base's); unset uids are assigned at build."""
         if isinstance(uid, bool) or not hasattr(uid, "__index__") or int(uid) < 0:
             raise TypeError(f"uid: expected a non-negative int, got {uid!r}")
         if self._base is not None:
@@ -114,24 +119,29 @@ class Tensor:
         return self
 
     def set_is_virtual(self, is_virtual: bool) -> Tensor:
+        """Virtual: an intermediate that lives inside the fused graph and has no buffer."""
         self._is_virtual = bool(is_virtual)
         return self
 
     def set_is_pass_by_value(self, is_pass_by_value: bool) -> Tensor:
+        """Pass by value: a scalar given in the variant pack as a value instead of a device buffer."""
         self._is_pass_by_value = bool(is_pass_by_value)
         return self
 
     def set_reordering_type(self, reordering_type: tensor_reordering) -> Tensor:
+        """The backend's reordering of this tensor's memory (``cudnn.tensor_reordering``)."""
         self._reordering = tensor_reordering(reordering_type)
         return self
 
     def set_ragged_offset(self, ragged_offset: Tensor) -> Tensor:
+        """The tensor of per-sequence offsets of a ragged (THD) layout."""
         if not isinstance(ragged_offset, Tensor):
             raise TypeError(f"ragged_offset: expected a cudnn.tensor, got {type(ragged_offset).__name__}")
         self._ragged_offset = ragged_offset
         return self
 
     def set_alignment(self, alignment: int) -> Tensor:
+        """The alignment in bytes (a power of two) the buffer's address is guaranteed to have."""
         if isinstance(alignment, bool) or not hasattr(alignment, "__index__"):
             raise TypeError(f"alignment: expected an int (bytes, a power of two), got {alignment!r}")
         if int(alignment) <= 0 or int(alignment) & (int(alignment) - 1):
@@ -179,42 +189,55 @@ class Tensor:
     # -- getters ----------------------------------------------------------------------------
 
     def get_name(self) -> str:
+        """The tensor's name ('' until given or inferred)."""
         return self._name
 
     def get_dim(self) -> list[int]:
+        """The dimensions (a copy)."""
         return list(self._dim)
 
     def get_stride(self) -> list[int]:
+        """The strides in elements (a copy)."""
         return list(self._stride)
 
     def get_data_type(self) -> data_type:
+        """The element type (``data_type.NOT_SET`` until given or inferred)."""
         return self._data_type
 
     def get_uid(self) -> int:
+        """The uid (a view's is its base's)."""
         return self._uid if self._base is None else self._base.get_uid()
 
     def get_is_virtual(self) -> bool:
+        """Whether this is a virtual (bufferless) intermediate."""
         return self._is_virtual
 
     def get_is_pass_by_value(self) -> bool:
+        """Whether the value is passed by value in the variant pack."""
         return self._is_pass_by_value
 
     def get_reordering_type(self) -> tensor_reordering:
+        """The reordering type."""
         return self._reordering
 
     def get_ragged_offset(self) -> Tensor | None:
+        """The ragged-offset tensor, or None."""
         return self._ragged_offset
 
     def get_alignment(self) -> int:
+        """The guaranteed alignment in bytes."""
         return self._alignment
 
     def get_vector_count(self) -> int:
+        """The vector count (1: not vectorized)."""
         return self._vector_count
 
     def get_vector_dimension(self) -> int:
+        """The vectorized dimension (-1: none)."""
         return self._vector_dimension
 
     def get_ragged_offset_multiplier(self) -> int:
+        """The unit of ragged offsets, in elements."""
         return self._ragged_multiplier
 
     def get_has_compile_time_constant(self) -> bool:
@@ -242,6 +265,7 @@ class Tensor:
 
     @property
     def is_output(self) -> bool:
+        """Whether the tensor is a graph output (not virtual)."""
         return not self._is_virtual
 
     def copy_attributes(self, name: str = "") -> Tensor:
@@ -254,12 +278,14 @@ class Tensor:
         return t
 
     def element_count(self) -> int:
+        """The product of the dimensions."""
         n = 1
         for d in self._dim:
             n *= d
         return n
 
     def to_dict(self) -> dict[str, Any]:
+        """The tensor as the official JSON fields (extra keys only where they differ from their default)."""
         dt = self._data_type
         return {
             "data_type": None if dt == NOT_SET else dt.name,
@@ -287,6 +313,7 @@ class Tensor:
     __str__ = __repr__
 
     def label(self) -> str:
+        """The name quoted, for messages ('<unnamed tensor>' without one)."""
         return repr(self._name) if self._name else "<unnamed tensor>"
 
 

@@ -57,6 +57,7 @@ class Binding:
     # -- the call ---------------------------------------------------------------------------
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Convert the Python arguments, make the C call, raise its status, return the outputs."""
         if kwargs or len(args) != len(self._names):
             args = self._bind(args, kwargs)
         given = dict(zip(self._names, args))

@@ -42,6 +42,7 @@ class Opaque:
 
     @property
     def destroyed(self) -> bool:
+        """Whether the object was destroyed (its cudnnDestroy* function was called)."""
         return self._destroyed
 
     def __repr__(self) -> str:

@@ -28,6 +28,8 @@ from typing import Any
 
 
 class Kind(enum.Enum):
+    """How a C parameter is passed from Python: a value, an enum, a handle, a pointer, an out-parameter, ..."""
+
     VALUE = "number"
     ENUM = "enum"
     HANDLE = "handle or descriptor"
@@ -117,17 +119,21 @@ class Signature:
 
     @property
     def inputs(self) -> tuple[Param, ...]:
+        """The parameters the caller passes (everything but out-parameters)."""
         return tuple(p for p in self.params if p.kind not in OUT_KINDS)
 
     @property
     def outputs(self) -> tuple[Param, ...]:
+        """The out-parameters returned to the caller (hidden array counts excluded)."""
         return tuple(p for p in self.params if p.kind in OUT_KINDS and p.name not in HIDDEN_COUNTS)
 
     @property
     def destroys(self) -> bool:
+        """Whether the function destroys the object its first parameter is."""
         return self.name.startswith("cudnnDestroy") and bool(self.params) and self.params[0].kind is Kind.HANDLE
 
     def python_signature(self) -> inspect.Signature:
+        """The Python signature of the binding: the inputs, with their defaults."""
         defaults = dict(self.defaults)
         return inspect.Signature([
             inspect.Parameter(p.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
@@ -234,6 +240,7 @@ def _first_tensor(params: tuple[tuple[str, str], ...]) -> str | None:
 
 def classify_table(functions: Mapping[str, tuple[str, tuple[tuple[str, str], ...], int | None, bool]],
                    header: str, **types: Collection[str]) -> dict[str, Signature]:
+    """Classify every function of a generated C table from ``header`` into Signatures."""
     return {
         name: classify(name, restype, params, header=header, since=since, deprecated=deprecated, **types)  # type: ignore[arg-type]
         for name, (restype, params, since, deprecated) in functions.items()

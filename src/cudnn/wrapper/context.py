@@ -149,6 +149,7 @@ class Graph:
         return self._rec_open().declare(self._graph().tensor(*args, **kwargs))
 
     def tensor_like(self, *args: Any, **kwargs: Any) -> Tensor:
+        """Declare a graph tensor shaped like a framework tensor (``pygraph.tensor_like``)."""
         return self._rec_open().declare(self._graph().tensor_like(*args, **kwargs))
 
     def _rec_open(self) -> Recorder:
