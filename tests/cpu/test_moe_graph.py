@@ -151,3 +151,12 @@ def test_older_cudnn_is_refused_with_the_version_needed(version: int, node: str)
                        match=rf"needs cuDNN >= {needed}; the loaded libcudnn is {version // 10000}\.{version // 100 % 100}"):
         g.nodes[0].lower(lw)
     assert isinstance(g.nodes[0], MoeGroupedMatmulBackward) == (node == "bwd")
+
+
+def test_gather_is_refused_where_its_kernel_faults() -> None:
+    """On cuDNN 9.19 the GATHER kernel faults on the GPU (seen on an H200); lowering refuses it."""
+    g, token, weight, fto = _graph()
+    g.moe_grouped_matmul(token, weight, fto, g.tensor([1, 8, 1]), mode=MODE.GATHER, name="g").set_output(True)
+    g.validate()
+    with pytest.raises(cudnn.FeatureUnavailableError, match=r"GATHER mode .*the loaded libcudnn is 9\.19\.0"):
+        g.nodes[0].lower(Lowering(0, 91900))
