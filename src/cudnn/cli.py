@@ -50,7 +50,7 @@ def driver_status() -> tuple[int | None, str]:
     if int(err) != 0:
         return None, f"present, but cuDriverGetVersion failed: {getattr(err, 'name', err)}"
     release = _driver_release()
-    return int(version), f"{release + ' ' if release else ''}(supports CUDA {_cuda_version(int(version))})"
+    return int(version), f"{release or 'present'} (supports CUDA {_cuda_version(int(version))})"
 
 
 def _driver_release() -> str:
@@ -112,7 +112,8 @@ def info() -> int:
     rt = runtime_version()
     if rt is not None:
         print(f"CUDA runtime: {_cuda_version(rt)} (cuda-bindings)")
-    if driver_cuda is not None and rt is not None and driver_cuda < rt:
+    # a driver runs runtimes of its CUDA major version (minor version compatibility), not newer ones
+    if driver_cuda is not None and rt is not None and driver_cuda // 1000 < rt // 1000:
         print(f"  the driver is too old for this CUDA runtime: it supports CUDA {_cuda_version(driver_cuda)}, the "
               f"runtime is {_cuda_version(rt)}. Update the NVIDIA driver, or install the CUDA "
               f"{driver_cuda // 1000} packages (cudnn-py[cu{driver_cuda // 1000}])")

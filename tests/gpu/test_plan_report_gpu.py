@@ -25,6 +25,7 @@ def conv_bias_relu():  # type: ignore[no-untyped-def]
     g = cudnn.pygraph(io_data_type=HALF, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
     X, W, B = g.tensor_like(x), g.tensor_like(w), g.tensor_like(b)
     Y = g.relu(g.bias(g.conv_fprop(X, W, padding=[1, 1]), B)).set_output(True)
+    g.validate()  # Y's dims and strides are inferred here
     y = torch.empty_strided(Y.get_dim(), Y.get_stride(), device="cuda", dtype=torch.float16)
     ref = torch.relu(F.conv2d(x.float(), w.float(), padding=1) + b.float())
     return g, {X: x, W: w, B: b, Y: y}, y, ref
