@@ -5,8 +5,9 @@
 
 Attention: b4 h16 s4096 d128 causal, forward and backward: cudnn-py's sdpa_fp8 (E4M3, per-tensor
 scales) against cudnn-py's bf16 sdpa and torch's bf16 SDPA (cuDNN and flash backends).
-Matmul: 8192^3: cudnn-py's FP8 matmul graph (matmul + descale/scale + AMAX; bf16 and E4M3 output)
-against cudnn-py's bf16 matmul, torch bf16 matmul and torch._scaled_mm.
+Matmul: 8192^3: cudnn-py's FP8 matmul graph (matmul + descale/scale [+ AMAX]; bf16 and E4M3 output;
+the heuristics' first plan, and the fastest of all plans after autotune) against cudnn-py's bf16
+matmul, torch bf16 matmul and torch._scaled_mm.
 Timing: CUDA events around back-to-back calls after warm-up; median of the repeats; TFLOP/s and
 the ratio to the first row of each block. Never asserts on time.
 """
@@ -51,13 +52,17 @@ def tensor(g: cudnn.pygraph, t: torch.Tensor, name: str) -> cudnn.tensor:
     return g.tensor(name=name, dim=list(t.shape), stride=list(t.stride()), data_type=CUDNN[t.dtype])
 
 
-def runner(g: cudnn.pygraph, pack: dict[Any, torch.Tensor]) -> Callable[[], None]:
+def runner(g: cudnn.pygraph, pack: dict[Any, torch.Tensor], tune: bool = False) -> Callable[[], None]:
+    """Build with the heuristics' plans (``tune``: time them all and keep the fastest)."""
     g.validate()
     g.build_operation_graph()
     g.create_execution_plans(HEUR)
     g.check_support()
-    g.build_plans()
+    g.build_plans(cudnn.build_plan_policy.ALL if tune else cudnn.build_plan_policy.HEURISTICS_CHOICE)
     ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    if tune:
+        g.autotune(pack, ws, progress=False)
+        ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
     return lambda: g.execute(pack, ws)
 
 
@@ -127,7 +132,7 @@ def torch_attention(b: int, h: int, s: int, d: int, backward: bool, backend: SDP
     return bwd if backward else fwd
 
 
-def fp8_matmul(n: int, out: torch.dtype) -> Callable[[], None]:
+def fp8_matmul(n: int, out: torch.dtype, amax_out: bool = True, tune: bool = False) -> Callable[[], None]:
     a = torch.randn(1, n, n, device="cuda").to(E4M3)
     b = torch.randn(1, n, n, device="cuda").to(E4M3).transpose(1, 2)  # column-major B
     g = cudnn.pygraph(intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
@@ -135,12 +140,14 @@ def fp8_matmul(n: int, out: torch.dtype) -> Callable[[], None]:
     da, db, sc = (g.tensor(name=x, dim=[1, 1, 1], data_type=dt.FLOAT) for x in ("da", "db", "sc"))
     acc = g.mul(g.mul(g.matmul(ta, tb, compute_data_type=dt.FLOAT), da), db)
     c = g.mul(acc, sc)
-    amax = g.reduction(acc, cudnn.reduction_mode.AMAX)
     c.set_output(True).set_data_type(CUDNN[out])
-    amax.set_output(True).set_data_type(dt.FLOAT).set_dim([1, 1, 1])
     s = torch.ones(1, 1, 1, device="cuda")
-    return runner(g, {ta: a, tb: b, da: s, db: s, sc: s, c: torch.empty(1, n, n, device="cuda", dtype=out),
-                      amax: torch.empty(1, 1, 1, device="cuda")})
+    pack = {ta: a, tb: b, da: s, db: s, sc: s, c: torch.empty(1, n, n, device="cuda", dtype=out)}
+    if amax_out:
+        amax = g.reduction(acc, cudnn.reduction_mode.AMAX)
+        amax.set_output(True).set_data_type(dt.FLOAT).set_dim([1, 1, 1])
+        pack[amax] = torch.empty(1, 1, 1, device="cuda")
+    return runner(g, pack, tune)
 
 
 def bf16_matmul(n: int) -> Callable[[], None]:
@@ -199,7 +206,9 @@ def main() -> None:
               ], calls, repeats)
     n = 8192
     block(f"matmul {n}^3 (ratio: to the first row)", 2.0 * n ** 3, [
-        ("cudnn-py FP8 matmul, bf16 out", lambda: fp8_matmul(n, torch.bfloat16)),
+        ("cudnn-py FP8 matmul, bf16 out + amax", lambda: fp8_matmul(n, torch.bfloat16)),
+        ("cudnn-py FP8 matmul, bf16 out + amax, tuned", lambda: fp8_matmul(n, torch.bfloat16, tune=True)),
+        ("cudnn-py FP8 matmul, bf16 out", lambda: fp8_matmul(n, torch.bfloat16, amax_out=False)),
         ("cudnn-py FP8 matmul, E4M3 out + amax", lambda: fp8_matmul(n, E4M3)),
         ("torch._scaled_mm E4M3 -> bf16", lambda: scaled_mm(n)),
         ("cudnn-py matmul bf16", lambda: bf16_matmul(n)),

@@ -154,6 +154,20 @@ def test_fp8_forward_dropout_and_padding() -> None:
     assert "rng" in got and "select_padding" in got and got.index("dropout_scale") < got.index("amax_s")
 
 
+def test_fp8_forward_rng_dump_is_inferred() -> None:
+    g = graph()
+    seed, offset = (g.tensor(name=n, dim=[1, 1, 1, 1], data_type=dt.INT64) for n in ("seed", "offset"))
+    dump = cudnn.tensor().set_name("dump")
+    fwd(g, dropout=(0.2, seed, offset), rng_dump=dump)
+    g.validate()
+    assert dump.get_dim() == [2, 8, 128, 128] and dump.get_data_type() == F
+    nodes, _ = expand(g.nodes, g.context, 91900)
+    assert next(n for n in nodes if n.name.endswith(".rng")).outputs["Y"] is dump
+    g = graph()
+    with pytest.raises(GraphError, match="rng_dump is only used with dropout"):
+        fwd(g, rng_dump=cudnn.tensor().set_name("dump"))
+
+
 def test_fp8_backward_infers_outputs_and_expands() -> None:
     g = graph()
     dq, dk, dv, *amax = bwd(g, attn_scale=0.125, use_causal_mask=True, do_type=E5)

@@ -5,8 +5,9 @@ with per-tensor scales (descale = amax / 448); the reference runs softmax attent
 in float32 on the dequantized values. cuDNN quantizes P (forward) and dS (backward) to FP8 on the
 way into the second matmuls and stores FP8 outputs, so results are compared as a relative RMS error
 ||got - want|| / ||want||, stated per check:
-  O                      0.08   (P and O each rounded to E4M3: 2^-4 relative at most)
-  dQ, dK, dV             0.15   (dO, P and dS rounded as well)
+  O                      0.08   (P and O each rounded to E4M3: 2^-4 relative at most); 0.12 with
+                                E5M2 inputs (P is quantized in Q's type)
+  dQ, dK, dV             0.15   (dO, P and dS rounded as well); 0.25 with dO (and so dS) in E5M2
   Amax_S vs max P        rtol 0.02 (taken before any FP8 rounding)
   Amax_O, Amax_dQ/dK/dV/dP vs the reference's |x|.max()   rtol 0.1
 A result with a missing or doubled scale is off by a factor of 2 or more, far outside these.
@@ -32,7 +33,7 @@ DEV = "cuda"
 E4M3 = torch.float8_e4m3fn
 FP8_MAX = 448.0
 CUDNN = {torch.float16: dt.HALF, torch.bfloat16: dt.BFLOAT16, torch.float32: dt.FLOAT, E4M3: dt.FP8_E4M3,
-         torch.float8_e5m2: dt.FP8_E5M2}
+         torch.float8_e5m2: dt.FP8_E5M2, torch.int32: dt.INT32, torch.int64: dt.INT64}
 SM = torch.cuda.get_device_capability()[0] * 10 + torch.cuda.get_device_capability()[1]
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
 
@@ -45,10 +46,14 @@ def scalar(value: float) -> torch.Tensor:
     return torch.full((1, 1, 1, 1), float(value), dtype=torch.float32, device=DEV)
 
 
-def quantize(x: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """(x / descale in E4M3, descale) with descale = amax / 448."""
-    descale = x.abs().max().item() / FP8_MAX
-    return (x / descale).to(E4M3), descale
+E5M2 = torch.float8_e5m2
+MAX = {E4M3: FP8_MAX, E5M2: 57344.0}
+
+
+def quantize(x: torch.Tensor, dtype: torch.dtype = E4M3) -> tuple[torch.Tensor, float]:
+    """(x / descale in ``dtype``, descale) with descale = amax / the type's largest value."""
+    descale = x.abs().max().item() / MAX[dtype]
+    return (x / descale).to(dtype), descale
 
 
 def build_and_run(g: cudnn.pygraph, pack: dict[Any, torch.Tensor]) -> None:
@@ -76,79 +81,120 @@ def graph() -> cudnn.pygraph:
 
 # -- FP8 attention --------------------------------------------------------------------------------
 
-CASES = {  # b, h_q, h_kv, s, d, causal
+CASES = {  # b, h_q, h_kv, s, d, causal[, options]
     "d64": (2, 4, 4, 256, 64, False),
     "d64_causal": (2, 4, 4, 256, 64, True),
     "d128": (2, 4, 4, 256, 128, False),
     "d128_causal_gqa": (2, 8, 2, 256, 128, True),
+    "d128_e5m2": (2, 4, 4, 256, 128, True, {"dtype": E5M2}),
+    "d128_padding": (2, 4, 4, 256, 128, False, {"padding": ([256, 100], [256, 180])}),
+    "d128_dropout": (2, 4, 4, 256, 128, False, {"dropout": 0.1}),
 }
 
 
-def attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(O, P, Stats) in float32; K/V repeated over head groups."""
+def attention_ref(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
+                  lens: tuple[list[int], list[int]] | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(O, P, Stats) in float32; K/V repeated over head groups; ``lens``: per-batch valid rows and
+    columns (padding mask: rows past seq_len_q are all masked, their O is not compared)."""
     rep = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
     s = q @ k.transpose(-1, -2) * scale
     if causal:
         s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(1), -math.inf)
+    if lens is not None:
+        col = torch.arange(s.shape[-1], device=DEV).view(1, 1, 1, -1)
+        s = s.masked_fill(col >= torch.tensor(lens[1], device=DEV).view(-1, 1, 1, 1), -math.inf)
     stats = torch.logsumexp(s, -1, keepdim=True)
     p = torch.exp(s - stats)
     return p @ v, p, stats
 
 
-def fp8_inputs(b: int, hq: int, hk: int, s: int, d: int) -> dict[str, Any]:
+def valid_rows(t: torch.Tensor, lens: tuple[list[int], list[int]] | None) -> torch.Tensor:
+    return t if lens is None else torch.cat([t[i, :, :n].flatten() for i, n in enumerate(lens[0])])
+
+
+def fp8_inputs(b: int, hq: int, hk: int, s: int, d: int, dtype: torch.dtype = E4M3) -> dict[str, Any]:
     gen = torch.Generator(device=DEV).manual_seed(0)
     real = {n: torch.randn(b, h, s, d, generator=gen, device=DEV) for n, h in (("q", hq), ("k", hk), ("v", hk))}
     out: dict[str, Any] = {}
     for n, x in real.items():
-        out[n], out["d" + n] = quantize(x)
+        out[n], out["d" + n] = quantize(x, dtype)
         out[n + "_f"] = out[n].float() * out["d" + n]  # what cuDNN sees, in float32
     return out
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_sdpa_fp8_forward(case: str) -> None:
-    b, hq, hk, s, d, causal = CASES[case]
-    x = fp8_inputs(b, hq, hk, s, d)
+    b, hq, hk, s, d, causal, *rest = CASES[case]
+    opts: dict[str, Any] = rest[0] if rest else {}
+    dtype, lens = opts.get("dtype", E4M3), opts.get("padding")
+    x = fp8_inputs(b, hq, hk, s, d, dtype)
     scale = 1.0 / math.sqrt(d)
-    o_ref, p_ref, stats_ref = attention_ref(x["q_f"], x["k_f"], x["v_f"], causal, scale)
-    scale_o = 0.8 * FP8_MAX / o_ref.abs().max().item()
+    o_ref, p_ref, stats_ref = attention_ref(x["q_f"], x["k_f"], x["v_f"], causal, scale, lens)
+    scale_o = (0.8 if "dropout" not in opts else 0.5) * FP8_MAX / o_ref.abs().max().item()
     g = graph()
     q, k, v = tensor(g, x["q"], "q"), tensor(g, x["k"], "k"), tensor(g, x["v"], "v")
     sc = {n: tensor(g, scalar(1.0), n) for n in ("dq", "dk", "dv", "ds", "ss", "so")}
+    extra: dict[str, Any] = {}
+    pack: dict[Any, torch.Tensor] = {}
+    if lens is not None:
+        seq = [torch.tensor(n, dtype=torch.int32, device=DEV).view(-1, 1, 1, 1) for n in lens]
+        extra = {"use_padding_mask": True, "seq_len_q": tensor(g, seq[0], "seq_q"),
+                 "seq_len_kv": tensor(g, seq[1], "seq_kv")}
+        pack = {extra["seq_len_q"]: seq[0], extra["seq_len_kv"]: seq[1]}
+    p_drop, scale_s = opts.get("dropout"), FP8_MAX
+    if p_drop is not None:  # Philox dropout: the mask cuDNN draws comes back through rng_dump
+        seed, offset = (torch.full((1, 1, 1, 1), n, dtype=torch.int64, device=DEV) for n in (7, 3))
+        dump = torch.full((b, hq, s, s), float("nan"), device=DEV)
+        ts, to, td = tensor(g, seed, "seed"), tensor(g, offset, "offset"), tensor(g, dump, "rng_dump")
+        extra = {"dropout": (p_drop, ts, to), "rng_dump": td}
+        pack = {ts: seed, to: offset, td: dump}
+        scale_s = 0.9 * FP8_MAX * (1.0 - p_drop)  # kept P is scaled up by 1 / (1 - p)
     o, stats, amax_s, amax_o = g.sdpa_fp8(q, k, v, sc["dq"], sc["dk"], sc["dv"], sc["ds"], sc["ss"], sc["so"],
-                                          generate_stats=True, attn_scale=scale, use_causal_mask=causal)
+                                          generate_stats=True, attn_scale=scale, use_causal_mask=causal, **extra)
     for t in (o, stats, amax_s, amax_o):
         t.set_output(True)
+    o.set_data_type(dt.FP8_E4M3)
     o_t = torch.full((b, hq, s, d), float("nan"), device=DEV).to(E4M3)
     stats_t = torch.full((b, hq, s, 1), float("nan"), device=DEV)
     amax_s_t, amax_o_t = scalar(float("nan")), scalar(float("nan"))
-    build_and_run(g, {q: x["q"], k: x["k"], v: x["v"], sc["dq"]: scalar(x["dq"]), sc["dk"]: scalar(x["dk"]),
-                      sc["dv"]: scalar(x["dv"]), sc["ds"]: scalar(1.0 / FP8_MAX), sc["ss"]: scalar(FP8_MAX),
-                      sc["so"]: scalar(scale_o), o: o_t, stats: stats_t, amax_s: amax_s_t, amax_o: amax_o_t})
-    got = o_t.float() / scale_o
+    pack.update({q: x["q"], k: x["k"], v: x["v"], sc["dq"]: scalar(x["dq"]), sc["dk"]: scalar(x["dk"]),
+                 sc["dv"]: scalar(x["dv"]), sc["ds"]: scalar(1.0 / scale_s), sc["ss"]: scalar(scale_s),
+                 sc["so"]: scalar(scale_o), o: o_t, stats: stats_t, amax_s: amax_s_t, amax_o: amax_o_t})
+    build_and_run(g, pack)
+    if p_drop is not None:
+        mask = pack[extra["rng_dump"]]
+        assert set(mask.unique().tolist()) <= {0.0, 1.0}, "rng_dump is not a 0/1 mask"
+        assert abs(1.0 - mask.mean().item() - p_drop) < 0.01, f"dropped fraction {1.0 - mask.mean().item():.4f}"
+        p_ref = p_ref * mask / (1.0 - p_drop)
+        o_ref = p_ref @ x["v_f"].repeat_interleave(hq // hk, 1)
+    got = valid_rows(o_t.float() / scale_o, lens)
+    want = valid_rows(o_ref, lens)
     assert not got.isnan().any(), "O has unwritten (NaN) elements"
-    err = rel_rms(got, o_ref)
-    assert err < 0.08, f"O relative RMS error {err:.4f}"
-    assert rel_rms(stats_t, stats_ref) < 1e-3
-    assert close(amax_s_t.item(), p_ref.max().item(), 0.02), (amax_s_t.item(), p_ref.max().item())
-    assert close(amax_o_t.item(), o_ref.abs().max().item(), 0.1), (amax_o_t.item(), o_ref.abs().max().item())
+    err = rel_rms(got, want)
+    tol = 0.08 if dtype == E4M3 else 0.12  # P is quantized in Q's type: E5M2 keeps 2 mantissa bits
+    assert err < tol, f"O relative RMS error {err:.4f}"
+    assert rel_rms(valid_rows(stats_t, lens), valid_rows(stats_ref, lens)) < 1e-3
+    if lens is None:  # padded rows (all keys masked) take part in cuDNN's amax in its own way
+        assert close(amax_s_t.item(), p_ref.max().item(), 0.02), (amax_s_t.item(), p_ref.max().item())
+        assert close(amax_o_t.item(), o_ref.abs().max().item(), 0.1), (amax_o_t.item(), o_ref.abs().max().item())
 
 
 BWD_CASES = {"d128": (2, 4, 4, 256, 128, False), "d128_causal": (2, 4, 4, 256, 128, True),
-             "d128_gqa": (2, 8, 2, 256, 128, False), "d64": (2, 4, 4, 256, 64, True)}
+             "d128_gqa": (2, 8, 2, 256, 128, False), "d64": (2, 4, 4, 256, 64, True),
+             "d128_dO_e5m2": (2, 4, 4, 256, 128, True, E5M2)}
 
 
 @pytest.mark.parametrize("case", list(BWD_CASES))
 def test_sdpa_fp8_backward(case: str) -> None:
-    b, hq, hk, s, d, causal = BWD_CASES[case]
+    b, hq, hk, s, d, causal, *rest = BWD_CASES[case]
+    grad_type = rest[0] if rest else E4M3
     x = fp8_inputs(b, hq, hk, s, d)
     scale = 1.0 / math.sqrt(d)
     leaves = [x[n + "_f"].clone().requires_grad_(True) for n in ("q", "k", "v")]
     o_ref, p_ref, stats_ref = attention_ref(*leaves, causal, scale)
     gen = torch.Generator(device=DEV).manual_seed(1)
-    do8, ddo = quantize(torch.randn(o_ref.shape, generator=gen, device=DEV))
+    do8, ddo = quantize(torch.randn(o_ref.shape, generator=gen, device=DEV), grad_type)
     o8, dout = quantize(o_ref.detach())
     do_f = do8.float() * ddo
     o_ref.backward(do_f)
@@ -188,7 +234,8 @@ def test_sdpa_fp8_backward(case: str) -> None:
         got = got8.float() / scales[name]
         assert not got.isnan().any(), f"{name} has unwritten (NaN) elements"
         err = rel_rms(got, want)
-        assert err < 0.15, f"{name} relative RMS error {err:.4f}"
+        tol = 0.15 if grad_type == E4M3 else 0.25  # dO and dS in E5M2: 2 mantissa bits
+        assert err < tol, f"{name} relative RMS error {err:.4f}"
     for name, t in zip(("dQ", "dK", "dV", "dP"), amaxes):
         assert close(t.item(), amax[name], 0.1), (name, t.item(), amax[name])
 
