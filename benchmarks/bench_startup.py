@@ -3,6 +3,7 @@ new process (plans and compiled kernels), host enqueue and GPU time, per case, c
 PyTorch (and the official nvidia-cudnn-frontend when it can be imported).
 
     PYTHONPATH=src python benchmarks/bench_startup.py [--cases conv,conv_dynamic,matmul,layernorm,sdpa]
+        [--profile 15]   # also cProfile the cold and the disk builds (top 15 by own time)
 
 cold: first build of the graph in a process whose cuDNN is already initialised (another graph
 built first), plan cache off. warm: the same graph built again, plan cache on (memory hit).
@@ -153,24 +154,42 @@ def gpu_us(fn: Callable[[], Any], calls: int = 20, reps: int = 10) -> float:
     return statistics.median(times)
 
 
-def child(case: str, first_use: bool) -> None:
+def profiled(label: str, fn: Callable[[], Any], top: int) -> None:
+    """Run ``fn`` under cProfile and print its ``top`` functions by own time (to stderr)."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.runcall(fn)
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
+    body = text.getvalue()
+    print(f"--- profile: {label}\n{body[body.find('ncalls'):]}", file=sys.stderr)
+
+
+def child(case: str, first_use: bool, profile: int) -> None:
     """A fresh process: build ``case`` from the disk caches; prints JSON."""
     if not first_use:
         warm_up()
     g, _, _ = CASES[case]()
     t0 = time.perf_counter()
-    g.build(HEUR)
+    if profile:
+        profiled(f"{case} from the disk caches", lambda: g.build(HEUR), profile)
+    else:
+        g.build(HEUR)
     build_ms = (time.perf_counter() - t0) * 1e3
     print(json.dumps({"ms": build_ms, "import_ms": IMPORT_S * 1e3, "disk_hits": cudnn.plan_cache.disk_hits,
                       "kernel_hits": cudnn.plan_cache.kernel_hits}))
 
 
-def in_child(case: str, first_use: bool, cache_dir: Path) -> dict[str, float]:
+def in_child(case: str, first_use: bool, cache_dir: Path, profile: int = 0) -> dict[str, float]:
     env = {**os.environ, "CUDNN_PY_CACHE_DIR": str(cache_dir)}
-    args = [sys.executable, __file__, "--child", case] + (["--first-use"] if first_use else [])
-    out = subprocess.run(args, env=env, capture_output=True, text=True)
+    args = [sys.executable, __file__, "--child", case, "--profile", str(profile)]
+    out = subprocess.run(args + (["--first-use"] if first_use else []), env=env, capture_output=True, text=True)
+    if profile or out.returncode:
+        print(out.stderr[-6000:], file=sys.stderr)
     if out.returncode:
-        print(out.stderr[-1500:], file=sys.stderr)
         return {"ms": float("nan"), "import_ms": float("nan"), "disk_hits": 0, "kernel_hits": 0}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -190,9 +209,11 @@ def main() -> None:
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--child")
     ap.add_argument("--first-use", action="store_true")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="print the N functions with the most own time of the cold and the disk builds")
     args = ap.parse_args()
     if args.child:
-        child(args.child, args.first_use)
+        child(args.child, args.first_use, args.profile)
         return
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-startup-"))
     cudnn.plan_cache.directory = cache_dir
@@ -206,12 +227,17 @@ def main() -> None:
         cudnn.plan_cache.enabled = False
         g, pack, torch_call = CASES[case]()
         cold = ms(lambda g=g: g.build(HEUR))
+        if args.profile:  # a second cold build (cuDNN's in-process reuse aside), under the profiler
+            h = CASES[case]()[0]
+            profiled(f"{case} cold build (second in process)", lambda h=h: h.build(HEUR), args.profile)
         cudnn.plan_cache.enabled = True
         g, pack, torch_call = CASES[case]()
         g.build(HEUR)  # writes the disk cache
         again = [CASES[case]()[0] for _ in range(3)]
         warm = statistics.median(ms(lambda h=h: h.build(HEUR)) for h in again)
         disk = in_child(case, False, cache_dir)
+        if args.profile:
+            in_child(case, False, cache_dir, args.profile)
         first = in_child(case, True, cache_dir)
         ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
         run = lambda g=g, pack=pack, ws=ws: g.execute(pack, ws)
