@@ -29,6 +29,7 @@ from ..backend.handle import Handle, as_handle_ptr, default_handle
 from .errors import GraphStateError
 from .execute import SCRATCH_ALIGNMENT, Binding, Runner, ScratchSlot, needed_bytes
 from .expand import expand
+from .guards import guard_for
 from .lower import Lowering
 from .plans import Candidate, PlanSet
 
@@ -198,6 +199,7 @@ class Pipeline:
         if self._plans is None:
             plans = PlanSet(self.label)
             plans.device_property = self.device_property()
+            plans.guard = guard_for(self.lowered().nodes)
             if self.graph.kernel_cache is not None:
                 plans.kernel_cache = self.graph.kernel_cache.descriptor_for(self.op_graph())
             else:  # dynamic shapes: a kernel cache of its own, that the plan cache keeps on disk

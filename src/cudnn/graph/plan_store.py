@@ -17,6 +17,7 @@ from ..backend import kernel_cache as kc
 from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor
 from ..backend.handle import as_handle_ptr
+from . import guards
 from .errors import GraphError, SerializationError
 from .execute import Binding
 from .pipeline import Pipeline, all_tensors, structure_key
@@ -41,7 +42,7 @@ def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | Non
     uids = tuple(t.get_uid() for t in all_tensors(p.lowered().nodes))
     g = p.graph
     lowered = structure_key(p.lowered().nodes, g.context, g.sm_count)  # what an expansion made, e.g. score_mod
-    ident = (g.key(), lowered, uids, g.sm_count, g.is_dynamic_shape_enabled, g.is_override_shape_enabled,
+    ident = (g.key(), lowered, uids, guards.REVISION, g.sm_count, g.is_dynamic_shape_enabled, g.is_override_shape_enabled,
              device_identity(p.device()), loader.report().version)
     return plan_cache.key("tuned", ident), plan_cache.key("heuristic", ident, tuple(int(m) for m in modes))
 

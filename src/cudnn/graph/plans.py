@@ -7,7 +7,7 @@ their error when they fail, so `check_support` and `build_plans` never do the wo
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ class Candidate:
     workspace: int | None = None
     restored_name: str = ""
     device_property: Descriptor | None = None  # DEVICEPROP the plan is built for (None: the handle's GPU)
+    refused: str = ""  # why a guard keeps this engine off this graph (graph/guards.py); never built
 
     @property
     def name(self) -> str:
@@ -117,10 +118,11 @@ class PlanSet:
         self.selected: Candidate | None = None
         self.kernel_cache: Descriptor | None = None
         self.device_property: Descriptor | None = None  # given to every candidate's plan
+        self.guard: Callable[[Candidate], str | None] | None = None  # known-wrong engines (graph/guards.py)
 
     @property
     def candidates(self) -> list[Candidate]:
-        return [c for c in self.all if self.filters.keeps(c)]
+        return [c for c in self.all if not c.refused and self.filters.keeps(c)]
 
     def add(self, configs: Iterable[Descriptor], source: str) -> None:
         seen = {c.name for c in self.all}
@@ -131,6 +133,7 @@ class PlanSet:
                 continue
             seen.add(c.name)
             c.device_property = self.device_property
+            c.refused = (self.guard(c) or "") if self.guard is not None else ""
             self.all.append(c)
 
     def at(self, index: int) -> Candidate:
@@ -168,8 +171,12 @@ class PlanSet:
             self.selected = self.first_supported(handle)
 
     def not_supported(self, tried: list[Candidate]) -> cudnnGraphNotSupportedError:
+        refused = [c for c in self.all if c.refused]
         if not self.all:
             detail = "heuristics returned no engine configs"
+        elif not tried and refused and len(refused) == len(self.all):
+            names = ", ".join(c.name for c in refused[:8])
+            detail = f"every engine config offered ({names}) is known to compute this graph wrongly: {refused[0].refused}"
         elif not tried:
             detail = f"all {len(self.all)} engine configs were filtered out (notes/engines/workspace filters)"
         else:
