@@ -1,11 +1,14 @@
 """cudnn.ops against the torch ops they replace: forward and forward+backward GPU time, torch
 eager and (with --compile) torch.compile side by side, and the Python overhead per call.
 
-    PYTHONPATH=src python benchmarks/bench_torch_ops.py [--compile] [--repeats N]
+    PYTHONPATH=src python benchmarks/bench_torch_ops.py [--compile] [--repeats N] [--overhead-only]
+                                                        [--profile CASE]
 
 GPU time: CUDA events around 20 back-to-back calls, median of the repeats (includes the host
 time when the host is slower than the GPU, as a training step does). Overhead: the wall time
-of one call on a tiny input, synchronized every 200 calls, so the host side dominates.
+of one call on a tiny input, synchronized every 200 calls, so the host side dominates
+(without grad, and for the "fwd+bwd" rows a forward and backward with grad); --profile CASE
+prints a cProfile of one such case.
 Ratios are torch time / cudnn time (above 1: cudnn-py faster). Never asserts on time.
 """
 
@@ -97,10 +100,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--compile", action="store_true", help="also time torch.compile of the torch op")
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--overhead-only", action="store_true", help="skip the GPU-time table")
+    ap.add_argument("--profile", metavar="CASE", help="also cProfile one overhead case, e.g. layer_norm")
     args = ap.parse_args()
     print(f"{'op':44} {'pass':8} {'cudnn ms':>9} {'torch ms':>9} {'ratio':>6}" + (f" {'compiled':>9} {'ratio':>6}"
                                                                                    if args.compile else ""))
-    for name, (ours, theirs, inputs) in cases().items():
+    for name, (ours, theirs, inputs) in ({} if args.overhead_only else cases()).items():
         for kind in ("fwd", "fwd+bwd"):
             if kind == "fwd":
                 with torch.no_grad():
@@ -119,21 +124,66 @@ def main() -> None:
                 line += f" {c:9.3f} {c / a:6.2f}"
             print(line, flush=True)
     print("\nPython overhead per call (tiny inputs, host-bound), microseconds:")
-    tiny_x = torch.randn(1, 8, 8, 8, device=DEV, dtype=H).contiguous(memory_format=torch.channels_last)
+    for name, (ours, theirs) in overhead_pairs().items():
+        if name.endswith("fwd+bwd"):
+            a, b = host_us(ours, 500), host_us(theirs, 500)
+        else:
+            with torch.no_grad():
+                a, b = host_us(ours), host_us(theirs)
+        print(f"  {name:26} cudnn.ops {a:7.1f} us   torch {b:7.1f} us   ratio torch/cudnn {b / a:5.2f}", flush=True)
+    if args.profile:
+        profile(overhead_pairs()[args.profile][0], args.profile)
+
+
+def overhead_pairs() -> dict[str, tuple[Callable[[], object], Callable[[], object]]]:
+    """Each op on a tiny input next to the torch op it replaces (the host side dominates)."""
+    cl = torch.channels_last
+    tiny_x = torch.randn(1, 8, 8, 8, device=DEV, dtype=H).contiguous(memory_format=cl)
     tiny_w, tiny_b = torch.randn(8, 8, 3, 3, device=DEV, dtype=H), torch.randn(8, device=DEV, dtype=H)
+    tiny_wl = tiny_w.contiguous(memory_format=cl)
     tiny_t, tiny_lw = torch.randn(8, 64, device=DEV, dtype=H), torch.ones(64, device=DEV, dtype=H)
     tiny_q = torch.randn(1, 1, 16, 64, device=DEV, dtype=H)
-    pairs = {
+    bn_w, bn_b = torch.ones(8, device=DEV), torch.zeros(8, device=DEV)
+    gx, gwl, gb = (t.detach().clone().requires_grad_() for t in (tiny_x, tiny_wl, tiny_b))
+    gt, glw = (t.detach().clone().requires_grad_() for t in (tiny_t, tiny_lw))
+    gq = tiny_q.detach().clone().requires_grad_()
+    return {
         "conv2d_bias_act": (lambda: ops.conv2d_bias_act(tiny_x, tiny_w, tiny_b, 1, 1, 1, 1, "relu"),
                             lambda: F.relu(F.conv2d(tiny_x, tiny_w, tiny_b, 1, 1))),
-        "layer_norm": (lambda: ops.layer_norm(tiny_t, [64], tiny_lw, None), lambda: F.layer_norm(tiny_t, (64,), tiny_lw)),
+        "conv2d_bias_act NHWC w": (lambda: ops.conv2d_bias_act(tiny_x, tiny_wl, tiny_b, 1, 1, 1, 1, "relu"),
+                                   lambda: F.relu(F.conv2d(tiny_x, tiny_wl, tiny_b, 1, 1))),
+        "layer_norm": (lambda: ops.layer_norm(tiny_t, [64], tiny_lw, None),
+                       lambda: F.layer_norm(tiny_t, (64,), tiny_lw)),
+        "rms_norm": (lambda: ops.rms_norm(tiny_t, [64], tiny_lw, 1e-6),
+                     lambda: F.rms_norm(tiny_t, (64,), tiny_lw, 1e-6)),
+        "batch_norm train": (lambda: ops.batch_norm(tiny_x, None, None, bn_w, bn_b, True),
+                             lambda: F.batch_norm(tiny_x, None, None, bn_w, bn_b, True)),
         "sdpa": (lambda: ops.scaled_dot_product_attention(tiny_q, tiny_q, tiny_q),
                  lambda: F.scaled_dot_product_attention(tiny_q, tiny_q, tiny_q)),
+        "conv2d_bias_act fwd+bwd": (lambda: ops.conv2d_bias_act(gx, gwl, gb, 1, 1, 1, 1, "relu").sum().backward(),
+                                    lambda: F.relu(F.conv2d(gx, gwl, gb, 1, 1)).sum().backward()),
+        "layer_norm fwd+bwd": (lambda: ops.layer_norm(gt, [64], glw, None).sum().backward(),
+                               lambda: F.layer_norm(gt, (64,), glw).sum().backward()),
+        "sdpa fwd+bwd": (lambda: ops.scaled_dot_product_attention(gq, gq, gq).sum().backward(),
+                         lambda: F.scaled_dot_product_attention(gq, gq, gq).sum().backward()),
     }
+
+
+def profile(fn: Callable[[], object], name: str, calls: int = 5000) -> None:
+    """cProfile of ``calls`` calls of one overhead case: where the host time goes."""
+    import cProfile
+    import pstats
+
     with torch.no_grad():
-        for name, (ours, theirs) in pairs.items():
-            a, b = host_us(ours), host_us(theirs)
-            print(f"  {name:18} cudnn.ops {a:7.1f} us   torch {b:7.1f} us   ratio torch/cudnn {b / a:5.2f}")
+        fn()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(calls):
+            fn()
+        prof.disable()
+    torch.cuda.synchronize()
+    print(f"\ncProfile of {calls} calls of {name}:")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(14)
 
 
 if __name__ == "__main__":

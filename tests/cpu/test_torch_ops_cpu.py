@@ -255,3 +255,34 @@ def test_graph_cache_is_bounded_lru() -> None:
         assert made[-1] == "a1"  # per device
     finally:
         rt.pygraph, rt.handle = saved, saved_handle
+
+
+def test_eager_path_only_for_plain_cuda_tensors_outside_tracing() -> None:
+    """`_runtime.eager` sends CPU, meta and fake tensors, and calls under a dispatch mode, to
+    the registered op (whose fake kernels and checks the tests above exercise)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from cudnn.ops._runtime import eager
+
+    assert not eager(torch.empty(2))
+    assert not eager(torch.empty(2, device=META))
+    assert not eager(None, torch.empty(2, device=META))
+    assert not eager(torch.nn.Parameter(torch.empty(2, device=META)))
+    assert not eager("not a tensor")
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.empty(2))
+        assert not eager(fake)
+    with FakeTensorMode():
+        assert not eager()  # a dispatch mode is active
+
+
+def test_fake_tensor_mode_reaches_the_fake_kernels() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(2, 8, 10, 10, dtype=torch.float16, device=META).contiguous(memory_format=torch.channels_last)
+        w = torch.empty(16, 8, 3, 3, dtype=torch.float16, device=META)
+        y = ops.conv2d_bias_act(x, w, None, 1, 1, 1, 1, "relu")
+        n = ops.layer_norm(torch.empty(4, 32, device=META), [32])
+    assert y.shape == (2, 16, 10, 10) and y.is_contiguous(memory_format=torch.channels_last)
+    assert n.shape == (4, 32)

@@ -8,7 +8,8 @@ the torch op and autograd), so tolerances only cover cuDNN's arithmetic and outp
   batch norm      as layer norm; running statistics atol/rtol 1e-3
   attention       O fp16 2e-2 | bf16 6e-2; dQ/dK/dV twice that, scaled by magnitude
 Also: torch.compile(fullgraph=True) of each op (forward and backward), CUDA-graph capture and
-replay, autocast, channels-last and contiguous inputs, and the graph cache's reuse.
+replay, autocast, channels-last and contiguous inputs, the graph cache's reuse, and the eager
+path (no dispatcher) against the registered ops.
 """
 
 from __future__ import annotations
@@ -266,3 +267,80 @@ def test_graph_cache_reuses_built_graphs() -> None:
     assert ops.CACHE.builds == before
     ops.scaled_dot_product_attention(q[:, :, :128], q[:, :, :128], q[:, :, :128])
     assert ops.CACHE.builds == before + 1  # a new shape builds once
+
+
+# -- the eager path (no dispatcher) against the registered op ----------------------------------------
+
+def test_eager_path_matches_the_registered_op() -> None:
+    """The op functions run their kernels directly in eager mode; the registered ops (what
+    torch.compile and tensor subclasses use) run the same graphs: equal outputs, bit for bit."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 12, 12, device=DEV, dtype=torch.float16)
+    w, b = torch.randn(32, 16, 3, 3, device=DEV, dtype=torch.float16) / 12, torch.randn(32, device=DEV,
+                                                                                         dtype=torch.float16)
+    t, lw, lb = (torch.randn(64, 256, device=DEV, dtype=torch.bfloat16), torch.randn(256, device=DEV,
+                 dtype=torch.bfloat16), torch.randn(256, device=DEV, dtype=torch.bfloat16))
+    q = _qkv(torch.float16, sq=128, skv=128)[0]
+    with torch.no_grad():
+        for xl in (x, x.contiguous(memory_format=torch.channels_last)):
+            got = ops.conv2d_bias_act(xl, w, b, 1, 1, 1, 1, "silu")
+            want = torch.ops.cudnn.conv2d_bias_act(xl, w, b, [1, 1], [1, 1], [1, 1], 1, "silu", False)[0]
+            assert got.stride() == want.stride() and torch.equal(got, want)
+        for training in (False, True):
+            got = ops.layer_norm(t, [256], lw, lb, 1e-5, training=training)
+            assert torch.equal(got, torch.ops.cudnn.layer_norm(t, [256], lw, lb, 1e-5, False, training)[0])
+        assert torch.equal(ops.rms_norm(t, [256], None, 1e-6),
+                           torch.ops.cudnn.layer_norm(t, [256], None, None, 1e-6, True, False)[0])
+        got = ops.scaled_dot_product_attention(q, q, q, is_causal=True)
+        assert torch.equal(got, torch.ops.cudnn.sdpa(q, q, q, None, True, 1 / 8, False)[0])
+
+
+def test_eager_backward_for_some_inputs_only() -> None:
+    """Only the gradients asked for are computed (no dgrad for an input without grad); they
+    match the float64 reference."""
+    torch.manual_seed(0)
+    dtype = torch.float16
+    x = torch.randn(2, 16, 12, 12, device=DEV).to(dtype).contiguous(memory_format=torch.channels_last)
+    w, b = (torch.randn(32, 16, 3, 3, device=DEV) / 12).to(dtype), torch.randn(32, device=DEV).to(dtype)
+    ws, bs = leaves(w, b)
+    y = ops.conv2d_bias_act(x, ws, bs, 1, 1, 1, 1, "relu")
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    ref, dw, db = ref_grads(lambda w_, b_: F.relu(F.conv2d(x.double(), w_, b_, 1, 1)), [w, b], dy)
+    close("Y", y, ref, dtype)
+    close("dW", ws.grad, dw, dtype, 2)
+    close("dBias", bs.grad, db, dtype, 2)
+    q, k, v = _qkv(dtype)
+    qs = q.detach().clone().requires_grad_()
+    o = ops.scaled_dot_product_attention(qs, k, v)
+    do = torch.randn_like(o)
+    o.backward(do)
+    ref, dq = ref_grads(lambda q_: F.scaled_dot_product_attention(q_, k.double(), v.double()), [q], do)
+    close("O", o, ref, dtype)
+    close("dQ", qs.grad, dq, dtype, 2)
+
+
+def test_eager_checks_are_part_of_the_cache_key() -> None:
+    """Arguments are checked when their key is first built; a call that differs only in what
+    the checks look at (a dtype, a flag) misses and is refused, never run on a built graph."""
+    q, k, v = _qkv(torch.float16, hk=2)
+    with torch.no_grad():
+        ops.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        with pytest.raises(ops.OpError, match="enable_gqa"):
+            ops.scaled_dot_product_attention(q, k, v)
+        x = torch.randn(2, 16, 8, 8, device=DEV, dtype=torch.float16)
+        w, b = torch.randn(16, 16, 3, 3, device=DEV, dtype=torch.float16), torch.randn(16, device=DEV,
+                                                                                      dtype=torch.float16)
+        ops.conv2d_bias_act(x, w, b, 1, 1, 1, 1, "relu")
+        with pytest.raises(ops.OpError, match="bias"):
+            ops.conv2d_bias_act(x, w, b.float(), 1, 1, 1, 1, "relu")
+        with pytest.raises(ops.OpError, match="stride"):
+            ops.conv2d_bias_act(x, w, b, (1, 1, 1), 1, 1, 1, "relu")
+        t = torch.randn(8, 64, device=DEV, dtype=torch.float16)
+        ops.layer_norm(t, [64], torch.ones(64, device=DEV, dtype=torch.float16))
+        with pytest.raises(ops.OpError, match="weight"):
+            ops.layer_norm(t, [64], torch.ones(63, device=DEV, dtype=torch.float16))
+    ts = t.clone().requires_grad_()
+    y = ops.layer_norm(ts, [64], None, None, training=False)
+    with pytest.raises(RuntimeError, match="training=False"):
+        y.sum().backward()

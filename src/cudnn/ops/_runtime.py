@@ -6,6 +6,14 @@ A cached entry is a built ``pygraph`` and its cudnn tensors by role; the key is 
 plus the shapes, strides, dtypes and options the graph was built for (the device is the
 cache's own key). Building happens once per key; a call is a dict lookup, one workspace
 allocation and one ``graph.execute``.
+
+Eager calls skip torch's dispatcher (`eager`): a registered custom op costs tens of
+microseconds of Python per call (dispatch, autograd wrapper, alias checks), more than the
+work itself at small sizes. So the op functions key the cache on the raw arguments first,
+check the arguments only when they miss (a key that was built has passed the checks), and
+run the kernel directly, through a plain ``torch.autograd.Function`` when a gradient is
+wanted. Under torch.compile, tracing, dispatch modes, functorch transforms or tensor
+subclasses the registered op runs instead, as before.
 """
 
 from __future__ import annotations
@@ -113,14 +121,18 @@ def autocast(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
 # -- graphs ------------------------------------------------------------------------------------
 
 class Built:
-    """A built graph and its tensors by role (``ports["x"]``...)."""
+    """A built graph, its tensors by role (``ports["x"]``...), the device it runs on, and what
+    the op worked out when it built it (``info``: output sizes and strides, layouts), so a
+    cache hit repeats none of that work."""
 
-    __slots__ = ("graph", "ports", "workspace")
+    __slots__ = ("device", "graph", "info", "ports", "workspace")
 
-    def __init__(self, graph: pygraph, ports: dict[str, Tensor]) -> None:
+    def __init__(self, graph: pygraph, ports: dict[str, Tensor], device: int = 0) -> None:
         self.graph = graph
         self.ports = ports
         self.workspace = graph.get_workspace_size()
+        self.device = torch.device("cuda", device)
+        self.info: Any = None
 
 
 class GraphCache:
@@ -135,18 +147,27 @@ class GraphCache:
     def get(self, device: int, key: Hashable, make: Callable[[pygraph], dict[str, Tensor]]) -> Built:
         """The graph for ``key`` on ``device``; ``make(g)`` declares it on a fresh graph
         (tensors by role, outputs marked) when it is not cached."""
+        built = self.lookup(device, key)
+        return self.build(device, key, make) if built is None else built
+
+    def lookup(self, device: int, key: Hashable) -> Built | None:
+        """The cached graph for ``key`` on ``device`` (now the most recently used), or None."""
+        cache = self._by_device.get(device)
+        built = None if cache is None else cache.get(key)
+        if built is not None:
+            cache.move_to_end(key)  # type: ignore[union-attr]
+        return built
+
+    def build(self, device: int, key: Hashable, make: Callable[[pygraph], dict[str, Tensor]]) -> Built:
+        """Build the graph ``make(g)`` declares and cache it under ``key`` on ``device``."""
         cache = self._by_device.get(device)
         if cache is None:
             cache = self._by_device.setdefault(device, OrderedDict())
-        built = cache.get(key)
-        if built is not None:
-            cache.move_to_end(key)
-            return built
         g = pygraph(io_data_type=data_type.FLOAT, intermediate_data_type=data_type.FLOAT,
                     compute_data_type=data_type.FLOAT, handle=handle(device))
         ports = make(g)
         g.build(HEURISTICS)
-        built = Built(g, ports)
+        built = Built(g, ports, device)
         with self._lock:
             cache[key] = built
             self.builds += 1
@@ -182,10 +203,45 @@ def execute(built: Built, device: int, pack: dict[str, torch.Tensor]) -> None:
     ports = built.ports
     # raw addresses: the graph was built for exactly these shapes and strides, and the Runner
     # finds its backend pack by address value (torch's allocator reuses blocks) in one lookup
-    variant = {ports[role]: t.data_ptr() for role, t in pack.items()}
-    ws = torch.empty(built.workspace, dtype=torch.uint8, device=torch.device("cuda", device)) \
-        if built.workspace else None
-    built.graph.execute(variant, None if ws is None else ws.data_ptr(), handle=handle(device))
+    launch(built, device, {ports[role]: t.data_ptr() for role, t in pack.items()})
+
+
+def launch(built: Built, device: int, variant: dict[Tensor, int]) -> None:
+    """Run ``built`` on raw addresses (``variant``: graph tensor -> data_ptr), on torch's
+    current stream, with a workspace from torch's caching allocator. The caller keeps the
+    tensors behind the addresses alive until this returns (the allocator orders reuse on the
+    stream after that)."""
+    if built.workspace:
+        ws = torch.empty(built.workspace, dtype=torch.uint8, device=built.device)
+        built.graph.execute(variant, ws.data_ptr(), handle=handle(device))
+    else:
+        built.graph.execute(variant, None, handle=handle(device))
+
+
+# -- the eager fast path -----------------------------------------------------------------------
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_functorch = getattr(torch._C, "_are_functorch_transforms_active", None)
+
+
+def eager(*tensors: Any) -> bool:
+    """True when a call may run its kernel without torch's dispatcher: not compiling, no
+    dispatch mode (fake tensors, tracing, export) or functorch transform active, and every
+    tensor given a plain tensor or Parameter on CUDA. Otherwise the registered op runs."""
+    if torch.compiler.is_compiling() or (_dispatch_modes is not None and _dispatch_modes()) \
+            or (_functorch is not None and _functorch()):
+        return False
+    for t in tensors:  # noqa: SIM110 (a loop: cheaper than all() over a generator, per call)
+        if t is not None and (type(t) not in _PLAIN or not t.is_cuda):
+            return False
+    return True
+
+
+def sig(t: torch.Tensor | None) -> Hashable:
+    """The cache-key part of an optional tensor argument: shape, strides, dtype and device
+    index (a tensor on another device than the first input must miss, and be refused)."""
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.get_device())
 
 
 def tensor_of(g: pygraph, name: str, t: torch.Tensor, shape: list[int] | None = None,

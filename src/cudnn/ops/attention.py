@@ -66,14 +66,38 @@ def _bias(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> torch.
                          f"[B, H, {q.shape[2]}, {k.shape[2]}]") from None
 
 
-@torch.library.custom_op("cudnn::sdpa", mutates_args=())
-def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
-         scale: float, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    _check(q, k, v, None, True)
+def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
+         scale: float, training: bool, enable_gqa: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """O (BSHD memory) and, in training, Stats [B, H, S_q, 1] float32. Arguments are checked
+    when their key is first built; a hit only allocates and runs."""
+    key = ("sdpa", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(bias), is_causal, scale, training,
+           enable_gqa)
+    dev = q.get_device()
+    built = rt.CACHE.lookup(dev, key)
+    if built is None:
+        built = _build(dev, key, q, k, v, bias, is_causal, scale, training, enable_gqa)
+    size, strides = built.info
+    o = q.new_empty_strided(size, strides)
+    ports = built.ports
+    variant = {ports["q"]: q.data_ptr(), ports["k"]: k.data_ptr(), ports["v"]: v.data_ptr(),
+               ports["o"]: o.data_ptr()}
+    if bias is not None:
+        variant[ports["bias"]] = bias.data_ptr()
+    stats = None
+    if training:
+        stats = q.new_empty((q.shape[0], q.shape[1], q.shape[2], 1), dtype=torch.float32)
+        variant[ports["stats"]] = stats.data_ptr()
+    rt.launch(built, dev, variant)
+    return o, stats
+
+
+def _build(dev: int, key: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
+           is_causal: bool, scale: float, training: bool, enable_gqa: bool) -> rt.Built:
+    """Check the arguments, then build and cache the attention graph for ``key``."""
+    _check(q, k, v, None, enable_gqa)
+    if bias is not None:
+        rt.check_tensor(_OP, "attn_mask", bias, (q.dtype,), rank=4, device=q.device)
     o = _o_like(q, v.shape[3])
-    stats = torch.empty(q.shape[0], q.shape[1], q.shape[2], 1, dtype=torch.float32, device=q.device) \
-        if training else q.new_empty(0, dtype=torch.float32)
-    key = ("sdpa", rt.signature(q, k, v, bias), is_causal, scale, training)
 
     def make(g: object) -> dict:
         Q, K, V = rt.tensor_of(g, "q", q), rt.tensor_of(g, "k", k), rt.tensor_of(g, "v", v)
@@ -87,15 +111,16 @@ def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor |
             ports["stats"] = S.set_output(True).set_data_type(rt.data_type.FLOAT)
         return ports
 
-    dev = rt.device_index(q)
-    built = rt.CACHE.get(dev, key, make)
-    pack = {"q": q, "k": k, "v": v, "o": o}
-    if bias is not None:
-        pack["bias"] = bias
-    if training:
-        pack["stats"] = stats
-    rt.execute(built, dev, pack)
-    return o, stats
+    built = rt.CACHE.build(dev, key, make)
+    built.info = (tuple(o.shape), o.stride())
+    return built
+
+
+@torch.library.custom_op("cudnn::sdpa", mutates_args=())
+def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
+         scale: float, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    o, stats = _run(q, k, v, bias, is_causal, scale, training)
+    return o, (q.new_empty(0, dtype=torch.float32) if stats is None else stats)
 
 
 @_fwd.register_fake
@@ -106,9 +131,10 @@ def _(q, k, v, bias, is_causal, scale, training):  # type: ignore[no-untyped-def
     return _o_like(q, v.shape[3]), stats
 
 
-@torch.library.custom_op("cudnn::sdpa_backward", mutates_args=())
-def _bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, stats: torch.Tensor,
-         bias: torch.Tensor | None, is_causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+             stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
+             scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV (the layouts of Q, K, V) from cuDNN's attention backward graph."""
     if do.stride() != o.stride():
         do = do.transpose(1, 2).contiguous().transpose(1, 2)  # dO in O's (BSHD) layout
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -132,6 +158,12 @@ def _bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o:
         pack["bias"] = bias
     rt.execute(built, dev, pack)
     return dq, dk, dv
+
+
+@torch.library.custom_op("cudnn::sdpa_backward", mutates_args=())
+def _bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, stats: torch.Tensor,
+         bias: torch.Tensor | None, is_causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale)
 
 
 @_bwd.register_fake
@@ -159,6 +191,24 @@ def _backward(ctx, do, _dstats):  # type: ignore[no-untyped-def]
 _fwd.register_autograd(_backward, setup_context=_setup)
 
 
+class _Eager(torch.autograd.Function):
+    """The eager path with a gradient wanted (see `_runtime`)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, is_causal, scale, enable_gqa):  # type: ignore[no-untyped-def]
+        o, stats = _run(q, k, v, bias, is_causal, scale, True, enable_gqa)
+        ctx.attn = (is_causal, scale)
+        ctx.save_for_backward(q, k, v, o, stats, bias)
+        return o
+
+    @staticmethod
+    def backward(ctx, do):  # type: ignore[no-untyped-def]
+        q, k, v, o, stats, bias = ctx.saved_tensors
+        is_causal, scale = ctx.attn
+        dq, dk, dv = _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale)
+        return dq, dk, dv, None, None, None, None
+
+
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                                  attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale: float | None = None,
@@ -175,10 +225,16 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     if is_causal and attn_mask is not None:
         raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: give either attn_mask or is_causal=True, not both "
                          "(as torch)")
-    _check(query, key, value, attn_mask, enable_gqa)
+    fast = rt.eager(query, key, value, attn_mask)
+    if not fast or attn_mask is not None:  # the eager path checks Q, K, V when it first builds their key
+        _check(query, key, value, attn_mask, enable_gqa)
     if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
         raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: a mask that requires grad is not supported (no dBias)")
     s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     training = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
     bias = _bias(attn_mask, query, key)
+    if fast:
+        if training:
+            return _Eager.apply(query, key, value, bias, bool(is_causal), s, bool(enable_gqa))
+        return _run(query, key, value, bias, bool(is_causal), s, False, bool(enable_gqa))[0]
     return torch.ops.cudnn.sdpa(query, key, value, bias, bool(is_causal), s, training)[0]

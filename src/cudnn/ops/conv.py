@@ -22,11 +22,13 @@ ACTS = ("none", "relu", "gelu", "silu")
 _NHWC = torch.channels_last
 
 
-def _pair(op: str, name: str, v: int | Sequence[int]) -> list[int]:
-    vals = [v, v] if isinstance(v, int) else list(v)
+def _pair(op: str, name: str, v: int | Sequence[int]) -> tuple[int, int]:
+    if type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int:
+        return v  # what nn.Conv2d stores: no further work
+    vals = (v, v) if isinstance(v, int) else tuple(v)
     if len(vals) != 2 or not all(isinstance(i, int) for i in vals):
         raise rt.OpError(f"cudnn.ops.{op}: {name}: expected an int or two ints, got {v!r}")
-    return vals
+    return vals  # type: ignore[return-value]
 
 
 def out_shape(x: torch.Tensor, w: torch.Tensor, stride: list[int], padding: list[int],
@@ -63,40 +65,73 @@ def _act_fwd(g: object, z: object, act: str) -> object:
     return {"relu": g.relu, "gelu": g.gelu, "silu": g.swish}[act](z)  # type: ignore[attr-defined]
 
 
-@torch.library.custom_op("cudnn::conv2d_bias_act", mutates_args=())
-def _fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, stride: list[int], padding: list[int],
-         dilation: list[int], groups: int, act: str, save_preact: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, stride: tuple[int, ...],
+         padding: tuple[int, ...], dilation: tuple[int, ...], groups: int, act: str,
+         keep_z: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The forward: Y (the input's layout) and, with ``keep_z``, the pre-activation Z (NHWC).
+    The arguments are checked when their key is first built; a hit only allocates and runs."""
+    key = ("conv2d_bias_act", x.shape, x.stride(), x.dtype, rt.sig(w), rt.sig(b), stride, padding, dilation,
+           groups, act, keep_z)
+    dev = x.get_device()
+    built = rt.CACHE.lookup(dev, key)
+    if built is None:
+        built = _build(dev, key, x, w, b, stride, padding, dilation, groups, act, keep_z)
+    x_nhwc, w_nhwc, size, strides, back_to_nchw = built.info
+    xn = x if x_nhwc else x.contiguous(memory_format=_NHWC)
+    wn = w if w_nhwc else w.contiguous(memory_format=_NHWC)
+    y = x.new_empty_strided(size, strides)
+    ports = built.ports
+    variant = {ports["x"]: xn.data_ptr(), ports["w"]: wn.data_ptr(), ports["y"]: y.data_ptr()}
+    if b is not None:
+        variant[ports["b"]] = b.data_ptr()  # its [1, K, 1, 1] view starts where it does
+    z = None
+    if keep_z:
+        z = x.new_empty_strided(size, strides)
+        variant[ports["z"]] = z.data_ptr()
+    rt.launch(built, dev, variant)
+    return (y.contiguous() if back_to_nchw else y), z
+
+
+def _build(dev: int, key: tuple, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
+           stride: tuple[int, ...], padding: tuple[int, ...], dilation: tuple[int, ...], groups: int, act: str,
+           keep_z: bool) -> rt.Built:
+    """Check the arguments, then build and cache the fused graph (NHWC) for ``key``."""
+    op = "conv2d_bias_act"
     _check(x, w, b, groups, act)
+    for name, v in (("stride", stride), ("padding", padding), ("dilation", dilation)):
+        _pair(op, name, v)
     xn, wn = _nhwc(x), _nhwc(w)
     bn = None if b is None else b.reshape(1, -1, 1, 1)
-    y = rt.like_layout(x, out_shape(x, w, stride, padding, dilation), True)
-    keep_z = save_preact and act in ("gelu", "silu")
-    z = torch.empty_like(y) if keep_z else y.new_empty(0)
-    key = ("conv2d_bias_act", rt.signature(xn, wn, bn), tuple(stride), tuple(padding), tuple(dilation), act, keep_z)
+    y = torch.empty(out_shape(x, w, list(stride), list(padding), list(dilation)), dtype=x.dtype, device=x.device,
+                    memory_format=_NHWC)
+    cdt = rt.CUDNN_DTYPE[x.dtype]
 
     def make(g: object) -> dict:
         X, W = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "w", wn)
-        out = g.conv_fprop(X, W, padding=padding, stride=stride, dilation=dilation)
+        out = g.conv_fprop(X, W, padding=list(padding), stride=list(stride), dilation=list(dilation))
         ports = {"x": X, "w": W}
         if bn is not None:
             ports["b"] = rt.tensor_of(g, "b", bn)
             out = g.add(out, ports["b"])
         if act != "none":
             if keep_z:
-                ports["z"] = out.set_output(True).set_data_type(rt.CUDNN_DTYPE[x.dtype]).set_stride(list(y.stride()))
+                ports["z"] = out.set_output(True).set_data_type(cdt).set_stride(list(y.stride()))
             out = _act_fwd(g, out, act)
-        ports["y"] = out.set_output(True).set_data_type(rt.CUDNN_DTYPE[x.dtype]).set_stride(list(y.stride()))
+        ports["y"] = out.set_output(True).set_data_type(cdt).set_stride(list(y.stride()))
         return ports
 
-    dev = rt.device_index(x)
-    built = rt.CACHE.get(dev, key, make)
-    pack = {"x": xn, "w": wn, "y": y}
-    if bn is not None:
-        pack["b"] = bn
-    if keep_z:
-        pack["z"] = z
-    rt.execute(built, dev, pack)
-    return (y if rt.channels_last(x) else y.contiguous()), z
+    built = rt.CACHE.build(dev, key, make)
+    built.info = (x.is_contiguous(memory_format=_NHWC), w.is_contiguous(memory_format=_NHWC), tuple(y.shape),
+                  y.stride(), not rt.channels_last(x))
+    return built
+
+
+@torch.library.custom_op("cudnn::conv2d_bias_act", mutates_args=())
+def _fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, stride: list[int], padding: list[int],
+         dilation: list[int], groups: int, act: str, save_preact: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    keep_z = save_preact and act in ("gelu", "silu")
+    y, z = _run(x, w, b, tuple(stride), tuple(padding), tuple(dilation), groups, act, keep_z)
+    return y, (x.new_empty(0) if z is None else z)
 
 
 @_fwd.register_fake
@@ -108,11 +143,13 @@ def _(x, w, b, stride, padding, dilation, groups, act, save_preact):  # type: ig
     return y, (rt.like_layout(x, shape, True) if keep_z else x.new_empty(0))
 
 
-@torch.library.custom_op("cudnn::conv2d_bias_act_backward", mutates_args=())
-def _bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Tensor, stride: list[int],
-         padding: list[int], dilation: list[int], groups: int, act: str,
-         has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    dev = rt.device_index(x)
+def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Tensor | None,
+             stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int], act: str, has_bias: bool,
+             need_dx: bool = True, need_dw: bool = True) -> tuple[torch.Tensor | None, torch.Tensor | None,
+                                                                  torch.Tensor | None]:
+    """dX, dW (the layouts of X and W) and dBias, each None when not wanted."""
+    dev = x.get_device()
+    stride, padding, dilation = list(stride), list(padding), list(dilation)
     dyn, xn, wn = _nhwc(dy), _nhwc(x), _nhwc(w)
     if act != "none":  # dZ = act'(.) * dY in one pointwise graph
         sn = _nhwc(saved)
@@ -128,35 +165,50 @@ def _bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Tensor
         rt.execute(built, dev, {"dy": dyn, "saved": sn, "dz": dz})
     else:
         dz = dyn
-    dx = torch.empty_like(xn)
-
-    def make_dgrad(g: object) -> dict:
-        DZ, W = rt.tensor_of(g, "dz", dz), rt.tensor_of(g, "w", wn)
-        DX = g.conv_dgrad(DZ, W, padding=padding, stride=stride, dilation=dilation)
-        DX.set_output(True).set_dim(list(dx.shape)).set_stride(list(dx.stride())).set_data_type(rt.CUDNN_DTYPE[x.dtype])
-        return {"dz": DZ, "w": W, "dx": DX}
-
     conv = (tuple(stride), tuple(padding), tuple(dilation))
-    built = rt.CACHE.get(dev, ("conv_dgrad", rt.signature(dz, wn, dx), conv), make_dgrad)
-    rt.execute(built, dev, {"dz": dz, "w": wn, "dx": dx})
-    dw = torch.empty_like(wn)
+    dx = dw = None
+    if need_dx:
+        dx = torch.empty_like(xn)
 
-    def make_wgrad(g: object) -> dict:
-        X, DZ = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "dz", dz)
-        DW = g.conv_wgrad(X, DZ, padding=padding, stride=stride, dilation=dilation)
-        DW.set_output(True).set_dim(list(dw.shape)).set_stride(list(dw.stride())).set_data_type(rt.CUDNN_DTYPE[w.dtype])
-        return {"x": X, "dz": DZ, "dw": DW}
+        def make_dgrad(g: object) -> dict:
+            DZ, W = rt.tensor_of(g, "dz", dz), rt.tensor_of(g, "w", wn)
+            DX = g.conv_dgrad(DZ, W, padding=padding, stride=stride, dilation=dilation)
+            DX.set_output(True).set_dim(list(dx.shape)).set_stride(list(dx.stride())) \
+                .set_data_type(rt.CUDNN_DTYPE[x.dtype])
+            return {"dz": DZ, "w": W, "dx": DX}
 
-    built = rt.CACHE.get(dev, ("conv_wgrad", rt.signature(xn, dz, dw), conv), make_wgrad)
-    rt.execute(built, dev, {"x": xn, "dz": dz, "dw": dw})
-    db = dz.sum(dim=(0, 2, 3), dtype=torch.float32).to(w.dtype) if has_bias else w.new_empty(0)
-    return (dx if rt.channels_last(x) else dx.contiguous()), \
-        (dw if rt.channels_last(w) else dw.contiguous()), db
+        built = rt.CACHE.get(dev, ("conv_dgrad", rt.signature(dz, wn, dx), conv), make_dgrad)
+        rt.execute(built, dev, {"dz": dz, "w": wn, "dx": dx})
+        dx = dx if rt.channels_last(x) else dx.contiguous()
+    if need_dw:
+        dw = torch.empty_like(wn)
+
+        def make_wgrad(g: object) -> dict:
+            X, DZ = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "dz", dz)
+            DW = g.conv_wgrad(X, DZ, padding=padding, stride=stride, dilation=dilation)
+            DW.set_output(True).set_dim(list(dw.shape)).set_stride(list(dw.stride())) \
+                .set_data_type(rt.CUDNN_DTYPE[w.dtype])
+            return {"x": X, "dz": DZ, "dw": DW}
+
+        built = rt.CACHE.get(dev, ("conv_wgrad", rt.signature(xn, dz, dw), conv), make_wgrad)
+        rt.execute(built, dev, {"x": xn, "dz": dz, "dw": dw})
+        dw = dw if rt.channels_last(w) else dw.contiguous()
+    db = dz.sum(dim=(0, 2, 3), dtype=torch.float32).to(w.dtype) if has_bias else None
+    return dx, dw, db
+
+
+@torch.library.custom_op("cudnn::conv2d_bias_act_backward", mutates_args=())
+def _bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Tensor, stride: list[int],
+         padding: list[int], dilation: list[int], groups: int, act: str,
+         has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    dx, dw, db = _run_bwd(dy, x, w, saved, stride, padding, dilation, act, has_bias)
+    return dx, dw, (w.new_empty(0) if db is None else db)  # type: ignore[return-value]
 
 
 @_bwd.register_fake
 def _(dy, x, w, saved, stride, padding, dilation, groups, act, has_bias):  # type: ignore[no-untyped-def]
-    return (rt.like_layout(x, list(x.shape), rt.channels_last(x)), rt.like_layout(w, list(w.shape), rt.channels_last(w)),
+    return (rt.like_layout(x, list(x.shape), rt.channels_last(x)),
+            rt.like_layout(w, list(w.shape), rt.channels_last(w)),
             w.new_empty(w.shape[0]) if has_bias else w.new_empty(0))
 
 
@@ -181,6 +233,27 @@ def _backward(ctx, dy, _dz):  # type: ignore[no-untyped-def]
 _fwd.register_autograd(_backward, setup_context=_setup)
 
 
+class _Eager(torch.autograd.Function):
+    """The eager path with a gradient wanted: the same kernels as the registered op and its
+    backward, without the dispatcher (see `_runtime`)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding, dilation, groups, act):  # type: ignore[no-untyped-def]
+        y, z = _run(x, w, b, stride, padding, dilation, groups, act, act in ("gelu", "silu"))
+        ctx.conv = (stride, padding, dilation, act, b is not None)
+        ctx.save_for_backward(x, w, y if act == "relu" else z)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[no-untyped-def]
+        x, w, saved = ctx.saved_tensors
+        stride, padding, dilation, act, has_bias = ctx.conv
+        need = ctx.needs_input_grad
+        dx, dw, db = _run_bwd(dy, x, w, saved, stride, padding, dilation, act, has_bias and need[2], need[0],
+                              need[1])
+        return dx, dw, db, None, None, None, None, None
+
+
 def conv2d_bias_act(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
                     stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
                     dilation: int | Sequence[int] = 1, groups: int = 1, act: str = "none") -> torch.Tensor:
@@ -190,11 +263,16 @@ def conv2d_bias_act(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     autocast dtype, as torch's conv2d does."""
     op = "conv2d_bias_act"
     x, weight, bias = rt.autocast(x, weight, bias)
-    rt.choice(op, "act", act, ACTS)
+    if act not in ACTS:
+        rt.choice(op, "act", act, ACTS)
     if isinstance(groups, bool) or not isinstance(groups, int):
         raise rt.OpError(f"cudnn.ops.{op}: groups: expected an int, got {groups!r}")
+    s, p, d = _pair(op, "stride", stride), _pair(op, "padding", padding), _pair(op, "dilation", dilation)
     save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                         or (bias is not None and bias.requires_grad))
-    y, _ = torch.ops.cudnn.conv2d_bias_act(x, weight, bias, _pair(op, "stride", stride), _pair(op, "padding", padding),
-                                           _pair(op, "dilation", dilation), groups, act, save)
+    if rt.eager(x, weight, bias):
+        if save:
+            return _Eager.apply(x, weight, bias, s, p, d, groups, act)
+        return _run(x, weight, bias, s, p, d, groups, act, False)[0]
+    y, _ = torch.ops.cudnn.conv2d_bias_act(x, weight, bias, list(s), list(p), list(d), groups, act, save)
     return y

@@ -53,9 +53,49 @@ def _out(t: object, like: torch.Tensor) -> object:
 
 # -- layer norm and RMS norm ---------------------------------------------------------------------
 
-@torch.library.custom_op("cudnn::layer_norm", mutates_args=())
-def _ln(x: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None, bias: torch.Tensor | None,
-        eps: float, rms: bool, training: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _flat(p: torch.Tensor | None, fixed: torch.Tensor | None, d: int) -> torch.Tensor:
+    """A parameter's [1, d] memory: ``fixed`` (a cached ones/zeros) for None, ``p`` itself when
+    contiguous (its view starts where it does), else a contiguous copy."""
+    if p is None:
+        return fixed  # type: ignore[return-value]
+    return p if p.is_contiguous() else p.reshape(1, d).contiguous()
+
+
+def _ln_run(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Tensor | None,
+            bias: torch.Tensor | None, eps: float, rms: bool,
+            training: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Y and, in training, MEAN (layer norm) and INV_VARIANCE as [rows, 1] float32. Arguments
+    are checked when their key is first built; a hit only allocates and runs."""
+    key = ("layer_norm", x.shape, x.stride(), x.dtype, normalized_shape, rt.sig(weight), rt.sig(bias), eps, rms,
+           training)
+    dev = x.get_device()
+    built = rt.CACHE.lookup(dev, key)
+    if built is None:
+        built = _ln_build(dev, key, x, normalized_shape, weight, bias, eps, rms, training)
+    rows, d, ones, zeros = built.info
+    x2 = x if x.is_contiguous() else x.reshape(rows, d).contiguous()
+    w = _flat(weight, ones, d)
+    y = x.new_empty(x.shape)
+    ports = built.ports
+    variant = {ports["x"]: x2.data_ptr(), ports["scale"]: w.data_ptr(), ports["y"]: y.data_ptr()}
+    if "bias" in ports:
+        b = _flat(bias, zeros, d)
+        variant[ports["bias"]] = b.data_ptr()
+    mean = inv = None
+    if training:
+        inv = x.new_empty((rows, 1), dtype=torch.float32)
+        variant[ports["inv"]] = inv.data_ptr()
+        if not rms:
+            mean = x.new_empty((rows, 1), dtype=torch.float32)
+            variant[ports["mean"]] = mean.data_ptr()
+    rt.launch(built, dev, variant)
+    return y, mean, inv
+
+
+def _ln_build(dev: int, key: tuple, x: torch.Tensor, normalized_shape: tuple[int, ...],
+              weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float, rms: bool,
+              training: bool) -> rt.Built:
+    """Check the arguments, then build and cache the norm graph over [rows, features]."""
     op = "rms_norm" if rms else "layer_norm"
     _check_x(op, x)
     rows, d = _rows(op, x, normalized_shape)
@@ -63,10 +103,7 @@ def _ln(x: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | Non
     w = _param(op, "weight", weight, x, d, 1.0)
     b = None if rms and bias is None else _param(op, "bias", bias, x, d, 0.0)
     y = torch.empty_like(x2)
-    stats = torch.empty(rows, 1, dtype=torch.float32, device=x.device) if training else x.new_empty(0)
-    mean = stats if training and not rms else x.new_empty(0)
-    inv = torch.empty_like(stats) if training else x.new_empty(0)
-    key = (op, rt.signature(x2, w, b), float(eps), training)
+    stats = torch.empty(rows, 1, dtype=torch.float32, device=x.device)
 
     def make(g: object) -> dict:
         X, W = rt.tensor_of(g, "x", x2), rt.tensor_of(g, "scale", w)
@@ -81,22 +118,21 @@ def _ln(x: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | Non
         if B is not None:
             ports["bias"] = B
         if training:
-            ports["inv"] = _out(V, inv)
+            ports["inv"] = _out(V, stats)
             if M is not None:
-                ports["mean"] = _out(M, mean)
+                ports["mean"] = _out(M, stats)
         return ports
 
-    dev = rt.device_index(x)
-    built = rt.CACHE.get(dev, key, make)
-    pack = {"x": x2, "scale": w, "y": y}
-    if b is not None:
-        pack["bias"] = b
-    if training:
-        pack["inv"] = inv
-        if not rms:
-            pack["mean"] = mean
-    rt.execute(built, dev, pack)
-    return y.reshape(x.shape), mean, inv
+    built = rt.CACHE.build(dev, key, make)
+    built.info = (rows, d, w if weight is None else None, b if bias is None else None)
+    return built
+
+
+@torch.library.custom_op("cudnn::layer_norm", mutates_args=())
+def _ln(x: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None, bias: torch.Tensor | None,
+        eps: float, rms: bool, training: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    y, mean, inv = _ln_run(x, tuple(normalized_shape), weight, bias, eps, rms, training)
+    return y, (x.new_empty(0) if mean is None else mean), (x.new_empty(0) if inv is None else inv)
 
 
 @_ln.register_fake
@@ -112,10 +148,10 @@ def _(x, normalized_shape, weight, bias, eps, rms, training):  # type: ignore[no
         (x.new_empty(rows, 1, dtype=torch.float32) if training else x.new_empty(0))
 
 
-@torch.library.custom_op("cudnn::layer_norm_backward", mutates_args=())
-def _ln_bwd(dy: torch.Tensor, x: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None,
-            mean: torch.Tensor, inv: torch.Tensor, rms: bool,
-            has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _ln_bwd_run(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
+                mean: torch.Tensor | None, inv: torch.Tensor, rms: bool,
+                has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dX, dWeight and dBias (empty when there is none) from cuDNN's norm backward graph."""
     op = "rms_norm" if rms else "layer_norm"
     has_bias = has_bias or not rms  # cuDNN's layer-norm backward always writes DBIAS
     rows, d = _rows(op, x, normalized_shape)
@@ -125,6 +161,7 @@ def _ln_bwd(dy: torch.Tensor, x: torch.Tensor, normalized_shape: list[int], weig
     dw = torch.empty_like(w)
     db = torch.empty_like(w) if has_bias else x.new_empty(0)
     key = (op + "_backward", rt.signature(dy2, x2, w), has_bias)
+    dev = rt.device_index(x)
 
     def make(g: object) -> dict:
         DY, X, W = rt.tensor_of(g, "dy", dy2), rt.tensor_of(g, "x", x2), rt.tensor_of(g, "scale", w)
@@ -140,7 +177,6 @@ def _ln_bwd(dy: torch.Tensor, x: torch.Tensor, normalized_shape: list[int], weig
             ports["db"] = _out(DB, db)
         return ports
 
-    dev = rt.device_index(x)
     built = rt.CACHE.get(dev, key, make)
     pack = {"dy": dy2, "x": x2, "scale": w, "inv": inv, "dx": dx, "dw": dw}
     if not rms:
@@ -149,6 +185,13 @@ def _ln_bwd(dy: torch.Tensor, x: torch.Tensor, normalized_shape: list[int], weig
         pack["db"] = db
     rt.execute(built, dev, pack)
     return dx.reshape(x.shape), dw.reshape(-1), db.reshape(-1)
+
+
+@torch.library.custom_op("cudnn::layer_norm_backward", mutates_args=())
+def _ln_bwd(dy: torch.Tensor, x: torch.Tensor, normalized_shape: list[int], weight: torch.Tensor | None,
+            mean: torch.Tensor, inv: torch.Tensor, rms: bool,
+            has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _ln_bwd_run(dy, x, normalized_shape, weight, mean, inv, rms, has_bias)
 
 
 @_ln_bwd.register_fake
@@ -184,25 +227,59 @@ def _wants_grad(*ts: torch.Tensor | None) -> bool:
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
 
 
+class _LNEager(torch.autograd.Function):
+    """The eager path of layer / RMS norm with a gradient wanted (see `_runtime`)."""
+
+    @staticmethod
+    def forward(ctx, x, normalized_shape, weight, bias, eps, rms, training):  # type: ignore[no-untyped-def]
+        y, mean, inv = _ln_run(x, normalized_shape, weight, bias, eps, rms, training)
+        ctx.ln = (normalized_shape, rms, bias is not None, training)
+        ctx.save_for_backward(x, weight, mean, inv)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[no-untyped-def]
+        x, weight, mean, inv = ctx.saved_tensors
+        normalized_shape, rms, has_bias, training = ctx.ln
+        if not training:
+            raise RuntimeError("cudnn.ops.layer_norm / rms_norm: this call ran with training=False (no statistics "
+                               "saved); call with training=True to differentiate it")
+        dx, dw, db = _ln_bwd_run(dy, x, normalized_shape, weight, mean, inv, rms, has_bias)
+        return (dx, None, None if weight is None else dw.reshape(weight.shape), db if has_bias else None,
+                None, None, None)
+
+
+def _norm(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Tensor | None,
+          bias: torch.Tensor | None, eps: float, rms: bool, training: bool | None) -> torch.Tensor:
+    grad = torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
+                                        or (bias is not None and bias.requires_grad))
+    train = grad if training is None else bool(training)
+    if rt.eager(x, weight, bias):
+        if grad:
+            return _LNEager.apply(x, normalized_shape, weight, bias, eps, rms, train)
+        return _ln_run(x, normalized_shape, weight, bias, eps, rms, train)[0]
+    return torch.ops.cudnn.layer_norm(x, list(normalized_shape), weight, bias, eps, rms, train)[0]
+
+
+def _shape(normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
+    if type(normalized_shape) is tuple:
+        return normalized_shape
+    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+
+
 def layer_norm(x: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
                bias: torch.Tensor | None = None, eps: float = 1e-5, training: bool | None = None) -> torch.Tensor:
     """``torch.nn.functional.layer_norm`` through cuDNN. ``training`` (default: whether a
     gradient is wanted) makes the forward save MEAN / INV_VARIANCE for cuDNN's backward."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = [normalized_shape]
-    train = _wants_grad(x, weight, bias) if training is None else bool(training)
-    return torch.ops.cudnn.layer_norm(x, list(normalized_shape), weight, bias, float(eps), False, train)[0]
+    return _norm(x, _shape(normalized_shape), weight, bias, float(eps), False, training)
 
 
 def rms_norm(x: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None = None,
              eps: float | None = None, training: bool | None = None) -> torch.Tensor:
     """``torch.nn.functional.rms_norm`` through cuDNN (``eps`` None: the dtype's machine
     epsilon, as torch); training saves INV_VARIANCE for cuDNN's backward."""
-    if isinstance(normalized_shape, int):
-        normalized_shape = [normalized_shape]
     eps = torch.finfo(x.dtype).eps if eps is None else float(eps)
-    train = _wants_grad(x, weight) if training is None else bool(training)
-    return torch.ops.cudnn.layer_norm(x, list(normalized_shape), weight, None, eps, True, train)[0]
+    return _norm(x, _shape(normalized_shape), weight, None, eps, True, training)
 
 
 # -- batch norm ----------------------------------------------------------------------------------
@@ -228,10 +305,10 @@ def _vec(p: torch.Tensor | None, c: int, fill: float, like: torch.Tensor) -> tor
     return v.contiguous(memory_format=torch.channels_last)
 
 
-@torch.library.custom_op("cudnn::batch_norm", mutates_args=())
-def _bn(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, running_mean: torch.Tensor | None,
-        running_var: torch.Tensor | None, training: bool, momentum: float,
-        eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _bn_run(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+            running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool, momentum: float,
+            eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Y, the batch MEAN / INV_VARIANCE (float32, [C]) and the updated running statistics."""
     c = _bn_check(x, {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var})
     xn = x.contiguous(memory_format=torch.channels_last)
     w, b = _vec(weight, c, 1.0, x), _vec(bias, c, 0.0, x)
@@ -275,6 +352,13 @@ def _bn(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
     return (y if rt.channels_last(x) else y.contiguous()), mean, inv, nrm, nrv
 
 
+@torch.library.custom_op("cudnn::batch_norm", mutates_args=())
+def _bn(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, running_mean: torch.Tensor | None,
+        running_var: torch.Tensor | None, training: bool, momentum: float,
+        eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _bn_run(x, weight, bias, running_mean, running_var, training, momentum, eps)
+
+
 @_bn.register_fake
 def _(x, weight, bias, running_mean, running_var, training, momentum, eps):  # type: ignore[no-untyped-def]
     c = _bn_check(x, {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var})
@@ -285,9 +369,9 @@ def _(x, weight, bias, running_mean, running_var, training, momentum, eps):  # t
             x.new_empty(c, dtype=torch.float32) if track else x.new_empty(0))
 
 
-@torch.library.custom_op("cudnn::batch_norm_backward", mutates_args=())
-def _bn_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
-            inv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _bn_bwd_run(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
+                inv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dX (X's layout), dWeight and dBias (float32, [C]) from cuDNN's batch-norm backward graph."""
     c = x.shape[1]
     xn = x.contiguous(memory_format=torch.channels_last)
     dyn = dy.contiguous(memory_format=torch.channels_last)
@@ -306,6 +390,12 @@ def _bn_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean
     built = rt.CACHE.get(dev, ("batchnorm_backward", rt.signature(dyn, xn, w)), make)
     rt.execute(built, dev, {"dy": dyn, "x": xn, "scale": w, "mean": m, "inv": v, "dx": dx, "dw": dw, "db": db})
     return (dx if rt.channels_last(x) else dx.contiguous()), dw.reshape(c), db.reshape(c)
+
+
+@torch.library.custom_op("cudnn::batch_norm_backward", mutates_args=())
+def _bn_bwd(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
+            inv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _bn_bwd_run(dy, x, weight, mean, inv)
 
 
 @_bn_bwd.register_fake
@@ -327,7 +417,8 @@ def _bn_backward(ctx, dy, *_):  # type: ignore[no-untyped-def]
     training, has_w, has_b = ctx.bn
     c = x.shape[1]
     if training:
-        dx, dw, db = torch.ops.cudnn.batch_norm_backward(dy, x, weight, mean, inv)
+        dx, dw, db = (_bn_bwd_run if rt.eager(dy, x) else torch.ops.cudnn.batch_norm_backward)(dy, x, weight, mean,
+                                                                                              inv)
     else:  # elementwise: statistics are constants in eval mode
         scale = inv if weight is None else inv * weight.float()
         dx = (dy.float() * scale.reshape(1, c, 1, 1)).to(x.dtype)
@@ -341,14 +432,32 @@ def _bn_backward(ctx, dy, *_):  # type: ignore[no-untyped-def]
 _bn.register_autograd(_bn_backward, setup_context=_bn_setup)
 
 
+class _BNEager(torch.autograd.Function):
+    """The eager path of batch norm with a gradient wanted (see `_runtime`)."""
+
+    @staticmethod
+    def forward(ctx, *inputs):  # type: ignore[no-untyped-def]
+        out = _bn_run(*inputs)
+        _bn_setup(ctx, inputs, out)
+        ctx.mark_non_differentiable(*out[1:])
+        return out
+
+    backward = staticmethod(_bn_backward)
+
+
 def batch_norm(x: torch.Tensor, running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
                weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> torch.Tensor:
     """``torch.nn.functional.batch_norm`` (4-D input) through cuDNN; in training the running
     statistics are updated in place as torch does (the unbiased batch variance), from the
     MEAN / INV_VARIANCE cuDNN's graph wrote."""
-    y, _m, _v, nrm, nrv = torch.ops.cudnn.batch_norm(x, weight, bias, running_mean, running_var, bool(training),
-                                                     float(momentum), float(eps))
+    args = (x, weight, bias, running_mean, running_var, bool(training), float(momentum), float(eps))
+    if rt.eager(x, weight, bias, running_mean, running_var):
+        grad = torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
+                                            or (bias is not None and bias.requires_grad))
+        y, _m, _v, nrm, nrv = _BNEager.apply(*args) if grad else _bn_run(*args)
+    else:
+        y, _m, _v, nrm, nrv = torch.ops.cudnn.batch_norm(*args)
     if training and running_mean is not None and running_var is not None:
         with torch.no_grad():
             running_mean.copy_(nrm.reshape(running_mean.shape))
