@@ -36,7 +36,7 @@ def _describe(err: Any) -> str:
         if isinstance(err, rt.cudaError_t):
             _, text = rt.cudaGetErrorString(err)
             return f" ({text.decode() if isinstance(text, bytes) else text})"
-    except Exception:
+    except Exception:  # noqa: BLE001 - a description is optional: the caller reports the status either way
         pass
     return ""
 
@@ -75,7 +75,7 @@ def device_count() -> int:
     """Number of usable CUDA devices; 0 when there is no driver or no GPU."""
     try:
         err, n = runtime().cudaGetDeviceCount()
-    except Exception:
+    except Exception:  # noqa: BLE001 - cuda-bindings' own errors when libcuda is missing: no device
         return 0
     return int(n) if int(err) == 0 else 0
 
@@ -133,8 +133,9 @@ def diagnose() -> GpuDiagnosis:
         runtime_version = _version(rt.cudaRuntimeGetVersion())
         driver_version = _version(rt.cudaDriverGetVersion())
         err, n = rt.cudaGetDeviceCount()
-    except Exception as exc:  # cuda-bindings could not reach the runtime at all
-        return GpuDiagnosis("cuda_error", f"no usable CUDA GPU: the CUDA runtime failed ({exc})", _NEEDS_GPU, 0, 0, 0)
+    except Exception as exc:  # noqa: BLE001 - cuda-bindings could not reach the runtime at all
+        return GpuDiagnosis("cuda_error", f"no usable CUDA GPU: the CUDA runtime failed ({exc})",
+                            _NEEDS_GPU, 0, 0, 0)
     count = int(n or 0) if int(err) == 0 else 0
     if count:
         return GpuDiagnosis("", "", "", driver_version, runtime_version, count)
@@ -144,12 +145,14 @@ def diagnose() -> GpuDiagnosis:
         runtime_version = max(runtime_version, loader.report().cudart_version)
     code = int(err)
     if driver_version == 0 and (missing := _libcuda_error()):
-        return GpuDiagnosis("no_driver", f"no usable CUDA GPU: no NVIDIA driver ({missing})", _NEEDS_GPU + "; install the NVIDIA driver on a machine with a GPU",
+        return GpuDiagnosis("no_driver", f"no usable CUDA GPU: no NVIDIA driver ({missing})",
+                            _NEEDS_GPU + "; install the NVIDIA driver on a machine with a GPU",
                             0, runtime_version, 0)
     if driver_version and (code in (35, 803, 804) or driver_version // 1000 < runtime_version // 1000):
         drv, need = cuda_version_string(driver_version), cuda_version_string(runtime_version)
-        alt = f"; or install the CUDA {driver_version // 1000} packages (pip install 'cudnn-py[cu{driver_version // 1000}]')" \
-            if driver_version // 1000 in (12, 13) and driver_version // 1000 != runtime_version // 1000 else ""
+        major = driver_version // 1000
+        alt = f"; or install the CUDA {major} packages (pip install 'cudnn-py[cu{major}]')" \
+            if major in (12, 13) and major != runtime_version // 1000 else ""
         return GpuDiagnosis("driver_too_old", f"no usable CUDA GPU: the NVIDIA driver supports CUDA {drv} but the "
                             f"CUDA runtime here is {need}", f"update the NVIDIA driver to one for CUDA "
                             f"{runtime_version // 1000} or newer{alt}", driver_version, runtime_version, 0)
@@ -237,7 +240,8 @@ class DeviceBuffer:
     def copy_to_host(self, out: Any) -> Any:
         view = memoryview(out).cast("B")
         rt = runtime()
-        _rt("cudaMemcpy", rt.cudaMemcpy(view, self.ptr, min(view.nbytes, self.nbytes), rt.cudaMemcpyKind.cudaMemcpyDeviceToHost))
+        _rt("cudaMemcpy", rt.cudaMemcpy(view, self.ptr, min(view.nbytes, self.nbytes),
+                                        rt.cudaMemcpyKind.cudaMemcpyDeviceToHost))
         return out
 
 
@@ -257,7 +261,7 @@ def memset_async(dst: int, value: int, nbytes: int, stream: int) -> None:
 def _free(ptr: int) -> None:
     try:
         runtime().cudaFree(ptr)
-    except Exception:  # interpreter shutdown: nothing useful to do
+    except Exception:  # noqa: BLE001 - a finalizer must not raise (interpreter shutdown: nothing to do)
         pass
 
 
@@ -285,7 +289,7 @@ def pointer_info(ptr: int) -> PointerInfo:
             drv = driver()
             b, s = _rt("cuMemGetAddressRange", drv.cuMemGetAddressRange(ptr))
             base, size = int(b), int(s)
-        except Exception:
+        except Exception:  # noqa: BLE001 - bounds unknown (size 0): the caller then skips the bounds check
             pass
     return PointerInfo(int(attrs.device) if is_device else -1, is_device, base, size)
 
@@ -314,7 +318,7 @@ class Event:
 def _destroy_event(handle: Any) -> None:
     try:
         runtime().cudaEventDestroy(handle)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a finalizer must not raise
         pass
 
 

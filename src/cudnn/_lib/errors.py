@@ -71,7 +71,7 @@ class CudnnNotSupportedError(CudnnError):
     """3xxx: the request is valid but not supported here (shape, layout, arch, ...)."""
 
 
-class cudnnGraphNotSupportedError(CudnnNotSupportedError):  # noqa: N801 (documented name)
+class cudnnGraphNotSupportedError(CudnnNotSupportedError):  # the documented name
     """No engine supports this graph (raised by check_support / build)."""
 
 

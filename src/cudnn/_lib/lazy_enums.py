@@ -43,7 +43,8 @@ class LazyEnums:
         enum.__doc__ = self._docs.get(name, f"{name} of the cuDNN headers, with the C member names.")
         if name in self._by_name:  # str() and f-strings give 'data_type.HALF', as the documented API prints
             enum.__str__ = Enum.__str__  # type: ignore[method-assign]
-            enum.__format__ = _format_by_name  # type: ignore[method-assign]
+            # A class made at run time: its IntEnum methods are replaced on the class itself.
+            enum.__format__ = _format_by_name  # type: ignore[method-assign,assignment]
         # Two threads may build the same enum at once; setdefault keeps the first one stored,
         # so `isinstance` and identity checks agree everywhere.
         return vars(sys.modules[self._module]).setdefault(name, enum)

@@ -20,6 +20,7 @@ ArgumentError = ctypes.ArgumentError  # what a ctypes call raises for an argumen
 
 # -- out-parameters ---------------------------------------------------------------------------
 
+
 def out_buffer(argtype: Any) -> Any:
     """A zeroed value for a ``T *`` out-parameter (``void **`` gets a c_void_p)."""
     pointee = getattr(argtype, "_type_", None)
@@ -67,14 +68,14 @@ def host_scalar(value: float, double: bool) -> Any:
 
 
 def is_ctypes(value: Any) -> bool:
-    return isinstance(value, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure, ctypes._Pointer))  # type: ignore[attr-defined]
+    return isinstance(value, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure, ctypes._Pointer))
 
 
 def ctypes_address(value: Any) -> int:
     """The address a ctypes object stands for: a pointer's target, or the object's own storage."""
     if isinstance(value, (ctypes.c_void_p, ctypes.c_char_p)):
         return int(ctypes.cast(value, ctypes.c_void_p).value or 0)
-    if isinstance(value, ctypes._Pointer):  # type: ignore[attr-defined]
+    if isinstance(value, ctypes._Pointer):
         return int(ctypes.cast(value, ctypes.c_void_p).value or 0)
     return ctypes.addressof(value)
 

@@ -44,7 +44,8 @@ class LoadReport:
 
     def __str__(self) -> str:
         lines = [
-            f"libcudnn {version_string(self.version)} (CUDA runtime {self.cudart_version // 1000}.{self.cudart_version % 1000 // 10})",
+            f"libcudnn {version_string(self.version)} "
+            f"(CUDA runtime {self.cudart_version // 1000}.{self.cudart_version % 1000 // 10})",
             f"  path: {self.path} (via {self.found_via})",
         ]
         lines += [f"  {name}: {where}" for name, where in self.dependencies.items()]
@@ -134,7 +135,7 @@ def _open_cudnn() -> tuple[ctypes.CDLL, str, str]:
         try:
             loaded = load_nvidia_dynamic_lib("cudnn")
             return _dlopen(loaded.abs_path), loaded.abs_path, f"cuda-pathfinder, {loaded.found_via}"
-        except Exception as exc:  # pathfinder's errors list the folders it searched
+        except Exception as exc:  # noqa: BLE001 - pathfinder's errors (several types) list the folders searched
             tried.append(f"cuda-pathfinder: {exc}")
     try:
         handle = _dlopen(_SONAME)
@@ -164,10 +165,10 @@ def _open_dependencies() -> dict[str, str]:
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
     except ImportError:
-        return {name: "not opened (cuda-pathfinder missing)" for name in _DEPENDENCIES}
+        return dict.fromkeys(_DEPENDENCIES, "not opened (cuda-pathfinder missing)")
     for name in _DEPENDENCIES:
         try:
             found[name] = load_nvidia_dynamic_lib(name).abs_path
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - reported per library; libcudnn may load without it
             found[name] = f"not found ({str(exc).splitlines()[0]})"
     return found

@@ -23,7 +23,7 @@ class Fraction(cudnnFraction_t):
         return f"Fraction({self.numerator}, {self.denominator})"
 
 
-class _Elements(dict):  # type: ignore[type-arg]
+class _Elements(dict[Any, tuple[Any, Any]]):
     """Attribute type -> (ctypes element type, Python enum of the values or None); the enum is
     looked up (and so built) when its attribute type is first used, not at import."""
 
@@ -94,7 +94,7 @@ def pack(items: list[Any], attr_type: AttrType) -> tuple[Any, int]:
         return (elem * n)(*[int(i) for i in items]), n
     if elem in (ctypes.c_int64, ctypes.c_int32):
         for item in items:
-            if isinstance(item, bool) or not isinstance(item, int) and not hasattr(item, "__index__"):
+            if isinstance(item, bool) or (not isinstance(item, int) and not hasattr(item, "__index__")):
                 raise TypeError(f"expected int values, got {type(item).__name__} {item!r}")
         return (elem * n)(*[int(i) for i in items]), n
     if elem in (ctypes.c_float, ctypes.c_double):
