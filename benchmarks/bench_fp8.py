@@ -104,7 +104,7 @@ def bf16_attention(b: int, h: int, s: int, d: int, backward: bool) -> Callable[[
     g = cudnn.pygraph(io_data_type=dt.BFLOAT16, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
     tq, tk, tv = tensor(g, q, "q"), tensor(g, k, "k"), tensor(g, v, "v")
     if not backward:
-        out = [t for t in g.sdpa(tq, tk, tv, generate_stats=True, attn_scale=d ** -0.5, use_causal_mask=True)]
+        out = list(g.sdpa(tq, tk, tv, generate_stats=True, attn_scale=d ** -0.5, use_causal_mask=True))
         pack = {tq: q, tk: k, tv: v, out[0]: torch.empty_like(q), out[1]: torch.empty_like(stats)}
     else:
         to, tdo, ts = tensor(g, o, "o"), tensor(g, d_o, "dO"), tensor(g, stats, "stats")

@@ -15,6 +15,8 @@ FP8 matmul (matmul + descale/scale multiplies + AMAX) is compared with torch._sc
 rtol 2e-2 atol 1e-1 (both accumulate in float32; bf16 output rounding), FP8 output within one E4M3
 step. Block-scale quantize is compared with a float reference of MX block scaling; graphs the
 backend has no engine for on this GPU are reported as skips naming the backend's refusal.
+Philox dropout is not run here: with rng_dump (the only way to check it) the FP8 engine faulted
+(illegal memory access) on cuDNN 9.19, so sdpa_fp8 refuses rng_dump.
 """
 
 from __future__ import annotations
@@ -88,7 +90,6 @@ CASES = {  # b, h_q, h_kv, s, d, causal[, options]
     "d128_causal_gqa": (2, 8, 2, 256, 128, True),
     "d128_e5m2": (2, 4, 4, 256, 128, True, {"dtype": E5M2}),
     "d128_padding": (2, 4, 4, 256, 128, False, {"padding": ([256, 100], [256, 180])}),
-    "d128_dropout": (2, 4, 4, 256, 128, False, {"dropout": 0.1}),
 }
 
 
@@ -131,7 +132,7 @@ def test_sdpa_fp8_forward(case: str) -> None:
     x = fp8_inputs(b, hq, hk, s, d, dtype)
     scale = 1.0 / math.sqrt(d)
     o_ref, p_ref, stats_ref = attention_ref(x["q_f"], x["k_f"], x["v_f"], causal, scale, lens)
-    scale_o = (0.8 if "dropout" not in opts else 0.5) * FP8_MAX / o_ref.abs().max().item()
+    scale_o = 0.8 * FP8_MAX / o_ref.abs().max().item()
     g = graph()
     q, k, v = tensor(g, x["q"], "q"), tensor(g, x["k"], "k"), tensor(g, x["v"], "v")
     sc = {n: tensor(g, scalar(1.0), n) for n in ("dq", "dk", "dv", "ds", "ss", "so")}
@@ -142,14 +143,7 @@ def test_sdpa_fp8_forward(case: str) -> None:
         extra = {"use_padding_mask": True, "seq_len_q": tensor(g, seq[0], "seq_q"),
                  "seq_len_kv": tensor(g, seq[1], "seq_kv")}
         pack = {extra["seq_len_q"]: seq[0], extra["seq_len_kv"]: seq[1]}
-    p_drop, scale_s = opts.get("dropout"), FP8_MAX
-    if p_drop is not None:  # Philox dropout: the mask cuDNN draws comes back through rng_dump
-        seed, offset = (torch.full((1, 1, 1, 1), n, dtype=torch.int64, device=DEV) for n in (7, 3))
-        dump = torch.full((b, hq, s, s), float("nan"), device=DEV)
-        ts, to, td = tensor(g, seed, "seed"), tensor(g, offset, "offset"), tensor(g, dump, "rng_dump")
-        extra = {"dropout": (p_drop, ts, to), "rng_dump": td}
-        pack = {ts: seed, to: offset, td: dump}
-        scale_s = 0.9 * FP8_MAX * (1.0 - p_drop)  # kept P is scaled up by 1 / (1 - p)
+    scale_s = FP8_MAX
     o, stats, amax_s, amax_o = g.sdpa_fp8(q, k, v, sc["dq"], sc["dk"], sc["dv"], sc["ds"], sc["ss"], sc["so"],
                                           generate_stats=True, attn_scale=scale, use_causal_mask=causal, **extra)
     for t in (o, stats, amax_s, amax_o):
@@ -162,12 +156,6 @@ def test_sdpa_fp8_forward(case: str) -> None:
                  sc["dv"]: scalar(x["dv"]), sc["ds"]: scalar(1.0 / scale_s), sc["ss"]: scalar(scale_s),
                  sc["so"]: scalar(scale_o), o: o_t, stats: stats_t, amax_s: amax_s_t, amax_o: amax_o_t})
     build_and_run(g, pack)
-    if p_drop is not None:
-        mask = pack[extra["rng_dump"]]
-        assert set(mask.unique().tolist()) <= {0.0, 1.0}, "rng_dump is not a 0/1 mask"
-        assert abs(1.0 - mask.mean().item() - p_drop) < 0.01, f"dropped fraction {1.0 - mask.mean().item():.4f}"
-        p_ref = p_ref * mask / (1.0 - p_drop)
-        o_ref = p_ref @ x["v_f"].repeat_interleave(hq // hk, 1)
     got = valid_rows(o_t.float() / scale_o, lens)
     want = valid_rows(o_ref, lens)
     assert not got.isnan().any(), "O has unwritten (NaN) elements"

@@ -17,7 +17,7 @@ from ..._lib.enums import data_type, reduction_mode
 from ..._lib.errors import FeatureUnavailableError, version_string
 from ..errors import GraphError
 from ..expand import Expander, swapped
-from ..node import Context, Node, packed_in_order, row_major, stride_order
+from ..node import Context, Node, packed_in_order, stride_order
 from ..sdpa_enums import diagonal_alignment
 from ..tensor import NOT_SET, Tensor
 from .rng import Rng
@@ -150,11 +150,6 @@ class SDPAFP8(SdpaBase):
             self.stats_like("Stats", self.outputs["Stats"], p, ctx)
         for port in ("Amax_S", "Amax_O"):
             amax_output(self, port, ctx)
-        if "RNG_DUMP" in self.outputs:  # the dropout mask drawn, for checking
-            t, full = self.outputs["RNG_DUMP"], [p.b, p.h_q, p.s_q, p.s_kv]
-            if t.get_data_type() == NOT_SET:
-                t.set_data_type(FLOAT)
-            self.set_output("RNG_DUMP", t, ctx, full, row_major(full))
         if self.opts.score_mod is not None:
             self.check_score_mod(self.opts.score_mod, "fn", [p.b, p.h_q, p.s_q, p.s_kv], ctx)
 
@@ -218,7 +213,7 @@ def fp8_forward(node: SDPAFP8, ex: Expander) -> list[Node]:
                                             [p.h_q * p.s_q, p.s_q, 1, 1])
     probs = softmax(bld, s, stats, None, None, None)
     if o.dropout_p is not None and o.dropout_p > 0.0:
-        mask = outs.get("RNG_DUMP") or ex.virtual(f"{node.name}::dropout_mask", s_dims, FLOAT)
+        mask = ex.virtual(f"{node.name}::dropout_mask", s_dims, FLOAT)
         bld.add(Rng(f"{node.name}.rng", ins["Seed"], ins["Offset"], bernoulli_probability=1.0 - o.dropout_p),
                 "Y", mask)
         probs = bld.pw("mul", probs, mask, name="dropout_mask_mul")
