@@ -85,3 +85,18 @@ def test_a_pointwise_op_at_a_broadcast_shape_refuses_every_engine() -> None:
     guard = guard_for(pointwise_graph(small_op=True))
     assert guard is not None and "smaller shape" in (guard(cand(0, [])) or "")
     assert guard_for(pointwise_graph(small_op=False)) is None
+
+
+def test_fp8_attention_with_philox_dropout_refuses_every_engine() -> None:
+    e4 = dt.FP8_E4M3
+    g = cudnn.pygraph(io_data_type=e4, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    q, k, v = (g.tensor(name=n, dim=[1, 2, 64, 128], stride=[16384, 8192, 128, 1], data_type=e4) for n in "qkv")
+    scales = [g.tensor(name=f"s{i}", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=dt.FLOAT) for i in range(6)]
+    seed, offset = (g.tensor(name=n, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=dt.INT64) for n in ("seed", "offset"))
+    o, stats, amax_s, amax_o = g.sdpa_fp8(q, k, v, *scales, generate_stats=True, attn_scale=0.125,
+                                          dropout=(0.1, seed, offset))
+    for t in (o, stats, amax_s, amax_o):
+        t.set_output(True)
+    g.validate()
+    guard = guard_for(expand(g.nodes, g.context, cudnn.backend_version())[0])
+    assert guard is not None and "Philox dropout faulted" in (guard(cand(0, [])) or "")

@@ -1,10 +1,10 @@
-"""Engine configurations known to compute a graph wrongly, set aside before any is built.
+"""Engine configurations known to compute a graph wrongly or to fault, set aside before any is built.
 
-cuDNN's heuristics can rank first an engine that accepts a graph and returns wrong values with
-no error. Each rule here was found by differential testing against a float64 reference: it
-names the graph pattern, how the engines are recognised and what was observed. A candidate a
-rule refuses is never built or run; if no candidate is left, the build fails with the rule's
-reason instead of a wrong result.
+cuDNN's heuristics can rank first an engine that accepts a graph and then returns wrong values
+with no error, or faults on the GPU (which kills the CUDA context). Each rule here was found on
+the GPU, by differential testing against a float64 reference or by a fault: it names the graph
+pattern, how the engines are recognised and what was observed. A candidate a rule refuses is
+never built or run; if no candidate is left, the build fails with the rule's reason.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING
 
-from .._lib.enums import behavior_note
+from .._lib.enums import behavior_note, data_type
 from .node import stride_order
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 
-REVISION = 2  # enters plan-cache keys: plans cached before a rule existed are not reused
+REVISION = 3  # enters plan-cache keys: plans cached before a rule existed are not reused
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,13 @@ def _pointwise_at_a_smaller_shape(nodes: Sequence[Node]) -> bool:
     return min(sizes) < max(sizes)
 
 
+def _fp8_attention_with_philox_dropout(nodes: Sequence[Node]) -> bool:
+    """Random numbers (attention's Philox dropout) in a graph whose matmuls take FP8 operands."""
+    fp8 = (data_type.FP8_E4M3, data_type.FP8_E5M2)
+    return any(n.op == "rng" for n in nodes) and any(
+        n.op == "matmul" and any(t.get_data_type() in fp8 for t in n.inputs.values()) for n in nodes)
+
+
 def _any_engine(c: Candidate) -> bool:
     return True
 
@@ -85,6 +92,9 @@ RULES = (
          "shape than the rest, which cuDNN's pointwise engines leave unwritten or wrong (observed on cuDNN "
          "9.19, H200); broadcast such a value inside an op of the full shape, or compute it in its own graph",
          _pointwise_at_a_smaller_shape, _any_engine),
+    Rule("FP8 attention with Philox dropout faulted on the GPU (illegal memory access, cuDNN 9.19, H200); "
+         "use a dropout mask tensor (mask, scale) instead, or bf16/fp16 attention",
+         _fp8_attention_with_philox_dropout, _any_engine),
 )
 
 
