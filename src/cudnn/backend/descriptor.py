@@ -15,12 +15,11 @@ from enum import IntEnum
 from typing import Any, Union
 
 from .._lib import capi, enums, marshal
-from .._lib.marshal import Fraction
 from .._lib.enums import cudnnBackendAttributeName_t as Attr
 from .._lib.enums import cudnnBackendAttributeType_t as AttrType
 from .._lib.enums import cudnnBackendDescriptorType_t as DescType
 from .._lib.errors import DescriptorClosedError, raise_status
-
+from .._lib.marshal import Fraction
 
 # Python enum class (C or public) -> the attribute type its values are set with; made on the
 # first set() that infers the type of an enum value (it builds some 30 enums).
@@ -82,7 +81,7 @@ class Descriptor:
                  "_finalizer", "__weakref__")
 
     def __init__(self, desc_type: DescType | int | str, label: str = "") -> None:
-        self.type = _coerce_enum(DescType, desc_type)  # type: ignore[assignment]
+        self.type = _coerce_enum(DescType, desc_type)
         self.label = label
         self.finalized = False
         self._children: list[Descriptor] = []
@@ -146,7 +145,7 @@ class Descriptor:
     def set(self, attr: Attr | int | str, values: Value | Sequence[Value],
             attr_type: AttrType | int | str | None = None) -> Descriptor:
         """Set one attribute (a value or a sequence); returns self for chaining."""
-        attr = _coerce_enum(Attr, attr)  # type: ignore[assignment]
+        attr = _coerce_enum(Attr, attr)
         ptr = self.ptr
         if self.finalized:
             raise DescriptorClosedError(
@@ -154,7 +153,7 @@ class Descriptor:
         items = _as_list(values)
         if attr_type is None:
             attr_type = _infer_type(items, lambda: self._context("setting", attr))
-        attr_type = _coerce_enum(AttrType, attr_type)  # type: ignore[assignment]
+        attr_type = _coerce_enum(AttrType, attr_type)
         array, count = _to_array(items, attr_type, lambda: self._context("setting", attr))
         status = marshal.set_attribute(ptr, int(attr), attr_type, array, count)
         if status:
@@ -179,10 +178,13 @@ class Descriptor:
         Descriptor-valued attributes need ``descriptor_type``: cuDNN fills descriptors the
         caller created, which come back as new Descriptor objects.
         """
-        attr = _coerce_enum(Attr, attr)  # type: ignore[assignment]
-        attr_type = _coerce_enum(AttrType, attr_type)  # type: ignore[assignment]
+        attr = _coerce_enum(Attr, attr)
+        attr_type = _coerce_enum(AttrType, attr_type)
         ptr = self.ptr
-        context = lambda: self._context("getting", attr)  # made only for an error
+
+        def context() -> str:  # called only for an error
+            return self._context("getting", attr)
+
         if count is None:
             status, count = marshal.attribute_count(ptr, int(attr), attr_type)
             if status:
@@ -288,7 +290,7 @@ def _destroy(ptr: int, children: list[Descriptor]) -> None:
     if ptr:
         try:
             capi.graph.cudnnBackendDestroyDescriptor(ptr)
-        except Exception:  # interpreter shutdown
+        except Exception:  # noqa: BLE001 - a finalizer must not raise (interpreter shutdown)
             pass
     for child in children:
         child._holders -= 1

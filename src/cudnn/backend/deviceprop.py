@@ -107,7 +107,8 @@ def check_json(text: Any) -> str:
     return text
 
 
-def create_device_properties(source: int | str | bytes, /, *, handle: Handle | int | None = None) -> DeviceProperties:
+def create_device_properties(source: int | str | bytes | bytearray, /, *,
+                             handle: Handle | int | None = None) -> DeviceProperties:
     """``create_device_properties(device_id)``: the properties of a GPU of this machine.
     ``create_device_properties(json)``: the properties ``serialize()`` wrote, on any machine
     (no GPU needed where the backend allows it). ``handle`` (optional) ties a device-id
@@ -117,7 +118,7 @@ def create_device_properties(source: int | str | bytes, /, *, handle: Handle | i
     if isinstance(source, bool):
         raise TypeError(f"{_WHAT}: expected a device id (int) or a JSON str, got {source!r}")
     if hasattr(source, "__index__"):
-        device_id = int(source)  # type: ignore[arg-type]
+        device_id = int(source)
         if device_id < 0:
             raise ValueError(f"{_WHAT}: device_id must be >= 0, got {device_id}")
         _require_version()

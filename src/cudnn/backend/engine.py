@@ -113,13 +113,17 @@ class KnobInfo:
     same bounds under the names the plan code uses."""
 
     __slots__ = ("_max", "_min", "_stride", "_type")
+    _type: knob_type | int
+    _max: int | None
+    _min: int | None
+    _stride: int | None
 
     def __init__(self, knob_type: knob_type | int = knob_type.NOT_SET, max_value: int | None = None,
                  min_value: int | None = None, stride: int | None = None) -> None:
         if isinstance(knob_type, bool) or not isinstance(knob_type, int):
             raise TypeError(f"knob: knob_type: expected a cudnn.knob_type, got {knob_type!r}")
         try:
-            kind: knob_type | int = knob_type_enum(int(knob_type))
+            kind: int = knob_type_enum(int(knob_type))  # a knob_type member (an int)
         except ValueError:
             kind = int(knob_type)  # a knob of a newer cuDNN than the generated enum knows
         object.__setattr__(self, "_type", kind)

@@ -132,7 +132,7 @@ if hasattr(os, "register_at_fork"):
 def _destroy(ptr: int) -> None:
     try:
         capi.graph.cudnnDestroy(ptr)
-    except Exception:  # interpreter shutdown
+    except Exception:  # noqa: BLE001 - a finalizer must not raise (interpreter shutdown)
         pass
 
 
