@@ -166,9 +166,9 @@ def library_info() -> LoadReport:
     return loader.report()
 
 
-__all__ = [  # not a literal: every name of _EXPORTS is public
+__all__ = [  # noqa: PLE0604 - not a literal: every name of _EXPORTS is public
     *_EXPORTS,
-    "graph",
+    "graph",  # noqa: F822 - the subpackage, imported by __getattr__ when first read
     "__version__",
     "backend_version",
     "backend_version_string",

@@ -206,8 +206,8 @@ def demo() -> int:
     ref = _reference(x.astype(np.float32), w.astype(np.float32), b.astype(np.float32))
     err = float(np.abs(y - ref).max())
     device = cuda.device_info(cuda.current_device()).name
-    print(f"GPU: {device}; built in {build_ms:.0f} ms with plan {g.get_plan_name_at_index(0) if g.get_execution_plan_count() else '?'}; "
-          f"workspace {g.get_workspace_size()} bytes")
+    plan = g.get_plan_name_at_index(0) if g.get_execution_plan_count() else "?"
+    print(f"GPU: {device}; built in {build_ms:.0f} ms with plan {plan}; workspace {g.get_workspace_size()} bytes")
     ok = err < 5e-2 * max(1.0, float(np.abs(ref).max()))
     print(f"max |cuDNN - NumPy| = {err:.4f} over {y.size} outputs: {'OK' if ok else 'MISMATCH'}")
     return 0 if ok else 1

@@ -8,6 +8,7 @@ Without PyTorch only cudnn-py is timed, on buffers from cuda-bindings.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -81,12 +82,12 @@ def _sdpa(torch: Any) -> Case:
     b, h, s, d = 4, 16, 2048, 128
     g = cudnn.pygraph(io_data_type=BF16, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
     Q, K, V = (g.tensor(name=x, dim=[b, h, s, d]) for x in ("q", "k", "v"))
-    O = g.sdpa(Q, K, V, generate_stats=False, attn_scale=d ** -0.5, use_causal_mask=True)[0].set_output(True)
+    out = g.sdpa(Q, K, V, generate_stats=False, attn_scale=d ** -0.5, use_causal_mask=True)[0].set_output(True)
 
     def ref(t: dict[str, Any]) -> Any:
         return torch.nn.functional.scaled_dot_product_attention(t["q"], t["k"], t["v"], is_causal=True)
 
-    return Case("sdpa causal fwd", f"b{b} h{h} s{s} d{d} bf16", g, {"q": Q, "k": K, "v": V}, O,
+    return Case("sdpa causal fwd", f"b{b} h{h} s{s} d{d} bf16", g, {"q": Q, "k": K, "v": V}, out,
                 ref if torch else None, 2e-2)
 
 
@@ -179,11 +180,11 @@ def bench(only: list[str], iters: int) -> int:
             keep.append(cuda.DeviceBuffer(size))
             ws = keep[-1].ptr
         sync = torch.cuda.synchronize if torch else cuda.synchronize
-        ours = _per_call_us(lambda g=case.graph, pack=pack, ws=ws: g.execute(pack, ws), iters, sync)
+        ours = _per_call_us(functools.partial(case.graph.execute, pack, ws), iters, sync)
         line = f"{case.name:16s} {case.shape:42s} {ours:8.1f}us"
         if torch and case.torch_fn is not None:
             args = {n: bufs[n] for n in case.inputs}
-            theirs = _per_call_us(lambda fn=case.torch_fn, args=args: fn(args), iters, sync)
+            theirs = _per_call_us(functools.partial(case.torch_fn, args), iters, sync)
             expected = case.torch_fn(args).float()
             err = float((bufs["__out__"].float() - expected).abs().max() / max(expected.abs().max().item(), 1e-6))
             ok = err <= case.tolerance

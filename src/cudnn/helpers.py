@@ -61,7 +61,8 @@ def jit(heur_modes: Any = heur_mode.A, **kwargs: Any) -> Callable[[Callable[...,
     return decorate
 
 
-def graph_cache(key_fn: Callable[..., Hashable], maxsize: int = 256) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def graph_cache(key_fn: Callable[..., Hashable],
+                maxsize: int = 256) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Cache a graph-making function's results by ``key_fn(*args, **kwargs)``; past ``maxsize``
     entries the oldest inserted one is dropped (first in, first out)."""
 

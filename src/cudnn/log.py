@@ -115,7 +115,7 @@ def _apply() -> None:
         callback = _state["callback"]
     try:
         status = capi.set_log_callback(mask, callback)
-    except Exception as exc:  # an old or odd libcudnn: logging must not break loading
+    except Exception as exc:  # noqa: BLE001 - an old or odd libcudnn: logging must not break loading
         get_logger("load").warning("cannot route cuDNN's log to Python: cudnnSetCallback failed (%s)", exc)
         return
     if status:
@@ -130,7 +130,7 @@ def _at_exit() -> None:
     _state["exiting"] = True
     try:
         capi.set_log_callback(severity_mask(OFF), _state["callback"])
-    except Exception:
+    except Exception:  # noqa: BLE001 - at exit, the library may already be unusable
         pass
 
 
@@ -147,5 +147,5 @@ def _on_message(severity: int, _udata: Any, _dbg: Any, message: int | None) -> N
 
         lines = message_lines(message or 0)
         logger.log(level, "\n".join(lines), extra={"cudnn_severity": severity})
-    except Exception:  # an exception cannot cross the C frame; a lost log line is the lesser harm
+    except Exception:  # noqa: BLE001 - an exception cannot cross the C frame; a lost log line is the lesser harm
         pass

@@ -4,7 +4,8 @@ Sub-byte types (INT4, UINT4, FP4_E2M1) are 4 bits per element and cuDNN reads th
 per byte, and BOOLEAN is one bit per element (masks, packed least significant bit first), so
 ``itemsize`` refuses them: use ``bits`` or ``nbytes``. A framework bool, one byte per element,
 is BYTE_BOOLEAN (cuDNN >= 9.25). Frameworks that have 4-bit dtypes (torch.int4,
-ml_dtypes.int4) store one element per byte; ``describe`` reports that producer itemsize. FAST_FLOAT_FOR_FP8 is a compute type with no storage form.
+ml_dtypes.int4) store one element per byte; ``describe`` reports that producer itemsize.
+FAST_FLOAT_FOR_FP8 is a compute type with no storage form.
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def _torch_getter() -> Callable[[int], int]:
 
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # what torch.compile's code calls
     if raw is not None:
-        return raw  # type: ignore[no-any-return]
+        return raw
     return lambda index: int(torch.cuda.current_stream(index).cuda_stream)
 
 

@@ -14,8 +14,8 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from .._lib import dlpack as _dl
-from .._lib.layout import row_major
 from .._lib.enums import data_type
+from .._lib.layout import row_major
 from .dtypes import (
     bits,
     data_type_of,

@@ -141,7 +141,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'cudnn.legacy' has no attribute {name!r}")
 
 
-__all__ = sorted(
+__all__ = sorted(  # noqa: PLE0605 - the names of the generated tables, not a literal
     [*FUNCTIONS, *ENUM_DICTS, *(n for n in _USED), *legacy_enums.CONSTANTS, *structs.STRUCTS,
      "ENUM_DICTS", "ENUM_TYPES", "FUNCTIONS", "HANDLE_FUNCTIONS", "Kind", "NULL", "Opaque", "REMOVED",
      "SIGNATURES", "Signature", "libraryPropertyType"]

@@ -310,4 +310,3 @@ def _doc(sig: Signature) -> str:
     if sig.deprecated:
         lines.append("Deprecated in cuDNN 9 (the graph API replaces it); still supported by the library.")
     return "\n".join(lines)
-

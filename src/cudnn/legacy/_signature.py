@@ -242,6 +242,6 @@ def classify_table(functions: Mapping[str, tuple[str, tuple[tuple[str, str], ...
                    header: str, **types: Collection[str]) -> dict[str, Signature]:
     """Classify every function of a generated C table from ``header`` into Signatures."""
     return {
-        name: classify(name, restype, params, header=header, since=since, deprecated=deprecated, **types)  # type: ignore[arg-type]
+        name: classify(name, restype, params, header=header, since=since, deprecated=deprecated, **types)
         for name, (restype, params, since, deprecated) in functions.items()
     }
