@@ -265,7 +265,8 @@ class Executor:
         try:
             index = frame.device(x)
         except _NotOnGpu as exc:
-            raise ExecutionInputError(f"{plan.in_names[position]}: {exc}") from None
+            what = plan.in_names[position] if position is not None else "inputs"
+            raise ExecutionInputError(f"{what}: {exc}") from None
         pack = dict(zip(plan.in_uids, args))
         outs = []
         for spec in plan.outs:
@@ -290,7 +291,7 @@ class Executor:
         if key in self.known:
             return
         try:
-            ptrs = tuple(map(frame.in_ptr, args))  # type: ignore[arg-type]
+            ptrs = tuple(map(frame.in_ptr, args))
         except Exception:  # noqa: BLE001 - an input that is not what its type promised: stay on the checked path
             return
         known = _Known(plan, frame, index, ptrs, runner)
@@ -310,7 +311,7 @@ class Executor:
             handle = self.handle
         if handle is None:  # this thread's handle for the inputs' device, on the current stream
             handle = default_handle(index)
-            s = frame.stream(index) if stream is None else stream_ptr(stream)
+            s: int | None = frame.stream(index) if stream is None else stream_ptr(stream)
             if handle.last_stream != s:
                 handle.set_stream(s)
         elif stream is not None:

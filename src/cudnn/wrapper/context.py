@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from .._lib.enums import data_type, heur_mode
 from ..graph import pygraph
@@ -86,7 +86,8 @@ class Graph:
         self._state = "recording"
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> Literal[False]:
         if exc_type is not None:
             self._discard(f"the with-block raised {exc_type.__name__}: {exc}")
             return False
