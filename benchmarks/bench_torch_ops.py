@@ -174,8 +174,8 @@ def profile(fn: Callable[[], object], name: str, calls: int = 5000) -> None:
     import cProfile
     import pstats
 
-    with torch.no_grad():
-        fn()
+    with torch.set_grad_enabled(name.endswith("fwd+bwd")):  # a backward's Python runs on autograd's
+        fn()                                                  # own thread, which cProfile does not see
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(calls):
