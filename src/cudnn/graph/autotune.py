@@ -10,6 +10,7 @@ shows its progress (tqdm's bar when tqdm is installed, else a line on stderr).
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ class TuneResult:
         return f"{self.index:3d}  {name:48s} {t}  ws {self.workspace:>10d}  {self.error}"
 
 
-class TuneReport(list):  # type: ignore[type-arg]
+class TuneReport(list[TuneResult]):
     """The results, fastest first, with a readable table as str()."""
 
     def __str__(self) -> str:
@@ -65,8 +66,6 @@ def autotune(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any = None
     ``workspace`` may be None: a buffer as large as the largest plan needs is allocated. Given
     a workspace, plans that need more than it holds are reported and skipped, so the caller's
     buffer stays valid for whatever is selected."""
-    from .._lib import cuda
-
     if warmup < 0 or repeats < 1:
         raise ValueError(f"autotune: warmup must be >= 0 and repeats >= 1, got {warmup}, {repeats}")
     capacity = workspace_capacity(workspace) if workspace is not None else None
@@ -150,7 +149,7 @@ def _time_plans(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any, ca
                 runner = p.runner(c)
                 for _ in range(warmup):
                     runner.run(variant_pack, workspace, h)
-                t = timer.median_ms(lambda: runner.run(variant_pack, workspace, h), repeats)
+                t = timer.median_ms(functools.partial(runner.run, variant_pack, workspace, h), repeats)
                 results.append(TuneResult(i, c.name, t, ws, "", tag))
             except CudnnError as exc:
                 results.append(TuneResult(i, c.name, None, ws, exc.status_name, tag))

@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     import logging
 
 
-
 def log() -> logging.Logger:
     """The ``cudnn.plan_cache`` logger (logging is imported on first use)."""
     import logging

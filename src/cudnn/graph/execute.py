@@ -288,11 +288,12 @@ class Runner:
                 raise ExecutionInputError(f"{self.label}: {binding.label} is given twice in the variant pack")
             seen.add(binding.uid)
             ptr = self._pointer(binding, value, mode)
+            uids.append(binding.uid)
             if isinstance(ptr, HostScalar):
                 scalars[binding.uid] = ptr
-                ptr = ("value", ptr.dtype, ptr.value)  # the binding key holds the value, not its buffer
-            uids.append(binding.uid)
-            ptrs.append(ptr)
+                ptrs.append(("value", ptr.dtype, ptr.value))  # the binding key holds the value, not its buffer
+            else:
+                ptrs.append(ptr)
         missing = [b.label for b in self.required if b.uid not in seen]
         if missing:
             raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing))
@@ -333,15 +334,17 @@ class Runner:
                 if id(key) in self.unused_tensors:
                     return None
                 what = "an intermediate (virtual) tensor" if key.get_is_virtual() else "not a tensor of this graph"
-                return self._unknown(f"variant pack key {key.label()} is {what}", mode)
+                self._unknown(f"variant pack key {key.label()} is {what}", mode)
+                return None
             return binding
         if isinstance(key, int) and not isinstance(key, bool):
             binding = self.by_uid.get(key)
             if binding is None:
                 if key in self.unused_uids:
                     return None
-                return self._unknown(f"variant pack key uid {key} is not a uid of this graph "
-                                     f"(known: {sorted(self.by_uid)})", mode)
+                self._unknown(f"variant pack key uid {key} is not a uid of this graph "
+                              f"(known: {sorted(self.by_uid)})", mode)
+                return None
             return binding
         raise ExecutionInputError(f"{self.label}: variant pack keys must be cudnn.tensor objects or int uids, "
                                   f"got {type(key).__name__}")
@@ -430,7 +433,7 @@ class Runner:
             raise ExecutionInputError(f"{self.label}: {label}: pointer {ptr} is not a device address")
         try:
             where = cuda.pointer_info(ptr)
-        except Exception:
+        except Exception:  # noqa: BLE001 - cuda-bindings' own error types
             return  # memory CUDA cannot describe (e.g. from a foreign allocator): trust the caller
         if not where.is_device:
             raise ExecutionInputError(f"{self.label}: {label}: {ptr:#x} is not GPU memory")
@@ -471,7 +474,7 @@ def workspace_capacity(workspace: Any) -> int | None:
     if type(workspace) is int:
         try:
             where = cuda.pointer_info(workspace)
-        except Exception:
+        except Exception:  # noqa: BLE001 - memory CUDA cannot describe (a foreign allocator): size unknown
             return None
         return where.end - workspace if where.size else None
     from ..interop import tensors as interop
