@@ -9,31 +9,49 @@ the nodes (lowered graph, plans, the selected plan, runners) lives in the graph'
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._lib import loader
-from .._lib.enums import behavior_note, build_plan_policy, heur_mode, knob_type, numerical_note, tensor_reordering
+from .._lib.enums import (
+    behavior_note,
+    build_plan_policy,
+    heur_mode,
+    knob_type,
+    numerical_note,
+    tensor_reordering,
+)
 from .._lib.errors import FeatureUnavailableError, version_string
 from .._version import __version__
 from ..backend import engine as eng
 from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr
-from . import hygiene, moe_ops, norm_ops, ops, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
-from . import plan_report
+from . import hygiene, moe_ops, norm_ops, ops, plan_report, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
 from .autotune import TuneReport, autotune
 from .errors import GraphError, GraphStateError
 from .jsonfmt import dumps
 from .node import Context, Node, row_major
 from .oplib import OPS
-from .pipeline import DEFAULT_HEURISTICS, OVERRIDE_SHAPE_SINCE, Pipeline, all_tensors, as_heur_modes, structure_key
+from .pipeline import (
+    DEFAULT_HEURISTICS,
+    OVERRIDE_SHAPE_SINCE,
+    Pipeline,
+    all_tensors,
+    as_heur_modes,
+    structure_key,
+)
 from .plans import candidate_from_config, notes_of
 from .tensor import NOT_SET, Tensor, as_data_type, constant
 
 _VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
 
 
-class pygraph:  # noqa: N801 (documented name)
+class pygraph:  # the documented name
     """A cuDNN operation graph under construction, and once built, runnable."""
+
+    if TYPE_CHECKING:
+        # The op methods (conv_fprop, matmul, sdpa, ...) are bound from oplib.OPS below, at
+        # import: to a type checker they are attributes of type Any.
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, name: str = "test_graph", io_data_type: Any = NOT_SET, intermediate_data_type: Any = NOT_SET,
                  compute_data_type: Any = NOT_SET, handle: Handle | int | None = None,
@@ -46,9 +64,9 @@ class pygraph:  # noqa: N801 (documented name)
                            ("is_override_shape_enabled", is_override_shape_enabled)):
             if not isinstance(value, bool):
                 raise TypeError(f"pygraph: {arg}: expected True or False, got {value!r}")
-        for arg, value in (("sm_count", sm_count), ("sm_version", sm_version)):
-            if value is not None and (isinstance(value, bool) or not hasattr(value, "__index__")):
-                raise TypeError(f"pygraph: {arg}: expected an int or None, got {value!r}")
+        for arg, number in (("sm_count", sm_count), ("sm_version", sm_version)):
+            if number is not None and (isinstance(number, bool) or not hasattr(number, "__index__")):
+                raise TypeError(f"pygraph: {arg}: expected an int or None, got {number!r}")
         self.name = name
         # Unset intermediate / compute types stay unset: nodes then infer them (FLOAT for
         # floating inputs), which accepts every graph that 1.32's "copy io_data_type" accepts.
@@ -120,7 +138,7 @@ class pygraph:  # noqa: N801 (documented name)
             t.set_alignment(alignment_value)
         return t
 
-    def tensor_like(self, input: Any = None, name: str = "", is_virtual: bool = False, *,  # noqa: A002
+    def tensor_like(self, input: Any = None, name: str = "", is_virtual: bool = False, *,
                     template: Any = None) -> Tensor:
         """A tensor with the attributes of a cudnn.tensor, of any framework tensor (DLPack,
         __cuda_array_interface__), or of a shape-only description (``.shape`` + ``.dtype``).
@@ -138,7 +156,7 @@ class pygraph:  # noqa: N801 (documented name)
             t.set_is_virtual(True)
         return t
 
-    def _tensor_like(self, input: Any, name: str) -> Tensor:  # noqa: A002
+    def _tensor_like(self, input: Any, name: str) -> Tensor:
         if isinstance(input, Tensor):
             return input.copy_attributes(name)
         from ..interop import tensors as interop
@@ -383,8 +401,9 @@ class pygraph:  # noqa: N801 (documented name)
                     "overrides to cuDNN yet; build a graph with these shapes instead")
 
     def _no_plan_message(self, op: str) -> str:
-        return (f"{self.label()}: {op}() before build: no plan is built yet. build() with no arguments, as in the official "
-                "API, only validates and builds the operation graph: follow it with create_execution_plans([...]), "
+        return (f"{self.label()}: {op}() before build: no plan is built yet. build() with no arguments, as in "
+                "the official API, only validates and builds the operation graph: follow it with "
+                "create_execution_plans([...]), "
                 "check_support() and build_plans(), or call build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])")
 
     def runner(self) -> Any:
@@ -485,7 +504,7 @@ class pygraph:  # noqa: N801 (documented name)
             if info is None:
                 raise GraphError(f"create_execution_plan: engine {engine_id} has no knob {name}; "
                                  f"it has {[getattr(k.type, 'name', k.type) for k in infos.values()]}")
-            if not info.minimum <= int(value) <= info.maximum or (int(value) - info.minimum) % max(info.stride, 1):
+            if not info.allows(int(value)):
                 raise GraphError(f"create_execution_plan: knob {name}={value} is outside {info.minimum}.."
                                  f"{info.maximum} step {info.stride} for engine {engine_id}")
         cfg = eng.engine_config(e, {int(k): int(v) for k, v in knobs.items()}, self.label())
@@ -593,7 +612,7 @@ class pygraph:  # noqa: N801 (documented name)
             tensors[t.get_name()] = t.to_dict()
         try:
             backend = version_string(loader.report().version)
-        except Exception:
+        except Exception:  # noqa: BLE001 - no loadable libcudnn here: the JSON names no backend version
             backend = None
         return {
             "context": {
