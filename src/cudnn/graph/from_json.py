@@ -125,7 +125,10 @@ class Build:
                 raise SerializationError(f"{self.where}: {label}: unknown reordering_type {reordering!r}")
             t.set_reordering_type(tensor_reordering[reordering])
             if attrs.get("uid_assigned"):
-                t.set_uid(attrs.get("uid"))
+                uid = attrs.get("uid")
+                if uid is None:
+                    raise SerializationError(f"{self.where}: {label}: uid_assigned is true but uid is missing")
+                t.set_uid(uid)
             if attrs.get("vector_count", 1) != 1:
                 t.set_vector_count_and_dimension(attrs["vector_count"], attrs.get("vector_dimension", -1))
             if attrs.get("ragged_offset_multiplier", 1) != 1:
