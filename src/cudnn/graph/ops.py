@@ -1,13 +1,14 @@
 """The op methods of ``pygraph``, with the documented signatures.
 
-Each is a function of the graph registered with ``@op`` (see `oplib`). It makes a node, gives it fresh (virtual) output tensors named ``node::PORT``,
-and returns them: one tensor, or a list in the documented order. Pointwise methods are
-generated from the table in nodes/pointwise.py with real signatures, so ``help()`` and
-argument errors read as for hand-written ones.
+Each is a function of the graph registered with ``@op`` (see `oplib`). It makes a node, gives it
+fresh (virtual) output tensors named ``node::PORT``, and returns them: one tensor, or a list
+in the documented order. Pointwise methods are generated from the table in nodes/pointwise.py
+with real signatures, so ``help()`` and argument errors read as for hand-written ones.
 """
 
 from __future__ import annotations
 
+import builtins
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def conv_fprop(self: pygraph, image: Any, weight: Any, padding: Sequence[int] | 
 
 
 @op
-def conv_dgrad(self: pygraph, loss: Any, filter: Any, padding: Sequence[int] | None = None,  # noqa: A002
+def conv_dgrad(self: pygraph, loss: Any, filter: Any, padding: Sequence[int] | None = None,
                stride: Sequence[int] | None = None, dilation: Sequence[int] | None = None,
                convolution_mode: Any = CROSS_CORRELATION, compute_data_type: Any = NOT_SET,
                name: str = "", *, pre_padding: Sequence[int] | None = None,
@@ -123,7 +124,7 @@ def conv_wgrad(self: pygraph, image: Any, loss: Any, padding: Sequence[int] | No
 
 
 @op
-def matmul(self: pygraph, A: Any, B: Any, compute_data_type: Any = NOT_SET, padding: float = 0.0,  # noqa: N803
+def matmul(self: pygraph, A: Any, B: Any, compute_data_type: Any = NOT_SET, padding: float = 0.0,
            name: str = "") -> Tensor:
     """C = A @ B over the last two dims, batch dims broadcast; returns C."""
     at = _at(self, "matmul", name)
@@ -133,7 +134,7 @@ def matmul(self: pygraph, A: Any, B: Any, compute_data_type: Any = NOT_SET, padd
 
 
 @op
-def reduction(self: pygraph, input: Any, mode: Any, compute_data_type: Any = NOT_SET, name: str = "",  # noqa: A002
+def reduction(self: pygraph, input: Any, mode: Any, compute_data_type: Any = NOT_SET, name: str = "",
               *, group_offset: Any = None, is_deterministic: bool = False) -> Tensor:
     """Reduce X with ``mode`` (a cudnn.reduction_mode) over the dims where Y has size 1.
 
@@ -147,7 +148,7 @@ def reduction(self: pygraph, input: Any, mode: Any, compute_data_type: Any = NOT
 
 
 @op
-def reshape(self: pygraph, input: Any, name: str = "",  # noqa: A002
+def reshape(self: pygraph, input: Any, name: str = "",
             reshape_mode: Any = reshape_mode_enum.VIEW_ONLY) -> Tensor:
     """A reshaped X; give the result's dims with set_dim(). VIEW_ONLY reinterprets the memory;
     LOGICAL (cuDNN >= 9.22) reshapes in logical (row-major) element order whatever the strides."""
@@ -156,7 +157,7 @@ def reshape(self: pygraph, input: Any, name: str = "",  # noqa: A002
 
 
 @op
-def genstats(self: pygraph, input: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Tensor]:  # noqa: A002
+def genstats(self: pygraph, input: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Tensor]:
     """Per-channel sum and sum of squares of X; returns [SUM, SQ_SUM]."""
     node = GenStats(self.node_name(name), self.input_tensor(input, _at(self, "genstats", name), "input"),
                     compute_data_type)
@@ -164,7 +165,7 @@ def genstats(self: pygraph, input: Any, compute_data_type: Any = NOT_SET, name: 
 
 
 @op
-def transpose(self: pygraph, input: Any, permutation: Sequence[int], compute_data_type: Any = NOT_SET,  # noqa: A002
+def transpose(self: pygraph, input: Any, permutation: Sequence[int], compute_data_type: Any = NOT_SET,
               name: str = "") -> Tensor:
     """Y[i] = X[permutation[i]] dims (cuDNN >= 9.22)."""
     node = Transpose(self.node_name(name), self.input_tensor(input, _at(self, "transpose", name), "input"), permutation,
@@ -173,7 +174,7 @@ def transpose(self: pygraph, input: Any, permutation: Sequence[int], compute_dat
 
 
 @op
-def slice(self: pygraph, input: Any, slices: Sequence[slice] | None = None,  # noqa: A002
+def slice(self: pygraph, input: Any, slices: Sequence[builtins.slice] | None = None,  # noqa: A001 - the documented name
           compute_data_type: Any = NOT_SET, name: str = "") -> Tensor:
     """X[slices] with Python slice objects, one per leading dim (none: all of X) (cuDNN >= 9.22)."""
     if slices is not None and not isinstance(slices, (list, tuple)):
