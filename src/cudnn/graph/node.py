@@ -196,7 +196,7 @@ def packed_in_order(dims: Sequence[int], order: Sequence[int]) -> list[int]:
 
 def channels_last(dims: Sequence[int]) -> list[int]:
     """Packed N, spatial..., C strides for [N, C, spatial...] dims (NHWC / NDHWC)."""
-    order = [1] + list(range(len(dims) - 1, 1, -1)) + [0]
+    order = [1, *range(len(dims) - 1, 1, -1), 0]
     return packed_in_order(dims, order)
 
 

@@ -280,11 +280,11 @@ def bn_finalize(self: pygraph, sum: Any, sq_sum: Any, scale: Any, bias: Any, eps
     inputs: dict[str, Maybe] = {
         "SUM": self.input_tensor(sum, at, "sum"), "SQ_SUM": self.input_tensor(sq_sum, at, "sq_sum"),
         "SCALE": self.input_tensor(scale, at, "scale"), "BIAS": self.input_tensor(bias, at, "bias"),
-        "EPSILON": self.input_tensor(epsilon, at, "epsilon"), "ACCUM_COUNT": self.input_tensor(accum_count, at, "accum_count"),
+        "EPSILON": self.input_tensor(epsilon, at, "epsilon"),
+        "ACCUM_COUNT": self.input_tensor(accum_count, at, "accum_count"),
         "PREV_RUNNING_MEAN": _maybe(self, prev_running_mean, at, "prev_running_mean"),
         "PREV_RUNNING_VAR": _maybe(self, prev_running_var, at, "prev_running_var"),
         "MOMENTUM": self.input_tensor(momentum, at, "momentum")}
     node = BNFinalize(name, inputs, compute_data_type)
     return _norm(self, node, ["EQ_SCALE", "EQ_BIAS", "MEAN", "INV_VARIANCE", "NEXT_RUNNING_MEAN",
                              "NEXT_RUNNING_VAR"])
-

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 
-class diagonal_alignment(IntEnum):  # noqa: N801 (documented name)
+class diagonal_alignment(IntEnum):  # the documented name
     """TOP_LEFT: query i sees keys j <= i. BOTTOM_RIGHT: the diagonal ends in the last
     row's last column (query i sees keys j <= i + s_kv - s_q)."""
 
@@ -18,7 +18,7 @@ class diagonal_alignment(IntEnum):  # noqa: N801 (documented name)
     BOTTOM_RIGHT = 1
 
 
-class attention_implementation(IntEnum):  # noqa: N801 (documented name)
+class attention_implementation(IntEnum):  # the documented name
     """AUTO: the native SDPA_FWD operation where the loaded cuDNN accepts every requested
     feature, else the composite graph. COMPOSITE: matmul/pointwise/reduction graph.
     UNIFIED: one SDPA_FWD operation (cuDNN >= 9.13.1), an error where it cannot express the call."""

@@ -24,22 +24,19 @@ def as_data_type(value: Any, what: str = "data_type") -> data_type:
         return NOT_SET
     if isinstance(value, str) and value in data_type.__members__:
         return data_type[value]
+    from ..interop.tensors import data_type_of
+
     try:
-        from ..interop.tensors import data_type_of
-    except ImportError:  # pragma: no cover - interop is part of the package
-        data_type_of = None
-    if data_type_of is not None:
-        try:
-            return data_type_of(value)
-        except (TypeError, ValueError):
-            pass
+        return data_type_of(value)
+    except (TypeError, ValueError):
+        pass
     raise TypeError(f"{what}: expected a cudnn.data_type or a framework dtype, got {value!r}")
 
 
 def _int_list(values: Any, what: str) -> list[int]:
     if values is None:
         return []
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not hasattr(values, "__iter__"):
+    if isinstance(values, (str, bytes)) or (not isinstance(values, Sequence) and not hasattr(values, "__iter__")):
         raise TypeError(f"{what}: expected a list of ints, got {values!r}")
     out = []
     for v in values:
