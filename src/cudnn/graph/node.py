@@ -45,7 +45,7 @@ _DEFAULT_COMPUTE = {
 class Node:
     """One operation of a graph. Subclasses set ``op`` (method name) and ``tag`` (JSON)."""
 
-    op: ClassVar[str] = ""
+    op: str = ""  # set by the class; an instance may refine it (a pointwise node says "relu")
     tag: ClassVar[str] = ""
 
     def __init__(self, name: str, compute_data_type: Any = NOT_SET) -> None:

@@ -62,7 +62,8 @@ class _Conv(Node):
             raise GraphError(f"{self.label()}: inputs must have the same rank; got {detail}")
         rank = ranks.pop()
         if rank < 3:
-            raise GraphError(f"{self.label()}: convolutions take [N, C, spatial...] tensors of rank >= 3, got rank {rank}")
+            raise GraphError(f"{self.label()}: convolutions take [N, C, spatial...] tensors of rank >= 3, "
+                             f"got rank {rank}")
         return rank - 2
 
     def fill_defaults(self) -> None:
@@ -74,7 +75,8 @@ class _Conv(Node):
             elif len(values) != n:
                 raise GraphError(f"{self.label()}: {attr} needs {n} values for {n} spatial dims, got {values}")
         if any(s <= 0 for s in self.stride) or any(d <= 0 for d in self.dilation):
-            raise GraphError(f"{self.label()}: stride and dilation must be positive, got {self.stride}, {self.dilation}")
+            raise GraphError(f"{self.label()}: stride and dilation must be positive, "
+                             f"got {self.stride}, {self.dilation}")
 
     def output_size(self, size: int, k: int, i: int) -> int:
         span = self.dilation[i] * (k - 1) + 1

@@ -35,11 +35,11 @@ class Matmul(Node):
         for port, t in self.inputs.items():
             if t.get_value() is not None and not t.get_dim():
                 raise number_error(self, port, t)
-        for port, t in (overrides or {}).items():
+        for port, override in (overrides or {}).items():
             if port not in OVERRIDES:
                 raise GraphError(f"{self.label()}: unknown override {port!r}; expected one of {sorted(OVERRIDES)}")
-            if t is not None:
-                self.inputs[port] = t
+            if override is not None:
+                self.inputs[port] = override
         self.padding_set = padding is not None
         try:
             self.padding = float(padding) if padding is not None else 0.0
@@ -59,7 +59,7 @@ class Matmul(Node):
                 raise GraphError(f"{self.label()}: batch dim {i} of A {a} and B {b} do not broadcast "
                                  "(sizes must be equal, 1, or one a multiple of the other)")
             batch.append(max(x, y))
-        dims = batch + [a[-2], b[-1]]
+        dims = [*batch, a[-2], b[-1]]
         self.set_output("C", self.outputs["C"], ctx, dims, row_major(dims), like=self.inputs["A"])
 
     def attributes(self) -> dict[str, Any]:

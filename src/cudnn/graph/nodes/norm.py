@@ -11,8 +11,8 @@ gamma, and the canonical [rows, hidden, 1, 1] view of layer and RMS norms (canon
 
 from __future__ import annotations
 
-import math
 import copy
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,7 +156,7 @@ class NormNode(Node):
     def default_param_dims(self, x: list[int]) -> list[int]:
         if self.kind.layout in ("instance", "batch"):
             return [1, x[1]] + [1] * (len(x) - 2)
-        return [1] + x[1:]
+        return [1, *x[1:]]
 
     def param_strides(self, dims: list[int], like: Tensor) -> list[int]:
         if self.kind.layout in ("instance", "batch"):
@@ -260,7 +260,7 @@ class NormNode(Node):
         twin.primitive = True
         twin.inputs = {port: tensors[port] for port in self.inputs if port != OFFSET}
         twin.outputs = {port: tensors[port] for port in self.outputs}
-        return parts + [twin]
+        return [*parts, twin]
 
     def emit(self, lw: Lowering, desc_type: D, ports: dict[str, A], attrs: dict[A, Any], peers_attr: A
              ) -> list[Descriptor]:

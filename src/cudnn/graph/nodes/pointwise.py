@@ -70,14 +70,14 @@ def _specs() -> list[Spec]:
         rows.append(Spec(method, mode, ("a", "b")))
     for method, mode in [("max", P.MAX), ("min", P.MIN), ("mod", P.MOD), ("pow", P.POW)]:
         rows.append(Spec(method, mode, ("input0", "input1")))
-    for suffix in ("EQ", "NEQ", "GT", "GE", "LT", "LE"):
-        rows.append(Spec(f"cmp_{suffix.lower()}", P[f"CMP_{suffix}"], ("input", "comparison")))
+    rows.extend(Spec(f"cmp_{suffix.lower()}", P[f"CMP_{suffix}"], ("input", "comparison"))
+                for suffix in ("EQ", "NEQ", "GT", "GE", "LT", "LE"))
     rows.append(Spec("bias", P.ADD, ("input", "bias")))
     rows.append(Spec("scale", P.MUL, ("input", "scale")))
     rows.append(Spec("binary_select", P.BINARY_SELECT, ("input0", "input1", "mask")))
-    for method in ("abs", "ceil", "cos", "erf", "exp", "floor", "identity", "log", "logical_not", "neg",
-                   "reciprocal", "rsqrt", "sin", "sqrt", "tan"):
-        rows.append(Spec(method, P[method.upper()], ("input",)))
+    rows.extend(Spec(method, P[method.upper()], ("input",))
+                for method in ("abs", "ceil", "cos", "erf", "exp", "floor", "identity", "log", "logical_not",
+                               "neg", "reciprocal", "rsqrt", "sin", "sqrt", "tan"))
     activations = {"tanh": "TANH", "sigmoid": "SIGMOID", "elu": "ELU", "gelu": "GELU",
                    "gelu_approx_tanh": "GELU_APPROX_TANH", "softplus": "SOFTPLUS"}
     extras = {"elu": (("elu_alpha", None),), "softplus": (("softplus_beta", None),)}
@@ -139,7 +139,7 @@ class Pointwise(Node):
         shaped = {p: t.get_dim() for p, t in self.inputs.items() if not _is_open_scalar(t)}
         if not shaped:
             raise GraphError(f"{self.label()}: at least one input must be a tensor, not only Python numbers")
-        for port, t in self.inputs.items():
+        for t in self.inputs.values():
             if _is_open_scalar(t):
                 rank = len(next(iter(shaped.values())) or [1])
                 t.set_dim([1] * rank).set_stride([1] * rank)
@@ -156,7 +156,7 @@ class Pointwise(Node):
         self.set_output("OUT_0", out, ctx, dims, strides, like=main)
 
     def attributes(self) -> dict[str, Any]:
-        out: dict[str, Any] = {key: None for key in _JSON_KEYS}
+        out: dict[str, Any] = dict.fromkeys(_JSON_KEYS)
         for param, value in self.attrs.items():
             key = _ATTRS[param][0]
             out[key] = value if param == "axis" else float_bits(value)

@@ -25,14 +25,16 @@ class Rng(Node):
 
     op, tag = "rng", "RNG"
 
-    def __init__(self, name: str, seed: Tensor, offset: Tensor, distribution: rng_distribution = rng_distribution.BERNOULLI,
+    def __init__(self, name: str, seed: Tensor, offset: Tensor,
+                 distribution: rng_distribution = rng_distribution.BERNOULLI,
                  bernoulli_probability: float | None = None) -> None:
         super().__init__(name)
         self.inputs = {"Seed": seed, "Offset": offset}
         self.distribution = rng_distribution(distribution)
-        if self.distribution == rng_distribution.BERNOULLI:
-            if bernoulli_probability is None or not 0.0 <= float(bernoulli_probability) <= 1.0:
-                raise GraphError(f"{self.label()}: bernoulli_probability must be in [0, 1], got {bernoulli_probability!r}")
+        if self.distribution == rng_distribution.BERNOULLI and (
+                bernoulli_probability is None or not 0.0 <= float(bernoulli_probability) <= 1.0):
+            raise GraphError(f"{self.label()}: bernoulli_probability must be in [0, 1], "
+                             f"got {bernoulli_probability!r}")
         self.probability = None if bernoulli_probability is None else float(bernoulli_probability)
 
     def infer(self, ctx: Context) -> None:

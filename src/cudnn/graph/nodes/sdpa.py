@@ -120,7 +120,8 @@ def composite_forward(node: SDPA, ex: Expander) -> list[Node]:
     if node.paged_k:
         kt = ex.virtual(f"{node.name}::K_T", [p.b, p.h_k, p.d_qk, p.s_kv], k.get_data_type(),
                         [p.d_qk * p.s_kv * p.h_k, p.d_qk * p.s_kv, 1, p.d_qk])
-        bld.add(PagedCacheLoad(f"{node.name}.paged_k_cache", k, seq_kv, ins["Page_table_K"]), "Y", kt)
+        bld.add(PagedCacheLoad(f"{node.name}.paged_k_cache", k, ins["SEQ_LEN_KV"],
+                               ins["Page_table_K"]), "Y", kt)
     else:
         kt = swapped(k)
     s_dims = [p.b, p.h_q, p.s_q, p.s_kv]
@@ -146,7 +147,8 @@ def composite_forward(node: SDPA, ex: Expander) -> list[Node]:
     if node.paged_v:
         vv = ex.virtual(f"{node.name}::V_loaded", [p.b, p.h_v, p.s_kv, p.d_v], v.get_data_type(),
                         [p.d_v * p.s_kv * p.h_v, p.d_v * p.s_kv, p.d_v, 1])
-        bld.add(PagedCacheLoad(f"{node.name}.paged_v_cache", v, seq_kv, ins["Page_table_V"]), "Y", vv)
+        bld.add(PagedCacheLoad(f"{node.name}.paged_v_cache", v, ins["SEQ_LEN_KV"],
+                               ins["Page_table_V"]), "Y", vv)
     else:
         vv = v
     bld.matmul(probs, vv, "bmm2", out=node.outputs["O"], m=seq_q, k=seq_kv)

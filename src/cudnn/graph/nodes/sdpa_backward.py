@@ -141,7 +141,7 @@ def composite_backward(node: SDPABackward, ex: Expander) -> list[Node]:
     dp = bld.matmul(d_o, vt, "matmul_dO_VT", full, m=seq_q, n=seq_kv)
     if mask is not None:
         dp = bld.pw("mul", dp, mask, name="dP_dropout_mask")
-    if user_mask:
+    if user_mask and scale is not None:  # scale: the user's Dropout_scale
         dp = bld.pw("mul", dp, scale, name="dP_dropout_scale")
     ds = bld.pw("mul", bld.pw("sub", dp, softmax_sum, name="sub_dP_softmax_sum"), exp_s, name="mul_dP_exp_s")
     if scale is not None and not user_mask:

@@ -188,7 +188,8 @@ def softmax(bld: Builder, s: Tensor, stats: Tensor | None, smax: Tensor | None, 
 
 # -- score_mod callables --------------------------------------------------------------------------
 
-def apply_score_mod(node: Node, fn: Callable[..., Any], arg: str, score: Tensor, ctx: Context) -> tuple[Tensor, list[Node]]:
+def apply_score_mod(node: Node, fn: Callable[..., Any], arg: str, score: Tensor,
+                    ctx: Context) -> tuple[Tensor, list[Node]]:
     """Call ``fn(sub_graph, score)`` on a child pygraph sharing ``ctx``; return its result and
     the child's nodes (inferred, names prefixed with the attention node's)."""
     from ..graph import pygraph
