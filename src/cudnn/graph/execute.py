@@ -47,6 +47,7 @@ from .tensor import Tensor
 _BY_IDENTITY = 16  # sets of buffer objects remembered per plan
 _BY_BINDING = 64  # backend variant packs kept per plan
 SCRATCH_ALIGNMENT = 256
+_POINTERS = {int, type(None)}  # a pack of raw addresses (the workspace may be None)
 _BY_VALUE = (int, float, bool)  # buffers compared by value on an identity hit (their ids can be reused)
 CHECK_MODES = ("strict", "warn", "off")
 _checks = [os.environ.get("CUDNN_PY_EXECUTE_CHECKS", "warn")]
@@ -114,18 +115,19 @@ class _Seen:
 
     def __init__(self, entry: Entry, values: Sequence[Any]) -> None:
         self.entry = entry
+        # torch tensors can be re-pointed in place (set_, resize_); numbers are part of the key
         torch = sys.modules.get("torch")
         tensor_type = torch.Tensor if torch is not None else ()
-        self.positions = tuple(i for i, v in enumerate(values) if type(v) in _BY_VALUE or isinstance(v, tensor_type))
+        self.positions = tuple(i for i, v in enumerate(values) if isinstance(v, tensor_type))
         self.addresses = _addresses(values, self.positions)
         self.refs: list[Any] = []
 
     def moved(self, values: Sequence[Any]) -> bool:
-        return _addresses(values, self.positions) != self.addresses
+        return bool(self.positions) and _addresses(values, self.positions) != self.addresses
 
 
 def _addresses(values: Sequence[Any], positions: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(v if type(v) in _BY_VALUE else v.data_ptr() for v in (values[i] for i in positions))
+    return tuple(values[i].data_ptr() for i in positions)
 
 
 class PackCache:
@@ -141,9 +143,10 @@ class PackCache:
         """After an identity miss: packs holding raw pointers or numbers are found by their values
         (new int objects every call, often at the same addresses: allocators reuse blocks)."""
         values = (*variant_pack.values(), workspace)
-        if not any(type(v) in _BY_VALUE for v in values):
+        kinds = set(map(type, values))
+        if kinds.isdisjoint(_BY_VALUE):
             return None
-        seen = self.identity.get(_value_key(variant_pack, values))
+        seen = self.identity.get(_value_key(variant_pack, values, kinds))
         if seen is None or seen.moved(values):
             return None
         return seen.entry
@@ -151,8 +154,9 @@ class PackCache:
     def remember(self, variant_pack: Mapping[Any, Any], workspace: Any, entry: Entry) -> None:
         """Make ``entry`` the identity-level answer for these objects while they all live."""
         values = (*variant_pack.values(), workspace)
-        if any(type(v) in _BY_VALUE for v in values):
-            key = _value_key(variant_pack, values)
+        kinds = set(map(type, values))
+        if not kinds.isdisjoint(_BY_VALUE):
+            key = _value_key(variant_pack, values, kinds)
         else:
             key = (*variant_pack, *map(id, variant_pack.values()), id(workspace))
         seen = _Seen(entry, values)
@@ -178,8 +182,11 @@ class PackCache:
         return len(self._by_binding)
 
 
-def _value_key(variant_pack: Mapping[Any, Any], values: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The identity key with numbers (raw pointers, by-value scalars) by value, tagged apart from ids."""
+def _value_key(variant_pack: Mapping[Any, Any], values: tuple[Any, ...], kinds: set[type]) -> tuple[Any, ...]:
+    """The identity key with numbers (raw pointers, by-value scalars) by value, tagged apart from ids.
+    A pack of raw pointers only (the common case of framework integrations) is keyed by them as they are."""
+    if kinds <= _POINTERS:
+        return (*variant_pack, "pointers", *values)
     return (*variant_pack, "values", *((type(v), v) if type(v) in _BY_VALUE else id(v) for v in values))
 
 
