@@ -120,8 +120,9 @@ def build(doc: Mapping[str, Any], composite: set[str] | None = None,
           groups: Mapping[str, str] | None = None, scratch: frozenset[str] | set[str] = frozenset()) -> Picture:
     """The picture of a graph's JSON (``graph.to_json()`` or ``json.loads(str(graph))``).
 
-    ``composite``: names of nodes drawn as composites (None: those of a COMPOSITE_TAGS tag); ``groups``: caption of each expanded
-    composite, named by the ``_group`` key of its parts; ``scratch``: tensors in the workspace."""
+    ``composite``: names of nodes drawn as composites (None: those of a COMPOSITE_TAGS tag);
+    ``groups``: caption of each expanded composite, named by the ``_group`` key of its parts;
+    ``scratch``: tensors in the workspace."""
     nodes = doc.get("nodes")
     tensors = doc.get("tensors") or {}
     if not isinstance(nodes, list) or not isinstance(tensors, Mapping):
@@ -134,7 +135,7 @@ def build(doc: Mapping[str, Any], composite: set[str] | None = None,
         is_composite = node.get("tag") in COMPOSITE_TAGS if composite is None else node.get("name") in composite
         kind = "composite" if is_composite else "op"
         pic.boxes[box_id] = Box(box_id, kind, node_text(node), str(node.get("_group", "")))
-        for port, name in (node.get("outputs") or {}).items():
+        for name in (node.get("outputs") or {}).values():
             producer.setdefault(name, box_id)
         for port, name in (node.get("inputs") or {}).items():
             consumers.setdefault(name, []).append((box_id, port))
@@ -153,8 +154,7 @@ def build(doc: Mapping[str, Any], composite: set[str] | None = None,
             dsts = dsts + [(d, f"ragged offset of {user}") for user in ragged_of[name] for d, _ in
                            consumers.get(user, [])]
         if t.get("is_virtual") and src is not None and dsts:
-            for dst, port in dsts:
-                pic.edges.append(Edge(src, dst, text, True))
+            pic.edges.extend(Edge(src, dst, text, True) for dst, _ in dsts)
             continue
         if name in scratch:
             kind = "scratch"
@@ -204,8 +204,7 @@ def from_graph(graph: pygraph, expand: bool = False) -> Picture:
             nodes.append(node.to_json())
             continue
         groups[node.name] = f"{node.op} {node.name!r} (expanded)"
-        for part in parts:
-            nodes.append({**_part_doc(part, tensors), "_group": node.name})
+        nodes.extend({**_part_doc(part, tensors), "_group": node.name} for part in parts)
         for s in getattr(state, "scratch", state if isinstance(state, list) else []):
             scratch.add(s.tensor.get_name())
     doc = {**doc, "nodes": nodes, "tensors": tensors}
@@ -489,8 +488,7 @@ def to_dot(pic: Picture) -> str:
     grouped: dict[str, list[Box]] = {}
     for b in pic.boxes.values():
         grouped.setdefault(b.group if b.group in pic.groups else "", []).append(b)
-    for b in grouped.get("", []):
-        lines.append(node_line(b, "  "))
+    lines.extend(node_line(b, "  ") for b in grouped.get("", []))
     for n, (gid, caption) in enumerate(pic.groups.items()):
         lines.append(f"  subgraph {_q(f'cluster_{n}')} {{")
         lines.append(f'    label={_q(caption)}; style="dashed,rounded"; color="#e37400";')

@@ -90,9 +90,8 @@ class PlanReport:
         table = [HEADERS] + [r.cells() for r in self.rows]
         widths = [max(len(row[i]) for row in table) for i in range(len(HEADERS))]
         lines = [f"{self.label}: {len(self.rows)} candidate plan{'s' if len(self.rows) != 1 else ''}"]
-        for row in table:
-            lines.append("  ".join(c.ljust(w) if i in (1, 3, 4, 7) else c.rjust(w)
-                                   for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+        lines.extend("  ".join(c.ljust(w) if i in (1, 3, 4, 7) else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in table)
         return "\n".join(lines + self._footer())
 
     __repr__ = __str__
@@ -138,9 +137,9 @@ def describe(p: Pipeline, report: Sequence[Any] | None = None) -> PlanReport:
         tuned = times.get(c.name)
         rows.append(_row(i, c, c is selected, tuned.time_ms if tuned is not None else None,
                          lowering if others else ""))
-    for r in others:
-        rows.append(PlanRow(None, r.name, None, {}, [], [], "autotune", r.workspace or None,
-                            "timed" if r.time_ms is not None else f"failed: {r.error}", r.time_ms, r.lowering))
+    rows.extend(PlanRow(None, r.name, None, {}, [], [], "autotune", r.workspace or None,
+                        "timed" if r.time_ms is not None else f"failed: {r.error}", r.time_ms, r.lowering)
+                for r in others)
     return PlanReport(p.label, rows, len(plans.all) - len(cands), report is not None)
 
 
