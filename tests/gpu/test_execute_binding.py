@@ -149,3 +149,18 @@ def test_a_tensor_freed_and_reallocated_at_its_address_is_checked_again() -> Non
     p3 = torch.randn(SHAPE, device="cuda")
     run(g, {A: p3, B: q, C: c})
     torch.testing.assert_close(c, p3 - q, rtol=0, atol=0)
+
+
+def test_run_pointers_binds_addresses_by_uid_and_refuses_a_missing_one() -> None:
+    g, A, B, C = sub_graph()
+    runner = g.runner()
+    p, q, c = torch.randn(SHAPE, device="cuda"), torch.randn(SHAPE, device="cuda"), torch.empty(SHAPE, device="cuda")
+    uids = (A.get_uid(), B.get_uid(), C.get_uid())
+    runner.run_pointers(uids, (p.data_ptr(), q.data_ptr(), c.data_ptr()), 0, None)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, p - q, rtol=0, atol=0)
+    runner.run_pointers(uids, (q.data_ptr(), p.data_ptr(), c.data_ptr()), 0, None)  # other addresses
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, q - p, rtol=0, atol=0)
+    with pytest.raises(cudnn.ExecutionInputError, match="lacks"):
+        runner.run_pointers(uids[:2], (p.data_ptr(), q.data_ptr()), 0, None)

@@ -249,6 +249,28 @@ class Runner:
             entry = seen.entry
         self.execute(entry, self.default_handle if handle is None else handle)
 
+    def run_pointers(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int, handle: Any) -> None:
+        """Execute on device addresses bound to ``uids`` as given, without `run`'s buffer checks:
+        for integrations that allocate every buffer for this graph's exact dims, strides and
+        types (``cudnn.ops``). Packs are found by ``(uids, pointers, workspace)``, so changing
+        addresses (an allocator handing out other blocks) cost one backend pack each, once."""
+        entry = self.packs.bound((uids, pointers, workspace))
+        if entry is None:
+            entry = self._pointer_entry(uids, pointers, workspace)
+        self.execute(entry, self.default_handle if handle is None else handle)
+
+    def _pointer_entry(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int) -> Entry:
+        bound = [(u, p) for u, p in zip(uids, pointers) if u in self.by_uid]  # unused tensors are not given
+        given = {u for u, _ in bound}
+        missing = [b.label for b in self.required if b.uid not in given]
+        if missing:
+            raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing))
+        if self.workspace_size and not workspace:
+            raise ExecutionInputError(f"{self.label}: the plan needs a workspace of {self.workspace_size} bytes")
+        entry = self._make_entry([u for u, _ in bound], [p for _, p in bound], {}, given, workspace)
+        self.packs.store((uids, pointers, workspace), entry)
+        return entry
+
     def execute(self, entry: Entry, handle: Any) -> None:
         """One ``cudnnBackendExecute`` of ``entry`` on ``handle`` (a Handle or an int)."""
         try:

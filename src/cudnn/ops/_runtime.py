@@ -125,7 +125,7 @@ class Built:
     the op worked out when it built it (``info``: output sizes and strides, layouts), so a
     cache hit repeats none of that work."""
 
-    __slots__ = ("device", "graph", "info", "ports", "workspace")
+    __slots__ = ("device", "graph", "info", "ports", "runner", "workspace")
 
     def __init__(self, graph: pygraph, ports: dict[str, Tensor], device: int = 0) -> None:
         self.graph = graph
@@ -133,6 +133,7 @@ class Built:
         self.workspace = graph.get_workspace_size()
         self.device = torch.device("cuda", device)
         self.info: Any = None
+        self.runner = graph.runner  # the selected plan's Runner (run_pointers: no per-call checks)
 
 
 class GraphCache:
@@ -201,8 +202,8 @@ def execute(built: Built, device: int, pack: dict[str, torch.Tensor]) -> None:
     """Run ``built`` with its roles bound to ``pack``'s tensors, on torch's current stream;
     the workspace comes from torch's caching allocator (so CUDA-graph capture pools it)."""
     ports = built.ports
-    # raw addresses: the graph was built for exactly these shapes and strides, and the Runner
-    # finds its backend pack by address value (torch's allocator reuses blocks) in one lookup
+    # raw addresses: the graph was built for exactly these shapes and strides, so the Runner
+    # binds them unchecked and finds its backend pack by (uids, addresses) in one lookup
     launch(built, device, {ports[role]: t.data_ptr() for role, t in pack.items()})
 
 
@@ -211,11 +212,12 @@ def launch(built: Built, device: int, variant: dict[Tensor, int]) -> None:
     current stream, with a workspace from torch's caching allocator. The caller keeps the
     tensors behind the addresses alive until this returns (the allocator orders reuse on the
     stream after that)."""
+    uids, pointers = tuple(t.get_uid() for t in variant), tuple(variant.values())
     if built.workspace:
         ws = torch.empty(built.workspace, dtype=torch.uint8, device=built.device)
-        built.graph.execute(variant, ws.data_ptr(), handle=handle(device))
+        built.runner().run_pointers(uids, pointers, ws.data_ptr(), handle(device))
     else:
-        built.graph.execute(variant, None, handle=handle(device))
+        built.runner().run_pointers(uids, pointers, 0, handle(device))
 
 
 # -- the eager fast path -----------------------------------------------------------------------
