@@ -347,6 +347,7 @@ def make_bindings(nodes: Sequence[Node]) -> list[Binding]:
             for p, x in ((port, t), (f"{port}.ragged_offset", ragged)):
                 if x is None or x.get_is_virtual() or x.get_uid() in out:
                     continue
-                const = HostScalar(x.get_value(), x.get_data_type()) if x.get_value() is not None else None
+                value = x.get_value()
+                const = HostScalar(value, x.get_data_type()) if value is not None else None
                 out[x.get_uid()] = Binding(x.get_uid(), x, node.label(), p, const)
     return list(out.values())

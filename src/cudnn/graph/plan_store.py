@@ -26,6 +26,7 @@ from .serialize import PlanRecord, TensorRecord, device_identity
 
 # -- the plan cache ---------------------------------------------------------------------------
 
+
 def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | None:
     """(autotuned key, heuristic key) of the pipeline's validated graph, or None if it cannot be cached.
 
@@ -42,8 +43,8 @@ def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | Non
     uids = tuple(t.get_uid() for t in all_tensors(p.lowered().nodes))
     g = p.graph
     lowered = structure_key(p.lowered().nodes, g.context, g.sm_count)  # what an expansion made, e.g. score_mod
-    ident = (g.key(), lowered, uids, guards.REVISION, g.sm_count, g.is_dynamic_shape_enabled, g.is_override_shape_enabled,
-             device_identity(p.device()), loader.report().version)
+    ident = (g.key(), lowered, uids, guards.REVISION, g.sm_count, g.is_dynamic_shape_enabled,
+             g.is_override_shape_enabled, device_identity(p.device()), loader.report().version)
     return plan_cache.key("tuned", ident), plan_cache.key("heuristic", ident, tuple(int(m) for m in modes))
 
 
@@ -58,11 +59,11 @@ def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> Pipeline | None:
     for key in keys:
         hit = plan_cache.lookup_memory(key)
         if hit is not None:
-            record, plan = hit
-            q = lowering_of(p, record)
+            remembered, plan = hit
+            q = lowering_of(p, remembered)
             if q is None:
                 continue
-            q.adopt(plan, record.workspace, record.plan_name)
+            q.adopt(plan, remembered.workspace, remembered.plan_name)
             plan_cache.hits += 1
             return q
     for key in keys:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 from .._lib.enums import build_plan_policy
@@ -91,7 +92,7 @@ class Filters:
             return False
         if self.max_workspace is not None:
             size = c.workspace
-            if size is None:
+            if size is None and c.config is not None:
                 size = _config_workspace(c.config)
             if size is not None and size > self.max_workspace:
                 return False
@@ -176,7 +177,8 @@ class PlanSet:
             detail = "heuristics returned no engine configs"
         elif not tried and refused and len(refused) == len(self.all):
             names = ", ".join(c.name for c in refused[:8])
-            detail = f"every engine config offered ({names}) is known to compute this graph wrongly: {refused[0].refused}"
+            detail = (f"every engine config offered ({names}) is known to compute this graph wrongly: "
+                      f"{refused[0].refused}")
         elif not tried:
             detail = f"all {len(self.all)} engine configs were filtered out (notes/engines/workspace filters)"
         else:
@@ -201,8 +203,8 @@ class PlanSet:
         self.selected = None
 
 
-def notes_of(values: Iterable[Any], kind: type) -> set[int]:
-    out = set()
+def notes_of(values: Iterable[Any], kind: type[IntEnum]) -> set[int]:
+    out: set[int] = set()
     for v in values:
         if not isinstance(v, (kind, int)) or isinstance(v, bool):
             raise TypeError(f"expected cudnn.{kind.__name__} values, got {v!r}")
