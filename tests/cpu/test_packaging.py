@@ -92,11 +92,25 @@ def test_docs_extra_has_the_site_tools() -> None:
     assert any("python" in r.extras for r in EXTRAS["docs"] if r.name == "mkdocstrings")
 
 
-def test_readme_test_command_is_what_ci_runs_first() -> None:
-    _, tests = _readme_commands()
+def _ci_commands() -> list[str]:
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
-    commands = [line for line in ci if line and not line.startswith("#") and not line.startswith(("set ", "cd "))]
-    assert commands[0] == tests
+    return [line for line in ci if line and not line.startswith("#") and not line.startswith(("set ", "cd "))]
+
+
+def test_readme_test_command_is_what_ci_runs_first() -> None:
+    """The README's test command, exactly, is CI's first test run (only lint comes before it)."""
+    _, tests = _readme_commands()
+    commands = _ci_commands()
+    assert [c for c in commands if "pytest" in c][0] == tests
+    assert not [c for c in commands[:commands.index(tests)] if "[cu" in c or "nvidia" in c]
+
+
+def test_ci_runs_ruff_and_mypy_before_the_tests() -> None:
+    _, tests = _readme_commands()
+    commands = _ci_commands()
+    lint = commands.index("python -m ruff check src"), commands.index("python -m mypy")
+    assert max(lint) < commands.index(tests)
+    assert {r.name for r in EXTRAS["lint"]} == {"ruff", "mypy"}
 
 
 def test_readme_test_command_keeps_the_setup_commands_cudnn() -> None:
