@@ -200,7 +200,8 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
         "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
         "Attn_scale": scale_tensor, "Bias": _tensor(self, bias, at, "bias"),
         "Block_mask": _tensor(self, block_mask, at, "block_mask"),
-        "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"), "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
+        "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"),
+        "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
         "Page_table_K": _tensor(self, paged_attention_k_table, at, "paged_attention_k_table"),
         "Page_table_V": _tensor(self, paged_attention_v_table, at, "paged_attention_v_table"),
         "SINK_TOKEN": _tensor(self, sink_token, at, "sink_token"), **dropout_ins}
@@ -209,7 +210,8 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
         raise GraphError(f"{at}: stats_use_log2 needs the SOFTMAX operation's STATS_LOG2 attribute "
                          "(cuDNN >= 9.27), which cudnn-py does not build")
     users = {port: _output(t, at, arg) for port, t, arg in (
-        ("RNG_DUMP", rng_dump, "rng_dump"), ("Max", score_max, "score_max"), ("Sum_exp", score_sum_exp, "score_sum_exp"))}
+        ("RNG_DUMP", rng_dump, "rng_dump"), ("Max", score_max, "score_max"),
+        ("Sum_exp", score_sum_exp, "score_sum_exp"))}
     out = self.add_node(node, ["O", "Stats"] if stats else ["O"])  # after every check: a refusal adds nothing
     node.outputs.update((port, t) for port, t in users.items() if t is not None)
     return [out[0], out[1] if stats else None]
@@ -247,13 +249,16 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
         right_bound=right, dropout_p=p,
         max_total_seq_len_q=_int_or_none(max_total_seq_len_q, at, "max_total_seq_len_q"),
         max_total_seq_len_kv=_int_or_none(max_total_seq_len_kv, at, "max_total_seq_len_kv"),
-        score_mod=_callable(score_mod, at, "score_mod"), score_mod_bprop=_callable(score_mod_bprop, at, "score_mod_bprop"),
+        score_mod=_callable(score_mod, at, "score_mod"),
+        score_mod_bprop=_callable(score_mod_bprop, at, "score_mod_bprop"),
         deterministic=_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))
     inputs: dict[str, Maybe] = {
         "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
-        "O": self.input_tensor(o, at, "o"), "dO": self.input_tensor(dO, at, "dO"), "Stats": self.input_tensor(stats, at, "stats"),
+        "O": self.input_tensor(o, at, "o"), "dO": self.input_tensor(dO, at, "dO"),
+        "Stats": self.input_tensor(stats, at, "stats"),
         "Attn_scale": scale_tensor, "Bias": _tensor(self, bias, at, "bias"),
-        "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"), "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
+        "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"),
+        "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
         "SINK_TOKEN": _tensor(self, sink_token, at, "sink_token"), **dropout_ins}
     node = SDPABackward(name, inputs, opts, compute_data_type)
     users = {port: _output(t, at, arg) for port, t, arg in (
@@ -266,4 +271,4 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
 register("scaled_dot_product_flash_attention", sdpa)
 register("scaled_dot_product_flash_attention_backward", sdpa_backward)
 
-from . import lowp_ops  # noqa: F401 - the low-precision family registers itself (uses the helpers above)
+from . import lowp_ops  # noqa: E402, F401 - registers the low-precision family, which uses the helpers above

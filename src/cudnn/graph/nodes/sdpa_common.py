@@ -92,6 +92,7 @@ class SdpaBase(Node):
 
     io_types: tuple[data_type, ...] = HALF_TYPES  # what Q, K and V may be (the FP8 nodes widen it)
     io_hint = " (FP8 attention is sdpa_fp8)"
+    dims: Dims  # the problem sizes, set by infer() (from problem())
 
     def __init__(self, name: str, inputs: dict[str, Tensor | None], opts: SdpaOptions, compute_data_type: Any) -> None:
         super().__init__(name, compute_data_type)
@@ -185,7 +186,7 @@ class SdpaBase(Node):
             if any(d not in (1, f) for d, f in zip(bias.get_dim(), full)):
                 raise GraphError(f"{self.at('bias')}: dims {bias.get_dim()} must broadcast to "
                                  f"[b, h_q, s_q, s_kv] = {full} (each dim 1 or equal)")
-        seq = [port for port in ("SEQ_LEN_Q", "SEQ_LEN_KV") if port in self.inputs]
+        seq: list[str] = [port for port in ("SEQ_LEN_Q", "SEQ_LEN_KV") if port in self.inputs]
         if o.padding and len(seq) != 2:
             raise GraphError(f"{self.at('use_padding_mask')}: the padding mask needs both seq_len_q and seq_len_kv")
         if seq and not o.padding and o.score_mod is None:
