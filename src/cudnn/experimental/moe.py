@@ -33,7 +33,7 @@ def moe_grouped_matmul(token: torch.Tensor, weight: torch.Tensor, first_token_of
     experts per token). Needs cuDNN >= 9.15."""
     err = rt.OpError
     mode = rt.choice(OP, "mode", mode, MODES)
-    rt.check_tensor(OP, "token", token, rt.HALVES + (torch.float32,), 3)
+    rt.check_tensor(OP, "token", token, (*rt.HALVES, torch.float32), 3)
     rt.check_cuda(OP, "token", token)
     rt.check_tensor(OP, "weight", weight, (token.dtype,), 3, token.device)
     rt.check_tensor(OP, "first_token_offset", first_token_offset, (torch.int32,), 3, token.device)

@@ -91,7 +91,7 @@ def fold(conv: nn.Conv2d, bn: nn.BatchNorm2d, act: str) -> Conv2dBiasAct:
 
 def _is_relu(node: fx.Node, modules: dict[str, nn.Module]) -> bool:
     if node.op == "call_module":
-        return type(modules.get(node.target)) is nn.ReLU  # type: ignore[arg-type]
+        return type(modules.get(node.target)) is nn.ReLU
     if node.op == "call_function":
         return node.target in _RELU_FUNCTIONS
     return node.op == "call_method" and node.target in ("relu", "relu_")
@@ -133,7 +133,7 @@ def _fold_sequentials(module: nn.Module) -> None:
         if conv is not None and bn is not None and _foldable(conv, bn):
             nxt = module._modules[names[i + 2]] if i + 2 < len(names) else None
             act = "relu" if type(nxt) is nn.ReLU else "none"
-            module._modules[names[i]] = fold(conv, bn, act)  # type: ignore[arg-type]
+            module._modules[names[i]] = fold(conv, bn, act)
             module._modules[names[i + 1]] = nn.Identity()
             if act == "relu":
                 module._modules[names[i + 2]] = nn.Identity()

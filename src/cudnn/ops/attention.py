@@ -13,10 +13,14 @@ for the backward.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
 from . import _runtime as rt
+
+if TYPE_CHECKING:
+    from ..graph import pygraph
 
 _OP = "scaled_dot_product_attention"
 
@@ -99,14 +103,14 @@ def _build(dev: int, key: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         rt.check_tensor(_OP, "attn_mask", bias, (q.dtype,), rank=4, device=q.device)
     o = _o_like(q, v.shape[3])
 
-    def make(g: object) -> dict:
+    def make(g: pygraph) -> dict:
         Q, K, V = rt.tensor_of(g, "q", q), rt.tensor_of(g, "k", k), rt.tensor_of(g, "v", v)
         ports = {"q": Q, "k": K, "v": V}
         if bias is not None:
             ports["bias"] = rt.tensor_of(g, "bias", bias)
-        O, S = g.sdpa(Q, K, V, generate_stats=training, attn_scale=scale, bias=ports.get("bias"),
-                      use_causal_mask=is_causal)
-        ports["o"] = O.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride()))
+        Out, S = g.sdpa(Q, K, V, generate_stats=training, attn_scale=scale, bias=ports.get("bias"),
+                        use_causal_mask=is_causal)
+        ports["o"] = Out.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride()))
         if training:
             ports["stats"] = S.set_output(True).set_data_type(rt.data_type.FLOAT)
         return ports
@@ -140,7 +144,7 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     key = ("sdpa_backward", rt.signature(q, k, v, o, do, bias, dq, dk, dv), is_causal, scale)
 
-    def make(g: object) -> dict:
+    def make(g: pygraph) -> dict:
         ports = {n: rt.tensor_of(g, n, t) for n, t in (("q", q), ("k", k), ("v", v), ("o", o), ("do", do),
                                                          ("stats", stats))}
         if bias is not None:

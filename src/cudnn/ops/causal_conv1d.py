@@ -25,7 +25,8 @@ def _check(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, act
     if bias is not None:
         rt.check_tensor(_OP, "bias", bias, (x.dtype,), rank=1, device=x.device)
         if bias.shape[0] != x.shape[1]:
-            raise rt.OpError(f"cudnn.ops.{_OP}: bias: expected {x.shape[1]} elements (x's dim), got {tuple(bias.shape)}")
+            raise rt.OpError(f"cudnn.ops.{_OP}: bias: expected {x.shape[1]} elements (x's dim), "
+                             f"got {tuple(bias.shape)}")
     if weight.shape[0] != x.shape[1]:
         raise rt.OpError(f"cudnn.ops.{_OP}: weight: expected [{x.shape[1]}, kernel_size] (x's dim first), "
                          f"got {tuple(weight.shape)}")
@@ -39,7 +40,7 @@ def _functions() -> tuple[object, object]:
     rt.needs_version("cudnn.ops.causal_conv1d (cudnnCausalConv1dForward/Backward)", NEEDS)
     import cudnn
 
-    return cudnn.causal_conv1d_forward, cudnn.causal_conv1d_backward  # type: ignore[attr-defined]
+    return cudnn.causal_conv1d_forward, cudnn.causal_conv1d_backward
 
 
 def _stream(t: torch.Tensor) -> int:

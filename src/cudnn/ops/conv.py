@@ -13,10 +13,14 @@ output copied back, so the result has the input's layout either way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from . import _runtime as rt
+
+if TYPE_CHECKING:
+    from ..graph import pygraph
 
 ACTS = ("none", "relu", "gelu", "silu")
 _NHWC = torch.channels_last
@@ -28,7 +32,7 @@ def _pair(op: str, name: str, v: int | Sequence[int]) -> tuple[int, int]:
     vals = (v, v) if isinstance(v, int) else tuple(v)
     if len(vals) != 2 or not all(isinstance(i, int) for i in vals):
         raise rt.OpError(f"cudnn.ops.{op}: {name}: expected an int or two ints, got {v!r}")
-    return vals  # type: ignore[return-value]
+    return vals
 
 
 def out_shape(x: torch.Tensor, w: torch.Tensor, stride: list[int], padding: list[int],
@@ -106,7 +110,7 @@ def _build(dev: int, key: tuple, x: torch.Tensor, w: torch.Tensor, b: torch.Tens
                     memory_format=_NHWC)
     cdt = rt.CUDNN_DTYPE[x.dtype]
 
-    def make(g: object) -> dict:
+    def make(g: pygraph) -> dict:
         X, W = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "w", wn)
         out = g.conv_fprop(X, W, padding=list(padding), stride=list(stride), dilation=list(dilation))
         ports = {"x": X, "w": W}
@@ -155,7 +159,7 @@ def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Te
         sn = _nhwc(saved)
         dz = torch.empty_like(dyn)
 
-        def make_dz(g: object) -> dict:
+        def make_dz(g: pygraph) -> dict:
             DY, S = rt.tensor_of(g, "dy", dyn), rt.tensor_of(g, "saved", sn)
             fn = {"relu": g.relu_backward, "gelu": g.gelu_backward, "silu": g.swish_backward}[act]
             DZ = fn(DY, S).set_output(True).set_data_type(rt.CUDNN_DTYPE[dy.dtype]).set_stride(list(dz.stride()))
@@ -170,7 +174,8 @@ def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Te
     if need_dx:
         dx = torch.empty_like(xn)
 
-        def make_dgrad(g: object) -> dict:
+        def make_dgrad(g: pygraph) -> dict:
+            assert dx is not None  # the tensor allocated just above (make_dgrad runs before dx changes)
             DZ, W = rt.tensor_of(g, "dz", dz), rt.tensor_of(g, "w", wn)
             DX = g.conv_dgrad(DZ, W, padding=padding, stride=stride, dilation=dilation)
             DX.set_output(True).set_dim(list(dx.shape)).set_stride(list(dx.stride())) \
@@ -183,7 +188,8 @@ def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Te
     if need_dw:
         dw = torch.empty_like(wn)
 
-        def make_wgrad(g: object) -> dict:
+        def make_wgrad(g: pygraph) -> dict:
+            assert dw is not None  # the tensor allocated just above (make_wgrad runs before dw changes)
             X, DZ = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "dz", dz)
             DW = g.conv_wgrad(X, DZ, padding=padding, stride=stride, dilation=dilation)
             DW.set_output(True).set_dim(list(dw.shape)).set_stride(list(dw.stride())) \
@@ -202,7 +208,7 @@ def _bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Tensor
          padding: list[int], dilation: list[int], groups: int, act: str,
          has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dx, dw, db = _run_bwd(dy, x, w, saved, stride, padding, dilation, act, has_bias)
-    return dx, dw, (w.new_empty(0) if db is None else db)  # type: ignore[return-value]
+    return dx, dw, (w.new_empty(0) if db is None else db)
 
 
 @_bwd.register_fake

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from .. import norm_forward_phase
 from . import _runtime as rt
+
+if TYPE_CHECKING:
+    from ..graph import pygraph
+    from ..graph.tensor import Tensor
 
 TRAIN, INFER = norm_forward_phase.TRAINING, norm_forward_phase.INFERENCE
 
@@ -46,9 +51,9 @@ def _check_x(op: str, x: torch.Tensor) -> None:
     rt.check_cuda(op, "input", x)
 
 
-def _out(t: object, like: torch.Tensor) -> object:
+def _out(t: Tensor, like: torch.Tensor) -> Tensor:
     return t.set_output(True).set_data_type(rt.CUDNN_DTYPE[like.dtype]).set_dim(list(like.shape)) \
-        .set_stride(list(like.stride()))  # type: ignore[attr-defined]
+        .set_stride(list(like.stride()))
 
 
 # -- layer norm and RMS norm ---------------------------------------------------------------------
@@ -57,7 +62,7 @@ def _flat(p: torch.Tensor | None, fixed: torch.Tensor | None, d: int) -> torch.T
     """A parameter's [1, d] memory: ``fixed`` (a cached ones/zeros) for None, ``p`` itself when
     contiguous (its view starts where it does), else a contiguous copy."""
     if p is None:
-        return fixed  # type: ignore[return-value]
+        return fixed
     return p if p.is_contiguous() else p.reshape(1, d).contiguous()
 
 
@@ -105,7 +110,7 @@ def _ln_build(dev: int, key: tuple, x: torch.Tensor, normalized_shape: tuple[int
     y = torch.empty_like(x2)
     stats = torch.empty(rows, 1, dtype=torch.float32, device=x.device)
 
-    def make(g: object) -> dict:
+    def make(g: pygraph) -> dict:
         X, W = rt.tensor_of(g, "x", x2), rt.tensor_of(g, "scale", w)
         B = None if b is None else rt.tensor_of(g, "bias", b)
         phase = TRAIN if training else INFER
@@ -163,7 +168,7 @@ def _ln_bwd_run(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[in
     key = (op + "_backward", rt.signature(dy2, x2, w), has_bias)
     dev = rt.device_index(x)
 
-    def make(g: object) -> dict:
+    def make(g: pygraph) -> dict:
         DY, X, W = rt.tensor_of(g, "dy", dy2), rt.tensor_of(g, "x", x2), rt.tensor_of(g, "scale", w)
         V = rt.tensor_of(g, "inv", inv)
         ports = {"dy": DY, "x": X, "scale": W, "inv": V}
@@ -321,7 +326,7 @@ def _bn_run(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | N
         mean = _vec(running_mean, c, 0.0, x)
         inv = (_vec(running_var, c, 1.0, x) + eps).rsqrt()
 
-        def make_inf(g: object) -> dict:
+        def make_inf(g: pygraph) -> dict:
             X, M, V = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "mean", mean), rt.tensor_of(g, "inv", inv)
             W, B = rt.tensor_of(g, "scale", w), rt.tensor_of(g, "bias", b)
             Y = g.batchnorm_inference(X, M, V, W, B)
@@ -334,7 +339,7 @@ def _bn_run(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | N
     mean = torch.empty(1, c, 1, 1, device=x.device).contiguous(memory_format=torch.channels_last)
     inv = torch.empty_like(mean)
 
-    def make(g: object) -> dict:
+    def make(g: pygraph) -> dict:
         X, W, B = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "scale", w), rt.tensor_of(g, "bias", b)
         Y, M, V, _, _ = g.batchnorm(X, W, B, None, None, eps, None)
         return {"x": X, "scale": W, "bias": B, "y": _out(Y, y), "mean": _out(M, mean), "inv": _out(V, inv)}
@@ -379,7 +384,7 @@ def _bn_bwd_run(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, 
     m, v = _vec(mean, c, 0.0, x), _vec(inv, c, 1.0, x)
     dx, dw, db = torch.empty_like(xn), torch.empty_like(w), torch.empty_like(w)
 
-    def make(g: object) -> dict:
+    def make(g: pygraph) -> dict:
         DY, X, W = rt.tensor_of(g, "dy", dyn), rt.tensor_of(g, "x", xn), rt.tensor_of(g, "scale", w)
         M, V = rt.tensor_of(g, "mean", m), rt.tensor_of(g, "inv", v)
         DX, DW, DB = g.batchnorm_backward(DY, X, W, M, V)
