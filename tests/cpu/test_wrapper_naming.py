@@ -31,7 +31,7 @@ HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 FAKE = 0xDEAD0000  # a device address nothing reads
 GPU_STEPS = ("build_operation_graph", "create_execution_plans", "check_support", "build_plans")
 PASS_THROUGH = {"get_workspace_size", "get_workspace_size_plan_at_index", "serialize", "deserialize",
-                "query_tensor_attributes_of_uid", "to_json"}
+                "query_tensor_attributes_of_uid", "to_json", "to_dot", "save_picture", "describe_plans"}
 
 
 class FakeCuda:
@@ -528,6 +528,7 @@ def test_pygraph_methods_through_the_wrapper() -> None:
         with pytest.raises(GraphStateError, match=f"calling {name} via cudnn.Graph is not allowed"):
             getattr(graph, name)
     assert graph.to_json()["nodes"][0]["name"] == "conv2d"
+    assert "conv2d" in graph.to_dot()  # the picture of the built graph
     assert '"name": "conv2d"' in str(graph)
     assert repr(graph) == "<cudnn.Graph built inputs=['conv2d::0', 'conv2d::weight'] outputs=['conv2d::Y']>"
     with pytest.raises(AttributeError, match="no attribute 'conv_forward'"):

@@ -33,7 +33,8 @@ from .names import Recorder, show
 # execute, plan selection) are the wrapper's job and refused. Ops are pygraph's registered
 # op methods (graph/oplib.py): each adds a node.
 _PASS_THROUGH = frozenset({"get_workspace_size", "get_workspace_size_plan_at_index", "serialize", "deserialize",
-                           "query_tensor_attributes_of_uid", "to_json"})
+                           "query_tensor_attributes_of_uid", "to_json", "to_dot", "save_picture",
+                           "describe_plans"})
 _PYGRAPH_PARAMS = inspect.signature(pygraph).parameters
 
 
