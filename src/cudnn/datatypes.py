@@ -30,6 +30,7 @@ _CUTLASS_NAMES = {"float16": "Float16", "bfloat16": "BFloat16", "float32": "Floa
 
 
 def is_windows() -> bool:
+    """Whether this process runs on Windows (as the official ``cudnn.is_windows``)."""
     return sys.platform.startswith("win")
 
 

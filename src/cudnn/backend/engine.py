@@ -141,29 +141,36 @@ class KnobInfo:
 
     @property
     def type(self) -> knob_type | int:
+        """The knob's type (a cudnn.knob_type, or an int for a knob newer than the enum)."""
         return self._type
 
     @property
     def max_value(self) -> int | None:
+        """The largest value the knob takes (None if unknown)."""
         return self._max
 
     @property
     def min_value(self) -> int | None:
+        """The smallest value the knob takes (None if unknown)."""
         return self._min
 
     @property
     def stride(self) -> int | None:
+        """The step between the values the knob takes (None if unknown)."""
         return self._stride
 
     @property
     def minimum(self) -> int:
+        """``min_value`` under the name the plan code uses."""
         return 0 if self._min is None else self._min
 
     @property
     def maximum(self) -> int:
+        """``max_value`` under the name the plan code uses."""
         return 0 if self._max is None else self._max
 
     def allows(self, value: int) -> bool:
+        """Whether ``value`` is one the knob takes (within its bounds, on its stride)."""
         step = max(self._stride or 1, 1)
         return self.minimum <= value <= self.maximum and (value - self.minimum) % step == 0
 

@@ -47,6 +47,7 @@ class Handle:
 
     @property
     def ptr(self) -> int:
+        """The cudnnHandle_t address (DescriptorClosedError once destroyed)."""
         if not self.address:
             raise closed_error()
         return self.address
@@ -58,6 +59,7 @@ class Handle:
 
     @property
     def closed(self) -> bool:
+        """Whether the handle was destroyed."""
         return not self.address
 
     def close(self) -> None:

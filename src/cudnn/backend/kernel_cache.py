@@ -192,4 +192,5 @@ class KernelCache:
 
 
 def create_kernel_cache() -> KernelCache:
+    """A new, empty kernel cache to give ``pygraph(kernel_cache=...)`` (``save``/``load`` keep it on disk)."""
     return KernelCache()

@@ -413,15 +413,19 @@ class pygraph:  # the documented name
     # -- plans: queries and filters ----------------------------------------------------------
 
     def get_engine_count(self) -> int:
+        """How many engines cuDNN has for this operation graph (engine ids 0..count-1)."""
         return eng.engine_count(self._op_graph())
 
     def get_execution_plan_count(self) -> int:
+        """How many candidate plans the heuristics offered and the filters kept (0 before create_execution_plans)."""
         return len(self._pipeline.plans().candidates) if self._pipeline.has_plans() else 0
 
     def build_plan_at_index(self, index: int) -> None:
+        """Finalize candidate plan ``index`` (compiling its kernels if its engine does so); errors are raised."""
         self._pipeline.build_candidate(self._pipeline.plans().at(index))
 
     def get_plan_name_at_index(self, index: int) -> str:
+        """Candidate plan ``index``'s name: engine index and knob choices, e.g. ``'eng12_k2=3'``."""
         return self._pipeline.plans().at(index).name
 
     def get_workspace_size_plan_at_index(self, index: int, handle: Any = None,
@@ -455,38 +459,48 @@ class pygraph:  # the documented name
                 raise TypeError(f"{op}: handle: {exc}") from None
 
     def get_behavior_notes(self) -> list[behavior_note]:
+        """Behavior notes of the selected plan's engine (of the first candidate before one is selected)."""
         plans = self._pipeline.plans()
         cand = plans.selected or plans.at(0)
         return [behavior_note(int(n)) for n in cand.behavior_notes]
 
     def get_behavior_notes_for_plan_at_index(self, index: int) -> list[behavior_note]:
+        """Behavior notes of candidate plan ``index``'s engine."""
         return [behavior_note(int(n)) for n in self._pipeline.plans().at(index).behavior_notes]
 
     def get_numerical_notes_for_plan_at_index(self, index: int) -> list[numerical_note]:
+        """Numerical notes of candidate plan ``index``'s engine."""
         return [numerical_note(int(n)) for n in self._pipeline.plans().at(index).numerical_notes]
 
     def select_numeric_notes(self, notes: Iterable[numerical_note]) -> None:
+        """Keep only candidates whose engines have every one of ``notes``."""
         self._pipeline.plans().filters.numeric_select |= notes_of(notes, numerical_note)
 
     def deselect_numeric_notes(self, notes: Iterable[numerical_note]) -> None:
+        """Drop candidates whose engines have any of ``notes``."""
         self._pipeline.plans().filters.numeric_deselect |= notes_of(notes, numerical_note)
 
     def select_behavior_notes(self, notes: Iterable[behavior_note]) -> None:
+        """Keep only candidates whose engines have every one of ``notes``."""
         self._pipeline.plans().filters.behavior_select |= notes_of(notes, behavior_note)
 
     def deselect_behavior_notes(self, notes: Iterable[behavior_note]) -> None:
+        """Drop candidates whose engines have any of ``notes``."""
         self._pipeline.plans().filters.behavior_deselect |= notes_of(notes, behavior_note)
 
     def deselect_engines(self, names: Iterable[str]) -> None:
+        """Drop candidates by name: ``'eng12'`` (every knob choice) or a full plan name."""
         names = [names] if isinstance(names, str) else list(names)
         self._pipeline.plans().filters.engines_deselect |= {str(n) for n in names}
 
     def deselect_workspace_greater_than(self, workspace: int) -> None:
+        """Drop candidates that need more than ``workspace`` bytes of workspace."""
         if int(workspace) < 0:
             raise GraphError(f"deselect_workspace_greater_than: expected a size >= 0, got {workspace}")
         self._pipeline.plans().filters.max_workspace = int(workspace)
 
     def get_knobs_for_engine(self, engine_id: int) -> list[eng.KnobInfo]:
+        """The tunable knobs of engine ``engine_id`` (``cudnn.knob``: type, bounds, stride)."""
         e = self._engine(engine_id)
         try:
             return eng.knob_infos(e)
@@ -598,6 +612,7 @@ class pygraph:  # the documented name
         return f"graph {self.name!r}" if self.name else "graph"
 
     def query_tensor_attributes_of_uid(self, uid: int) -> Tensor:
+        """The tensor of this graph with ``uid`` (GraphError if none)."""
         tensors = all_tensors(self.nodes) + [b.tensor for b in self._pipeline.bindings()] \
             if self._pipeline.has_plans() else all_tensors(self.nodes)
         for t in tensors:
@@ -606,6 +621,7 @@ class pygraph:  # the documented name
         raise GraphError(f"no tensor of this graph has uid {uid}")
 
     def to_json(self) -> dict[str, Any]:
+        """The graph as a JSON-ready dict: context, nodes, tensors (what ``str(graph)`` prints)."""
         ctx = self.context
         tensors: dict[str, Any] = {}
         for t in all_tensors(self.nodes):  # ragged offsets too: the tensors that use them name them

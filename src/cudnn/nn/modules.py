@@ -29,10 +29,12 @@ class Conv2dBiasAct(nn.Conv2d):
         self.act = act
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """conv(x) + bias, then the activation, in one cuDNN graph (cudnn.ops.conv2d_bias_act)."""
         return ops.conv2d_bias_act(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                                    self.groups, self.act)
 
     def extra_repr(self) -> str:
+        """The torch Conv2d description with the activation."""
         return f"{super().extra_repr()}, act={self.act!r}"
 
 
@@ -41,6 +43,7 @@ class LayerNorm(nn.LayerNorm):
     cuDNN's backward)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Layer norm of x over normalized_shape through cudnn.ops.layer_norm."""
         return ops.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
 
@@ -48,6 +51,7 @@ class RMSNorm(nn.RMSNorm):
     """``nn.RMSNorm`` through cuDNN's RMS-norm graphs."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """RMS norm of x over normalized_shape through cudnn.ops.rms_norm."""
         return ops.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
 
@@ -61,6 +65,7 @@ class MultiheadAttention(nn.MultiheadAttention):
                 key_padding_mask: torch.Tensor | None = None, need_weights: bool = False,
                 attn_mask: torch.Tensor | None = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[torch.Tensor, None]:
+        """The attention output and None (no weights), as nn.MultiheadAttention with need_weights=False."""
         where = "cudnn.nn.MultiheadAttention"
         if need_weights:
             raise ops.OpError(f"{where}: need_weights: attention weights are not computed by cuDNN's fused "

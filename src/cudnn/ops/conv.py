@@ -37,6 +37,7 @@ def _pair(op: str, name: str, v: int | Sequence[int]) -> tuple[int, int]:
 
 def out_shape(x: torch.Tensor, w: torch.Tensor, stride: list[int], padding: list[int],
               dilation: list[int]) -> list[int]:
+    """The convolution's output shape [N, K, H', W'] (as torch.nn.functional.conv2d computes it)."""
     n, _, h, wd = x.shape
     k, _, r, s = w.shape
     ho = (h + 2 * padding[0] - dilation[0] * (r - 1) - 1) // stride[0] + 1
