@@ -15,12 +15,12 @@ the ratio to the first row of each block. Never asserts on time.
 from __future__ import annotations
 
 import argparse
-import statistics
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from _timing import gpu_time
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import cudnn
@@ -29,23 +29,6 @@ dt = cudnn.data_type
 E4M3 = torch.float8_e4m3fn
 CUDNN = {torch.bfloat16: dt.BFLOAT16, torch.float32: dt.FLOAT, E4M3: dt.FP8_E4M3}
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
-
-
-def gpu_time(fn: Callable[[], Any], calls: int, repeats: int) -> float:
-    """Median seconds per call."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / calls)
-    return statistics.median(times)
 
 
 def tensor(g: cudnn.pygraph, t: torch.Tensor, name: str) -> cudnn.tensor:

@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from _timing import gpu_time
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import cudnn
@@ -59,23 +59,6 @@ class Case:
     def flops(self, backward: bool) -> float:
         f = 4.0 * self.b * self.h * self.s * self.s * self.d * (0.5 if self.causal else 1.0)
         return f * 2.5 if backward else f
-
-
-def gpu_time(fn: Callable[[], Any], calls: int, repeats: int) -> float:
-    """Median seconds per call."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / calls)
-    return statistics.median(times)
 
 
 def tensor(g: cudnn.pygraph, t: torch.Tensor, name: str) -> cudnn.tensor:

@@ -15,12 +15,12 @@ Ratios are torch time / cudnn time (above 1: cudnn-py faster). Never asserts on 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from _timing import gpu_time
 
 from cudnn import ops
 
@@ -29,19 +29,7 @@ H, B16 = torch.float16, torch.bfloat16
 
 
 def gpu_ms(fn: Callable[[], object], repeats: int, inner: int = 20) -> float:
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(inner):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
+    return gpu_time(fn, inner, repeats) * 1e3
 
 
 def host_us(fn: Callable[[], object], calls: int = 2000) -> float:
