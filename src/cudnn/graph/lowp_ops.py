@@ -24,10 +24,10 @@ from .sdpa_ops import (
     _bool,
     _bounds,
     _callable,
+    _dropout_backward,
     _dropout_forward,
     _int_or_none,
     _output,
-    _probability,
     _scale,
     _tensor,
 )
@@ -48,21 +48,6 @@ def _stats_flag(at: str, is_inference: Any, generate_stats: Any) -> bool:
 def _scales(graph: Any, at: str, given: dict[str, Any], ports: dict[str, str]) -> dict[str, Maybe]:
     """The descale/scale tensors by port; a missing one stays out (validate names it)."""
     return {port: _tensor(graph, given[arg], at, arg) for port, arg in ports.items()}
-
-
-def _dropout_backward(graph: Any, dropout: Any, at: str) -> tuple[float | None, dict[str, Maybe]]:
-    """(p, seed, offset) or (mask, scale, scale_inverse): the FP8 backward graph uses all three."""
-    if dropout is None:
-        return None, {}
-    if not isinstance(dropout, (tuple, list)) or len(dropout) != 3:
-        raise GraphError(f"{at}: dropout must be (probability, seed, offset) or (mask, scale, scale_inverse), "
-                         f"got {dropout!r}")
-    if isinstance(dropout[0], (int, float)) and not isinstance(dropout[0], bool):
-        return _probability(dropout[0], at), {"Seed": graph.input_tensor(dropout[1], at, "dropout seed"),
-                                              "Offset": graph.input_tensor(dropout[2], at, "dropout offset")}
-    return None, {"Dropout_mask": graph.input_tensor(dropout[0], at, "dropout mask"),
-                  "Dropout_scale": graph.input_tensor(dropout[1], at, "dropout scale"),
-                  "Dropout_scale_inv": graph.input_tensor(dropout[2], at, "dropout scale_inverse")}
 
 
 def _add_outputs(graph: Any, node: Any, ports: list[str], users: dict[str, Maybe]) -> list[Tensor]:
@@ -143,7 +128,7 @@ def sdpa_fp8_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats:
     align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
                                  diagonal_alignment, left_bound, right_bound)
     scale_value, scale_tensor = _scale(self, attn_scale, at)
-    p, dropout_ins = _dropout_backward(self, dropout, at)
+    p, dropout_ins = _dropout_backward(self, dropout, at, keep_scale_inverse=True)
     if sink_token is not None or dSink_token is not None:
         raise GraphError(f"{at}: sink_token / dSink_token are not supported by FP8 attention in cudnn-py")
     opts = SdpaOptions(attn_scale_value=scale_value, padding=_bool(use_padding_mask, at, "use_padding_mask"),
@@ -212,7 +197,7 @@ def sdpa_mxfp8_backward(self: Any, q: Any, q_T: Any, k: Any, k_T: Any, v: Any, o
     align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
                                  diagonal_alignment, left_bound, right_bound)
     scale_value, scale_tensor = _scale(self, attn_scale, at)
-    p, dropout_ins = _dropout_backward(self, dropout, at)
+    p, dropout_ins = _dropout_backward(self, dropout, at, keep_scale_inverse=True)
     opts = SdpaOptions(attn_scale_value=scale_value, padding=_bool(use_padding_mask, at, "use_padding_mask"),
                        alignment=align, left_bound=left, right_bound=right, dropout_p=p,
                        deterministic=_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))

@@ -125,7 +125,10 @@ def _dropout_forward(graph: Any, dropout: Any, at: str) -> tuple[float | None, d
                   "Dropout_scale": graph.input_tensor(dropout[1], at, "dropout scale")}
 
 
-def _dropout_backward(graph: Any, dropout: Any, at: str) -> tuple[float | None, dict[str, Maybe]]:
+def _dropout_backward(graph: Any, dropout: Any, at: str,
+                      keep_scale_inverse: bool = False) -> tuple[float | None, dict[str, Maybe]]:
+    """(p, seed, offset) or (mask, scale, scale_inverse); the scale inverse is bound only where the
+    backward graph uses it (``keep_scale_inverse``: the FP8 one)."""
     if dropout is None:
         return None, {}
     if not isinstance(dropout, (tuple, list)) or len(dropout) != 3:
@@ -135,12 +138,16 @@ def _dropout_backward(graph: Any, dropout: Any, at: str) -> tuple[float | None, 
         p = _probability(dropout[0], at)
         return p, {"Seed": graph.input_tensor(dropout[1], at, "dropout seed"),
                    "Offset": graph.input_tensor(dropout[2], at, "dropout offset")}
-    # scale_inverse is checked like the others, but the backward graph has no use for it (the gradient
-    # is formed with the scale alone; see nodes/sdpa_backward.py): it is left out of the graph, and a
-    # buffer given for it at execute is a key of no graph tensor, which execute ignores.
-    graph.input_tensor(dropout[2], at, "dropout scale_inverse")
-    return None, {"Dropout_mask": graph.input_tensor(dropout[0], at, "dropout mask"),
-                  "Dropout_scale": graph.input_tensor(dropout[1], at, "dropout scale")}
+    # the fp16/bf16 backward graph forms the gradient with the scale alone (nodes/sdpa_backward.py):
+    # there scale_inverse is checked but left out, and a buffer given for it at execute is a key of
+    # no graph tensor, which execute ignores
+    if not keep_scale_inverse:
+        graph.input_tensor(dropout[2], at, "dropout scale_inverse")
+    ports = {"Dropout_mask": graph.input_tensor(dropout[0], at, "dropout mask"),
+             "Dropout_scale": graph.input_tensor(dropout[1], at, "dropout scale")}
+    if keep_scale_inverse:
+        ports["Dropout_scale_inv"] = graph.input_tensor(dropout[2], at, "dropout scale_inverse")
+    return None, ports
 
 
 def _implementation(value: Any, at: str) -> attention_implementation:
