@@ -1,21 +1,27 @@
 """Soak and leaks: many executes of one graph, many build/destroy cycles of varied graphs, with
-no growth of host memory (RSS), GPU memory, live backend descriptors or Python objects.
+no growth of host memory (RSS and malloc's heap in use), GPU memory, live backend descriptors
+and handles, or Python objects.
 
 Figures are taken after a warm-up (first packs, first plans, allocator pools, cuDNN's own
 caches) and after ``gc.collect()``. What must not grow at all: live backend descriptors
-(``cudnn.backend.descriptor.live_count()``) and memory held by torch's allocator (nothing is
-allocated in the loops). What may move by allocator noise only: RSS and GPU memory in use
+(``cudnn.backend.descriptor.live_count()``), live cuDNN handles
+(``cudnn.backend.handle.live_handle_count()``) and memory held by torch's allocator (nothing is
+allocated in the loops). What may move by allocator noise only: RSS, the heap malloc has handed
+out (``mallinfo2``: it tells a leak from pages glibc keeps after a free) and GPU memory in use
 (``cudaMemGetInfo``) within 16 MiB, Python objects within 200. A leak of one small object per
 execute (200,000 of them) or of one plan per build exceeds these.
 
 Knobs: ``CUDNN_PY_SOAK_EXECUTES`` (default 200,000) and ``CUDNN_PY_SOAK_SECONDS`` (time box,
 default 60); ``CUDNN_PY_SOAK_BUILDS`` (default 1,000) and ``CUDNN_PY_SOAK_BUILD_SECONDS`` (default
-60). ``benchmarks/reliability.py`` runs 1,000,000 executes and 10,000 builds. Summary lines start
-``reliability: soak``.
+60); ``CUDNN_PY_SOAK=full`` makes the defaults 1,000,000 executes and 10,000 builds (time boxes
+120 s and 240 s). The build soak samples memory 20 times (every 500 cycles of 10,000) and prints
+the series, so a plateau (a cache filling) is told from a leak (steady growth). Summary lines
+start ``reliability: soak``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import time
@@ -29,20 +35,47 @@ import torch.nn.functional as F
 
 import cudnn
 from cudnn.backend.descriptor import live_count
+from cudnn.backend.handle import live_handle_count
 
 HALF, BF16, FLOAT = cudnn.data_type.HALF, cudnn.data_type.BFLOAT16, cudnn.data_type.FLOAT
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
 MIB = 1 << 20
 MEMORY_NOISE = 16 * MIB
 OBJECT_NOISE = 200
+FULL = os.environ.get("CUDNN_PY_SOAK", "") == "full"
+
+
+def knob(name: str, default: float, full: float) -> float:
+    return float(os.environ.get(name, full if FULL else default))
+
+
+_LIBC = ctypes.CDLL(None)
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def heap_in_use() -> int:
+    """Bytes glibc's malloc has handed out and not taken back (all arenas, mmapped blocks too);
+    -1 where mallinfo2 is missing (glibc < 2.33, musl)."""
+    fn = getattr(_LIBC, "mallinfo2", None)
+    if fn is None:
+        return -1
+    fn.restype = _MallInfo2
+    info = fn()
+    return int(info.uordblks + info.hblkhd)
 
 
 @dataclass
 class Probe:
     rss: int
+    heap: int
     gpu_used: int
     torch_allocated: int
     descriptors: int
+    handles: int
     objects: int
 
     @staticmethod
@@ -52,21 +85,25 @@ class Probe:
         with open("/proc/self/statm") as f:
             rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         free, total = torch.cuda.mem_get_info()
-        return Probe(rss, total - free, torch.cuda.memory_allocated(), live_count(), len(gc.get_objects()))
+        return Probe(rss, heap_in_use(), total - free, torch.cuda.memory_allocated(), live_count(),
+                     live_handle_count(), len(gc.get_objects()))
 
     def growth(self, later: Probe) -> Probe:
         return Probe(*(b - a for a, b in zip(vars(self).values(), vars(later).values())))
 
     def text(self) -> str:
-        return (f"RSS {self.rss / MIB:+.2f} MiB, GPU {self.gpu_used / MIB:+.2f} MiB, torch allocated "
-                f"{self.torch_allocated:+d} B, live descriptors {self.descriptors:+d}, objects {self.objects:+d}")
+        return (f"RSS {self.rss / MIB:+.2f} MiB, heap {self.heap / MIB:+.2f} MiB, GPU {self.gpu_used / MIB:+.2f} MiB, "
+                f"torch allocated {self.torch_allocated:+d} B, live descriptors {self.descriptors:+d}, "
+                f"live handles {self.handles:+d}, objects {self.objects:+d}")
 
 
 def check_growth(g: Probe) -> None:
     assert g.descriptors == 0, f"backend descriptors leaked: {g.text()}"
+    assert g.handles == 0, f"cuDNN handles leaked: {g.text()}"
     assert g.torch_allocated == 0, f"GPU memory held by torch grew: {g.text()}"
     assert g.objects <= OBJECT_NOISE, f"Python objects grew: {g.text()}"
     assert g.rss <= MEMORY_NOISE, f"host memory grew: {g.text()}"
+    assert g.heap <= MEMORY_NOISE, f"malloc's heap in use grew: {g.text()}"
     assert g.gpu_used <= MEMORY_NOISE, f"GPU memory grew: {g.text()}"
 
 
@@ -82,8 +119,8 @@ def no_plan_cache():  # type: ignore[no-untyped-def]
 # -- 1. executes of one graph ----------------------------------------------------------------------
 
 def test_execute_soak(no_plan_cache: None) -> None:
-    total = int(os.environ.get("CUDNN_PY_SOAK_EXECUTES", "200000"))
-    budget = float(os.environ.get("CUDNN_PY_SOAK_SECONDS", "60"))
+    total = int(knob("CUDNN_PY_SOAK_EXECUTES", 200_000, 1_000_000))
+    budget = knob("CUDNN_PY_SOAK_SECONDS", 60, 120)
     torch.manual_seed(0)
     x = torch.randn(2, 16, 12, 12, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
     w = (torch.randn(16, 16, 3, 3, device="cuda") / 12).half().to(memory_format=torch.channels_last)
@@ -114,8 +151,10 @@ def test_execute_soak(no_plan_cache: None) -> None:
     seconds = time.perf_counter() - start
     end = Probe.take()
     growth = base.growth(end)
+    half = mid or end
     print(f"\nreliability: soak executes {done} of one graph in {seconds:.1f} s ({seconds / done * 1e6:.1f} us "
-          f"each): growth {growth.text()}; first half {base.growth(mid or end).text()}")
+          f"each){' (time box reached)' if done < total else ''}: growth {growth.text()}; "
+          f"first half {base.growth(half).text()}; second half {half.growth(end).text()}")
     ref = torch.relu(F.conv2d(x.double(), w.double(), padding=1) + b.double())
     for y in ys:
         torch.testing.assert_close(y.double(), ref, atol=2e-2, rtol=1e-2)
@@ -197,24 +236,31 @@ def cycle(i: int) -> None:
 
 
 def test_build_destroy_cycles(no_plan_cache: None) -> None:
-    total = int(os.environ.get("CUDNN_PY_SOAK_BUILDS", "1000"))
-    budget = float(os.environ.get("CUDNN_PY_SOAK_BUILD_SECONDS", "60"))
+    total = int(knob("CUDNN_PY_SOAK_BUILDS", 1000, 10_000))
+    budget = knob("CUDNN_PY_SOAK_BUILD_SECONDS", 60, 240)
+    every = max(total // 20, 1)
     torch.manual_seed(1)
     for i in range(2 * len(MAKERS)):  # warm-up: every kind built twice, cuDNN's caches filled
         cycle(i)
-    base, mid = Probe.take(), None
-    start, done = time.perf_counter(), 0
+    series, start, done = [Probe.take()], time.perf_counter(), 0
     while done < total and time.perf_counter() - start < budget:
         cycle(done)
         done += 1
-        if mid is None and (done >= total // 2 or time.perf_counter() - start >= budget / 2):
-            mid = Probe.take()
+        if done % every == 0:
+            series.append(Probe.take())
     seconds = time.perf_counter() - start
-    end = Probe.take()
-    growth, second = base.growth(end), (mid or base).growth(end)
+    if done % every:
+        series.append(Probe.take())
+    base, mid, end = series[0], series[len(series) // 2], series[-1]
+    growth, first, second = base.growth(end), base.growth(mid), mid.growth(end)
+    rss = " ".join(f"{(p.rss - base.rss) / MIB:.1f}" for p in series)
+    heap = " ".join(f"{(p.heap - base.heap) / MIB:.1f}" for p in series)
     print(f"\nreliability: soak builds {done} build/execute/destroy cycles of {len(MAKERS)} graph kinds "
-          f"in {seconds:.1f} s ({seconds / max(done, 1) * 1e3:.1f} ms each): growth {growth.text()}; "
-          f"second half {second.text()}")
+          f"in {seconds:.1f} s ({seconds / max(done, 1) * 1e3:.1f} ms each)"
+          f"{' (time box reached)' if done < total else ''}: growth {growth.text()}; "
+          f"first half {first.text()}; second half {second.text()}"
+          f"\nreliability: soak builds series every {every} cycles, MiB over the start: RSS [{rss}]; heap [{heap}]")
     # libcudnn's own caches (compiled kernels, heuristics) may fill during the first half; a leak
     # keeps growing, so memory is judged on the second half, counts on the whole run
-    check_growth(Probe(second.rss, second.gpu_used, growth.torch_allocated, growth.descriptors, growth.objects))
+    check_growth(Probe(second.rss, second.heap, second.gpu_used, growth.torch_allocated, growth.descriptors,
+                       growth.handles, growth.objects))

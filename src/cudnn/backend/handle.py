@@ -44,6 +44,7 @@ class Handle:
         self.device = cuda.current_device() if device is None else device
         _live.add(self)
         _created[0] = True
+        _alive[0] += 1
 
     @property
     def ptr(self) -> int:
@@ -108,6 +109,7 @@ def closed_error() -> Exception:
 
 _live: weakref.WeakSet[Handle] = weakref.WeakSet()  # handles of this process
 _created = [False]  # this process made a handle: CUDA is initialised
+_alive = [0]  # cudnnHandle_t created and not yet destroyed (live_handle_count)
 _forked = [False]  # set in a child forked after that
 
 
@@ -122,6 +124,7 @@ def _after_fork_in_child() -> None:
     if not _created[0]:
         return
     _forked[0] = True
+    _alive[0] = 0  # the parent's handles are not this process's to destroy
     for h in list(_live):
         h._finalizer.detach()  # never cudnnDestroy the parent's handle
         h.address = 0
@@ -131,7 +134,22 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def destroy_all_handles() -> int:
+    """Destroy every handle of this process still alive, default handles included, and return
+    how many: for a clean shutdown (before ``cudaDeviceReset``, or a leak-checked exit)."""
+    handles = [h for h in list(_live) if not h.closed]
+    for h in handles:
+        h.close()
+    return len(handles)
+
+
+def live_handle_count() -> int:
+    """How many cuDNN handles this process created and has not destroyed (for leak checks)."""
+    return _alive[0]
+
+
 def _destroy(ptr: int) -> None:
+    _alive[0] -= 1
     try:
         capi.graph.cudnnDestroy(ptr)
     except Exception:  # noqa: BLE001 - a finalizer must not raise (interpreter shutdown)

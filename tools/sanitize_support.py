@@ -1,0 +1,176 @@
+"""What tools/sanitize.sh needs in Python.
+
+1. A pytest plugin (``-p sanitize_support``) for the sanitized process: torch computes its
+   references without cuDNN (torch keeps its own cuDNN handles for the life of the process and
+   never destroys them, so they would show as leaks that are not ours), and once the session is
+   over every GPU resource is released before exit: plan cache emptied, every cuDNN handle
+   destroyed, torch's cuBLAS workspaces and cached blocks freed, then ``cudaDeviceReset`` and
+   ``os._exit`` with pytest's status, so that nothing runs against the device after the reset
+   and the leak check sees exactly what was still allocated.
+2. ``python3 tools/sanitize_support.py report TOOL LOG STATUS``: one summary line
+   (``reliability: sanitizer ...``) from a compute-sanitizer log, leaked allocations attributed
+   to their owner from each one's host backtrace with the largest stacks printed, and for
+   racecheck the kernels with hazards.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+_status = [0]
+
+
+# -- 1. the pytest plugin ---------------------------------------------------------------------
+
+def pytest_configure(config: Any) -> None:
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.backends.cudnn.enabled = False
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    _status[0] = int(exitstatus)
+
+
+def release_everything() -> str:
+    """Free what this process still holds on the GPU; a line saying what was found."""
+    gc.collect()
+    import cudnn
+    from cudnn._lib import cuda
+    from cudnn.backend.descriptor import live_count
+    from cudnn.backend.handle import destroy_all_handles
+
+    cudnn.plan_cache.clear(disk=False)
+    gc.collect()
+    handles = destroy_all_handles()
+    torch = sys.modules.get("torch")
+    held = "no torch"
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch._C._cuda_clearCublasWorkspaces()
+        torch.cuda.empty_cache()
+        held = f"torch still allocated {torch.cuda.memory_allocated()} B"
+    err = cuda.runtime().cudaDeviceReset()
+    reset = getattr(err[0] if isinstance(err, tuple) else err, "name", str(err))
+    return (f"sanitize cleanup: {handles} cuDNN handles destroyed, {live_count()} backend descriptors still "
+            f"referenced, {held}, cudaDeviceReset {reset}")
+
+
+def pytest_unconfigure(config: Any) -> None:
+    try:
+        line = release_everything()
+    except Exception as exc:  # noqa: BLE001 - report it and still leave without touching the GPU again
+        line = f"sanitize cleanup failed: {type(exc).__name__}: {exc}"
+    print(line, flush=True)
+    sys.stderr.flush()
+    os._exit(_status[0])
+
+
+# -- 2. the log reader ------------------------------------------------------------------------
+
+DRIVER = re.compile(r"libcuda\.so|libcudart|cydriver|cyruntime|driver\.cpython|runtime\.cpython|"
+                    r"cuMemAlloc|cudaMalloc")
+FRAME = re.compile(r"Host Frame:\s*(.*)")
+LEAK = re.compile(r"Leaked ([0-9,]+) bytes")
+
+
+def owner(frames: list[str]) -> str:
+    """Who made a leaked allocation: judged on the whole host backtrace."""
+    text = "\n".join(frames)
+    if re.search(r"libtorch|libc10", text):
+        return "torch"
+    if re.search(r"libcudnn", text):
+        return "cuDNN called through cudnn-py (ctypes)" if re.search(r"_ctypes|libffi", text) else "cuDNN"
+    if re.search(r"cuda/bindings|cuda\.bindings|cyruntime|cydriver", text):
+        return "cuda-bindings called from Python"
+    return "other"
+
+
+def leaks(lines: list[str]) -> list[tuple[int, list[str]]]:
+    """(bytes, host frames) of every leak record printed in the log."""
+    out: list[tuple[int, list[str]]] = []
+    current: tuple[int, list[str]] | None = None
+    for line in lines:
+        m = LEAK.search(line)
+        if m:
+            current = (int(m.group(1).replace(",", "")), [])
+            out.append(current)
+            continue
+        f = FRAME.search(line)
+        if f and current is not None:
+            current[1].append(f.group(1).strip())
+        elif current is not None and not line.strip("= \n"):
+            current = None
+    return out
+
+
+def stack_key(frames: list[str], depth: int = 6) -> str:
+    kept = [re.sub(r"\[0x[0-9a-f]+\]\s*", "", f) for f in frames if not DRIVER.search(f)]
+    return " <- ".join(kept[:depth]) or "(only driver frames)"
+
+
+KERNEL = re.compile(r"\bin (?:\S+:\d+:)?([A-Za-z_][\w:<>,\s]*?)(?:\(|$)")
+
+
+def race_kernels(lines: list[str]) -> Counter[str]:
+    """Kernel names on the lines of racecheck's hazard reports."""
+    names: Counter[str] = Counter()
+    for i, line in enumerate(lines):
+        if not re.search(r"Race reported|Hazard|RaceWrite|RaceRead|Potential .* hazard", line):
+            continue
+        for nearby in lines[i:i + 3]:
+            m = KERNEL.search(nearby)
+            if m:
+                names[m.group(1).strip()[:160]] += 1
+                break
+    return names
+
+
+def total(pattern: str, text: str, group: int = 1) -> int:
+    return sum(int(m.group(group).replace(",", "")) for m in re.finditer(pattern, text))
+
+
+def report(tool: str, log: Path, status: str) -> None:
+    text = log.read_text(errors="replace") if log.exists() else ""
+    lines = text.splitlines()
+    errors = total(r"ERROR SUMMARY: ([0-9,]+) error", text)
+    hazards = total(r"RACECHECK SUMMARY: ([0-9,]+) hazards? displayed \(([0-9,]+) errors?", text, 2)
+    benign = sum("CUDA API call to cuGetProcAddress" in ln for ln in lines)
+    api = sum(bool(re.search(r"Program hit .* on CUDA API call to", ln)) and "cuGetProcAddress" not in ln
+              for ln in lines)
+    leaked_allocs = total(r"LEAK SUMMARY: [0-9,]+ bytes leaked in ([0-9,]+) allocations", text)
+    leaked_bytes = total(r"LEAK SUMMARY: ([0-9,]+) bytes leaked", text)
+    records = leaks(lines)
+    by_owner: Counter[str] = Counter(owner(f) for _, f in records)
+    api_text = f"API errors {api}, benign cuGetProcAddress lookups filtered {benign}; log {log}"
+    if tool == "racecheck":
+        warnings = total(r"RACECHECK SUMMARY: .*?([0-9,]+) warnings?\)", text)
+        kernels = race_kernels(lines)
+        print(f"reliability: sanitizer racecheck: exit {status}, hazards: {hazards} errors, {warnings} warnings, "
+              f"in {len(kernels)} kernels; {api_text}")
+        for name, n in kernels.most_common(30):
+            print(f"  race hazard in kernel ({n} reports): {name}")
+        return
+    memory = errors - benign - api - leaked_allocs
+    print(f"reliability: sanitizer {tool}: exit {status}, memory errors {memory}, leaks {leaked_allocs} "
+          f"allocations ({leaked_bytes} B; by owner: "
+          f"{', '.join(f'{k} {v}' for k, v in by_owner.most_common()) or 'none'}), {api_text}")
+    stacks: dict[str, list[int]] = defaultdict(list)
+    for size, frames in records:
+        stacks[f"[{owner(frames)}] {stack_key(frames)}"].append(size)
+    for key, sizes in sorted(stacks.items(), key=lambda kv: -sum(kv[1]))[:10]:
+        print(f"  leak stack: {len(sizes)} allocations, {sum(sizes)} B: {key}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5 or sys.argv[1] != "report":
+        sys.exit("usage: sanitize_support.py report TOOL LOG STATUS")
+    report(sys.argv[2], Path(sys.argv[3]), sys.argv[4])
