@@ -154,6 +154,38 @@ def test_fp8_forward_dropout_and_padding() -> None:
     assert "rng" in got and "select_padding" in got and got.index("dropout_scale") < got.index("amax_s")
 
 
+def test_fp8_forward_paged_kv_loads_the_caches() -> None:
+    """K and V from paged caches [blocks, h, block_size, d] through page tables [b, 1, pages, 1]:
+    two paged_cache_load nodes feed bmm1 (Kᵀ) and bmm2 (V), and the node prints its tables."""
+    g = graph()
+    q = g.tensor(name="q", dim=[2, 8, 128, 128], data_type=E4)
+    k, v = (g.tensor(name=n, dim=[16, 2, 32, 128], data_type=E4) for n in ("k_cache", "v_cache"))
+    tables = {n: g.tensor(name=n, dim=[2, 1, 8, 1], data_type=dt.INT32)
+              for n in ("paged_attention_k_table", "paged_attention_v_table")}
+    lens = {n: g.tensor(name=n, dim=[2, 1, 1, 1], data_type=dt.INT32) for n in ("seq_len_q", "seq_len_kv")}
+    o, *_ = fwd(g, qkv=[q, k, v], use_padding_mask=True, paged_attention_max_seq_len_kv=256, **lens, **tables)
+    g.validate()
+    assert o.get_dim() == [2, 8, 128, 128]
+    node = json.loads(str(g))["nodes"][0]
+    assert {"Page_table_K", "Page_table_V"} <= set(node["inputs"])
+    nodes, _ = expand(g.nodes, g.context, 91900)
+    loads = [n for n in nodes if n.op == "paged_cache_load"]
+    assert [n.outputs["Y"].get_dim() for n in loads] == [[2, 2, 128, 256], [2, 2, 256, 128]]
+    bmm1 = next(n for n in nodes if n.name.endswith(".bmm1"))
+    assert bmm1.inputs["B"] is loads[0].outputs["Y"]
+
+
+def test_fp8_paged_kv_needs_the_padding_mask() -> None:
+    g = graph()
+    q = g.tensor(name="q", dim=[2, 8, 128, 128], data_type=E4)
+    k, v = (g.tensor(name=n, dim=[16, 2, 32, 128], data_type=E4) for n in ("k_cache", "v_cache"))
+    tables = {n: g.tensor(name=n, dim=[2, 1, 8, 1], data_type=dt.INT32)
+              for n in ("paged_attention_k_table", "paged_attention_v_table")}
+    fwd(g, qkv=[q, k, v], **tables)
+    with pytest.raises(GraphError, match="paged K/V caches need use_padding_mask=True"):
+        g.validate()
+
+
 def test_fp8_forward_refuses_rng_dump() -> None:
     """The FP8 engine faulted writing rng_dump on cuDNN 9.19 (H200): refused at the call."""
     g = graph()

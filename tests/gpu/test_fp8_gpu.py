@@ -15,8 +15,9 @@ FP8 matmul (matmul + descale/scale multiplies + AMAX) is compared with torch._sc
 rtol 2e-2 atol 1e-1 (both accumulate in float32; bf16 output rounding), FP8 output within one E4M3
 step. Block-scale quantize is compared with a float reference of MX block scaling; graphs the
 backend has no engine for on this GPU are reported as skips naming the backend's refusal.
-Philox dropout is not run here: with rng_dump (the only way to check it) the FP8 engine faulted
-(illegal memory access) on cuDNN 9.19, so sdpa_fp8 refuses rng_dump.
+Philox dropout is refused before any plan is built (graph/guards.py): run against bf16 attention's
+rng_dump as the mask reference, the FP8 forward engine faulted (illegal memory access) and the
+backward engine's gradients were wrong (relative error near 1) on cuDNN 9.19.
 """
 
 from __future__ import annotations
@@ -166,6 +167,86 @@ def test_sdpa_fp8_forward(case: str) -> None:
     if lens is None:  # padded rows (all keys masked) take part in cuDNN's amax in its own way
         assert close(amax_s_t.item(), p_ref.max().item(), 0.02), (amax_s_t.item(), p_ref.max().item())
         assert close(amax_o_t.item(), o_ref.abs().max().item(), 0.1), (amax_o_t.item(), o_ref.abs().max().item())
+
+
+@pytest.mark.parametrize("layout", ["paged", "ragged"])
+def test_sdpa_fp8_forward_paged_and_ragged(layout: str) -> None:
+    """Padding mask with sequence lengths, K/V read from paged caches (blocks of 64 in a random
+    order) or Q/K/V/O packed token after token (ragged offsets): O of the valid rows against the
+    float32 reference (relative RMS 0.08); a layout the FP8 engines refuse is a skip naming it."""
+    from test_sdpa_gpu import pack, paged_container, ragged_offsets, unpack
+
+    b, h, s, d = 2, 4, 256, 128
+    lens = ([256, 100], [256, 180])
+    x = fp8_inputs(b, h, h, s, d)
+    scale = 1.0 / math.sqrt(d)
+    o_ref, _, _ = attention_ref(x["q_f"], x["k_f"], x["v_f"], False, scale, lens)
+    scale_o = 0.8 * FP8_MAX / o_ref.abs().max().item()
+    g = graph()
+    seq = [torch.tensor(n, dtype=torch.int32, device=DEV).view(-1, 1, 1, 1) for n in lens]
+    sq, skv = tensor(g, seq[0], "seq_q"), tensor(g, seq[1], "seq_kv")
+    pack_: dict[Any, torch.Tensor] = {sq: seq[0], skv: seq[1]}
+    extra: dict[str, Any] = {}
+    o_buf = torch.full((b, h, s, d), float("nan"), device=DEV).to(E4M3)
+    if layout == "paged":
+        q = tensor(g, x["q"], "q")
+        gen = torch.Generator(device=DEV).manual_seed(5)
+        (kc, kt), (vc, vt) = paged_container(x["k"], 64, gen), paged_container(x["v"], 64, gen)
+        k, v = tensor(g, kc, "k_cache"), tensor(g, vc, "v_cache")
+        ktab, vtab = tensor(g, kt, "k_table"), tensor(g, vt, "v_table")
+        extra = {"paged_attention_k_table": ktab, "paged_attention_v_table": vtab,
+                 "paged_attention_max_seq_len_kv": s}
+        pack_.update({q: x["q"], k: kc, v: vc, ktab: kt, vtab: vt})
+    else:
+        bufs = {}
+        for n, lengths in (("q", seq[0]), ("k", seq[1]), ("v", seq[1])):
+            bufs[n] = pack(x[n].float(), lengths).to(E4M3)  # BSHD view of a packed buffer
+        offs = {n: ragged_offsets(seq[0] if n in "qo" else seq[1], h, d) for n in "qkvo"}
+        q, k, v = (tensor(g, bufs[n], n) for n in "qkv")
+        for n, t in zip("qkv", (q, k, v)):
+            off = tensor(g, offs[n], n + "_offset")
+            t.set_ragged_offset(off)
+            pack_.update({t: bufs[n], off: offs[n]})
+        o_buf = pack(o_ref.new_full(o_ref.shape, float("nan")), seq[0], float("nan")).to(E4M3)
+    sc = {n: tensor(g, scalar(1.0), n) for n in ("dq", "dk", "dv", "ds", "ss", "so")}
+    o, _, amax_s, amax_o = g.sdpa_fp8(q, k, v, *sc.values(), is_inference=True, attn_scale=scale,
+                                      use_padding_mask=True, seq_len_q=sq, seq_len_kv=skv, **extra)
+    o.set_output(True).set_data_type(dt.FP8_E4M3).set_dim(list(o_buf.shape)).set_stride(list(o_buf.stride()))
+    if layout == "ragged":
+        o_off = tensor(g, offs["o"], "o_offset")
+        o.set_ragged_offset(o_off)
+        pack_[o_off] = offs["o"]
+    amax_s.set_output(True)
+    amax_o.set_output(True)
+    vals = {"dq": x["dq"], "dk": x["dk"], "dv": x["dv"], "ds": 1.0 / FP8_MAX, "ss": FP8_MAX, "so": scale_o}
+    pack_.update({sc[n]: scalar(val) for n, val in vals.items()})
+    pack_.update({o: o_buf, amax_s: scalar(float("nan")), amax_o: scalar(float("nan"))})
+    try:
+        build_and_run(g, pack_)
+    except cudnn.cudnnGraphNotSupportedError as exc:
+        pytest.skip(f"FP8 attention with a {layout} layout has no engine on SM {SM} with this cuDNN: {exc}")
+    got = o_buf.float() / scale_o
+    if layout == "ragged":
+        got = unpack(got, seq[0])
+    got_rows, want = valid_rows(got, lens), valid_rows(o_ref, lens)
+    assert not got_rows.isnan().any(), "O has unwritten (NaN) elements in valid rows"
+    err = rel_rms(got_rows, want)
+    assert err < 0.08, f"O relative RMS error {err:.4f}"
+
+
+def test_sdpa_fp8_philox_dropout_is_refused_before_it_runs() -> None:
+    """The guard names the reason; nothing reaches the engine that faulted (the process goes on)."""
+    x = fp8_inputs(2, 4, 4, 256, 128)
+    g = graph()
+    q, k, v = tensor(g, x["q"], "q"), tensor(g, x["k"], "k"), tensor(g, x["v"], "v")
+    sc = [tensor(g, scalar(1.0), n) for n in ("dq", "dk", "dv", "ds", "ss", "so")]
+    seed, offset = (tensor(g, torch.full((1, 1, 1, 1), 7, dtype=torch.int64, device=DEV), n) for n in ("seed", "off"))
+    o, stats, amax_s, amax_o = g.sdpa_fp8(q, k, v, *sc, generate_stats=True, dropout=(0.2, seed, offset))
+    for t in (o, stats, amax_s, amax_o):
+        t.set_output(True)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="FP8 attention with Philox dropout"):
+        g.build(HEUR)
+    assert torch.ones(1, device=DEV).item() == 1.0  # the CUDA context is intact
 
 
 BWD_CASES = {"d128": (2, 4, 4, 256, 128, False), "d128_causal": (2, 4, 4, 256, 128, True),

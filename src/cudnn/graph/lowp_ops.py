@@ -84,9 +84,7 @@ def sdpa_fp8(self: Any, q: Any, k: Any, v: Any, descale_q: Any, descale_k: Any, 
     if rng_dump is not None:
         raise GraphError(f"{at}: rng_dump is refused with FP8 attention: on cuDNN 9.19 (H200) the FP8 engine "
                          "faulted (illegal memory access) writing it; drop rng_dump")
-    for arg, value in (("paged_attention_k_table", paged_attention_k_table),
-                       ("paged_attention_v_table", paged_attention_v_table), ("score_max", score_max),
-                       ("score_sum_exp", score_sum_exp), ("sink_token", sink_token)):
+    for arg, value in (("score_max", score_max), ("score_sum_exp", score_sum_exp), ("sink_token", sink_token)):
         if value is not None:
             raise GraphError(f"{at}: {arg} is not supported by FP8 attention in cudnn-py")
     opts = SdpaOptions(
@@ -101,7 +99,9 @@ def sdpa_fp8(self: Any, q: Any, k: Any, v: Any, descale_q: Any, descale_k: Any, 
         "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
         **_scales(self, at, given, FWD_SCALES), "Attn_scale": scale_tensor, "Bias": _tensor(self, bias, at, "bias"),
         "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"),
-        "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"), **dropout_ins}
+        "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
+        "Page_table_K": _tensor(self, paged_attention_k_table, at, "paged_attention_k_table"),
+        "Page_table_V": _tensor(self, paged_attention_v_table, at, "paged_attention_v_table"), **dropout_ins}
     node = SDPAFP8(name, inputs, opts, compute_data_type)
     ports = ["O", "Stats", "Amax_S", "Amax_O"] if stats else ["O", "Amax_S", "Amax_O"]
     out = _add_outputs(self, node, ports, {})

@@ -115,15 +115,9 @@ def composite_forward(node: SDPA, ex: Expander) -> list[Node]:
     """The official frontend's composite forward graph (reference section 5.3)."""
     p, o, ins = node.dims, node.opts, node.inputs
     bld = Builder(ex, node.name, node.compute_data_type)
-    q, k, v = ins["Q"], ins["K"], ins["V"]
+    q = ins["Q"]
     seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
-    if node.paged_k:
-        kt = ex.virtual(f"{node.name}::K_T", [p.b, p.h_k, p.d_qk, p.s_kv], k.get_data_type(),
-                        [p.d_qk * p.s_kv * p.h_k, p.d_qk * p.s_kv, 1, p.d_qk])
-        bld.add(PagedCacheLoad(f"{node.name}.paged_k_cache", k, ins["SEQ_LEN_KV"],
-                               ins["Page_table_K"]), "Y", kt)
-    else:
-        kt = swapped(k)
+    kt = keys_transposed(bld, node, ex)
     s_dims = [p.b, p.h_q, p.s_q, p.s_kv]
     s = bld.matmul(q, kt, "bmm1", s_dims, m=seq_q, n=seq_kv, padding=0.0 if o.padding else None)
     s = score_chain(bld, node, s, ex)
@@ -144,15 +138,30 @@ def composite_forward(node: SDPA, ex: Expander) -> list[Node]:
         probs = bld.pw("mul", probs, ins["Dropout_scale"], name="dropout_scale_mul")
         probs = bld.pw("mul", probs, ins["Dropout_mask"], name="dropout_mask_mul")
     probs.set_data_type(q.get_data_type())  # the backend takes bmm2's A operand in the I/O type
-    if node.paged_v:
-        vv = ex.virtual(f"{node.name}::V_loaded", [p.b, p.h_v, p.s_kv, p.d_v], v.get_data_type(),
-                        [p.d_v * p.s_kv * p.h_v, p.d_v * p.s_kv, p.d_v, 1])
-        bld.add(PagedCacheLoad(f"{node.name}.paged_v_cache", v, ins["SEQ_LEN_KV"],
-                               ins["Page_table_V"]), "Y", vv)
-    else:
-        vv = v
-    bld.matmul(probs, vv, "bmm2", out=node.outputs["O"], m=seq_q, k=seq_kv)
+    bld.matmul(probs, values(bld, node, ex), "bmm2", out=node.outputs["O"], m=seq_q, k=seq_kv)
     return bld.nodes
+
+
+def keys_transposed(bld: Builder, node: SdpaBase, ex: Expander) -> Tensor:
+    """Kᵀ [b, h_k, d_qk, s_kv] for bmm1: a transposed view of K, or loaded from a paged K cache."""
+    p, ins = node.dims, node.inputs
+    if not node.paged_k:
+        return swapped(ins["K"])
+    kt = ex.virtual(f"{node.name}::K_T", [p.b, p.h_k, p.d_qk, p.s_kv], ins["K"].get_data_type(),
+                    [p.d_qk * p.s_kv * p.h_k, p.d_qk * p.s_kv, 1, p.d_qk])
+    bld.add(PagedCacheLoad(f"{node.name}.paged_k_cache", ins["K"], ins["SEQ_LEN_KV"], ins["Page_table_K"]), "Y", kt)
+    return kt
+
+
+def values(bld: Builder, node: SdpaBase, ex: Expander) -> Tensor:
+    """V [b, h_v, s_kv, d_v] for bmm2: V itself, or loaded from a paged V cache."""
+    p, ins = node.dims, node.inputs
+    if not node.paged_v:
+        return ins["V"]
+    vv = ex.virtual(f"{node.name}::V_loaded", [p.b, p.h_v, p.s_kv, p.d_v], ins["V"].get_data_type(),
+                    [p.d_v * p.s_kv * p.h_v, p.d_v * p.s_kv, p.d_v, 1])
+    bld.add(PagedCacheLoad(f"{node.name}.paged_v_cache", ins["V"], ins["SEQ_LEN_KV"], ins["Page_table_V"]), "Y", vv)
+    return vv
 
 
 def score_chain(bld: Builder, node: SdpaBase, s: Tensor, ex: Expander, stats: Tensor | None = None) -> Tensor:

@@ -21,6 +21,7 @@ from ..node import Context, Node, packed_in_order, stride_order
 from ..sdpa_enums import diagonal_alignment
 from ..tensor import NOT_SET, Tensor
 from .rng import Rng
+from .sdpa import keys_transposed, values
 from .sdpa_common import HALF_TYPES, Dims, SdpaBase, loaded_version
 from .sdpa_masks import FLOAT, Builder, apply_score_mod, band_masks, padding_mask, softmax
 
@@ -203,10 +204,11 @@ def matmul_fp8(bld: Builder, a: Tensor, b: Tensor, descale_a: Tensor, descale_b:
 def fp8_forward(node: SDPAFP8, ex: Expander) -> list[Node]:
     p, o, ins, outs = node.dims, node.opts, node.inputs, node.outputs
     bld = Builder(ex, node.name, node.compute_data_type)
-    q, v = ins["Q"], ins["V"]
+    q = ins["Q"]
     seq_q, seq_kv = ins.get("SEQ_LEN_Q"), ins.get("SEQ_LEN_KV")
     s_dims = [p.b, p.h_q, p.s_q, p.s_kv]
-    s = bld.matmul(q, swapped(ins["K"]), "bmm1", s_dims, m=seq_q, n=seq_kv, padding=0.0 if o.padding else None)
+    s = bld.matmul(q, keys_transposed(bld, node, ex), "bmm1", s_dims, m=seq_q, n=seq_kv,
+                   padding=0.0 if o.padding else None)
     s = fp8_scores(bld, node, s, ex)
     # the FP8 engines' softmax always produces Stats: a virtual one when the caller wants none
     stats = outs.get("Stats") or ex.virtual(f"{node.name}::stats", [p.b, p.h_q, p.s_q, 1], FLOAT,
@@ -223,8 +225,8 @@ def fp8_forward(node: SDPAFP8, ex: Expander) -> list[Node]:
         probs = bld.pw("mul", probs, ins["Dropout_mask"], name="dropout_mask_mul")
     bld.reduce(probs, reduction_mode.AMAX, "amax_s", UNIT, out=outs["Amax_S"])
     p8 = bld.pw("mul", probs, ins["Scale_S"], name="scale_s", dtype=q.get_data_type())
-    matmul_fp8(bld, p8, v, ins["Descale_S"], ins["Descale_V"], ins["Scale_O"], outs["O"], outs["Amax_O"], "bmm2",
-               m=seq_q, k=seq_kv)
+    matmul_fp8(bld, p8, values(bld, node, ex), ins["Descale_S"], ins["Descale_V"], ins["Scale_O"], outs["O"],
+               outs["Amax_O"], "bmm2", m=seq_q, k=seq_kv)
     return bld.nodes
 
 
