@@ -1,110 +1,86 @@
-"""Training with cudnn.nn modules under torchrun + DistributedDataParallel: a small transformer
-(cudnn LayerNorm and attention) and a small ResNet-style network (cudnn Conv2dBiasAct and
-batch norm), printing the loss curve and the step time.
+"""Training with cudnn-py inside under torchrun, one process per GPU, with DistributedDataParallel
+or (``--fsdp``) FSDP's ``fully_shard``: the GPT stack of examples/torch_models.py (cudnn layer
+norm and attention; d_model 2048, 16 heads, seq 2048) and its ResNet-50 (cudnn convolution and
+batch-norm graphs, 224x224 images), bf16 autocast over float32 weights, AdamW.
 
-    torchrun --nproc-per-node 1 examples/torch_ddp_train.py            # one GPU
-    torchrun --nproc-per-node 2 examples/torch_ddp_train.py            # two GPUs, same global batch
+    torchrun --nproc-per-node 1 examples/torch_ddp_train.py [--fsdp] --log runs.jsonl   # one GPU
+    torchrun --nproc-per-node 2 examples/torch_ddp_train.py [--fsdp] --log runs.jsonl   # two GPUs
+    python examples/torch_ddp_train.py --report runs.jsonl     # loss curves and scaling, 1 vs N
 
-The global batch is fixed; each of the N processes takes 1/N of it, so the loss curves of the
-one- and two-GPU runs should agree within fp rounding, and the step time shows the scaling.
-NCCL does all communication (DDP's gradient all-reduce); cudnn-py adds none of its own.
+The global batch is fixed (``--gpt-batch`` sequences, ``--resnet-batch`` images) and drawn the
+same whatever the world size (seeded per step); each of the N processes trains on 1/N of it.
+So the loss curves of the one- and N-GPU runs agree up to rounding (and, for ResNet, batch norm
+statistics taken per GPU), and the median step time shows the scaling. NCCL does all
+communication (gradient all-reduce, FSDP's all-gather / reduce-scatter); cudnn-py adds none.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import time
+from collections import defaultdict
+from collections.abc import Iterator
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch_models import GPT, Block, Bottleneck, ResNet50
 
-import cudnn.nn as cnn
-from cudnn import ops
-
-
-class Block(nn.Module):
-    def __init__(self, d: int, heads: int) -> None:
-        super().__init__()
-        self.ln1, self.ln2 = cnn.LayerNorm(d), cnn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-        self.heads = heads
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-        a = ops.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
-        return x + self.mlp(self.ln2(x))
+VOCAB, SEQ = 8192, 2048
 
 
-class TinyGPT(nn.Module):
-    def __init__(self, vocab: int = 4096, d: int = 512, heads: int = 8, layers: int = 4, seq: int = 512) -> None:
-        super().__init__()
-        self.emb, self.pos = nn.Embedding(vocab, d), nn.Parameter(torch.zeros(seq, d))
-        self.blocks = nn.Sequential(*[Block(d, heads) for _ in range(layers)])
-        self.ln, self.head = cnn.LayerNorm(d), nn.Linear(d, vocab)
-
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        return self.head(self.ln(self.blocks(self.emb(tokens) + self.pos[: tokens.shape[1]])))
-
-
-class ResBlock(nn.Module):
-    def __init__(self, c: int) -> None:
-        super().__init__()
-        self.conv1 = cnn.Conv2dBiasAct(c, c, 3, padding=1, act="relu")
-        self.conv2 = cnn.Conv2dBiasAct(c, c, 3, padding=1)
-        self.bn = nn.BatchNorm2d(c)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.conv2(self.conv1(x))
-        y = ops.batch_norm(y, self.bn.running_mean, self.bn.running_var, self.bn.weight, self.bn.bias, self.training)
-        return F.relu(x + y)
-
-
-class TinyResNet(nn.Module):
-    def __init__(self, c: int = 64, blocks: int = 4, classes: int = 100) -> None:
-        super().__init__()
-        self.stem = cnn.Conv2dBiasAct(3, c, 3, padding=1, act="relu")
-        self.body = nn.Sequential(*[ResBlock(c) for _ in range(blocks)])
-        self.fc = nn.Linear(c, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.body(self.stem(x)).mean(dim=(2, 3)))
-
-
-def batches(kind: str, steps: int, global_batch: int, rank: int, world: int, device: torch.device):  # type: ignore[no-untyped-def]
-    """The same global batches whatever the world size (seeded per step), this rank's slice."""
+def batches(kind: str, steps: int, global_batch: int, rank: int, world: int, device: torch.device,
+            image: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """The same global batches whatever the world size (drawn on the GPU from a per-step seed),
+    this rank's slice."""
     per = global_batch // world
+    part = slice(rank * per, (rank + 1) * per)
     for step in range(steps):
-        g = torch.Generator(device="cpu").manual_seed(1000 + step)
+        g = torch.Generator(device=device).manual_seed(1000 + step)
         if kind == "gpt":
-            tokens = torch.randint(0, 4096, (global_batch, 513), generator=g)
-            part = tokens[rank * per:(rank + 1) * per].to(device)
-            yield part[:, :-1], part[:, 1:]
+            tokens = torch.randint(0, VOCAB, (global_batch, SEQ + 1), device=device, generator=g)[part]
+            yield tokens[:, :-1], tokens[:, 1:]
         else:
-            images = torch.randn(global_batch, 3, 32, 32, generator=g)
-            labels = torch.randint(0, 100, (global_batch,), generator=g)
-            yield (images[rank * per:(rank + 1) * per].to(device).contiguous(memory_format=torch.channels_last),
-                   labels[rank * per:(rank + 1) * per].to(device))
+            images = torch.randn(global_batch, 3, image, image, device=device, generator=g)
+            labels = torch.randint(0, 1000, (global_batch,), device=device, generator=g)
+            yield images[part].contiguous(memory_format=torch.channels_last), labels[part]
 
 
-def train(kind: str, steps: int, global_batch: int, rank: int, world: int, device: torch.device) -> None:
-    torch.manual_seed(0)  # the same initial weights on every rank and world size
-    model = (TinyGPT() if kind == "gpt" else TinyResNet().to(memory_format=torch.channels_last)).to(device)
-    model = DDP(model, device_ids=[device.index])
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    times = []
-    for step, (x, y) in enumerate(batches(kind, steps, global_batch, rank, world, device)):
+def build(kind: str, layers: int, fsdp: bool, device: torch.device) -> nn.Module:
+    """The model on ``device``, the same initial weights on every rank and world size, wrapped
+    for data parallelism: DDP, or fully_shard per block and then the root."""
+    torch.manual_seed(0)
+    model: nn.Module = GPT(VOCAB, 2048, 16, layers, SEQ) if kind == "gpt" else \
+        ResNet50().to(memory_format=torch.channels_last)
+    model = model.to(device)
+    if not fsdp:
+        return DDP(model, device_ids=[device.index])
+    from torch.distributed.fsdp import fully_shard
+
+    for m in model.modules():
+        if isinstance(m, (Block, Bottleneck)):
+            fully_shard(m)
+    fully_shard(model)
+    return model
+
+
+def train(kind: str, args: argparse.Namespace, rank: int, world: int, device: torch.device) -> dict:
+    """Train ``args.steps`` steps; the mean loss of every step and the median step time."""
+    global_batch = args.gpt_batch if kind == "gpt" else args.resnet_batch
+    model = build(kind, args.layers, args.fsdp, device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    times, losses = [], []
+    for step, (x, y) in enumerate(batches(kind, args.steps, global_batch, rank, world, device, args.image)):
         torch.cuda.synchronize()
         t = time.perf_counter()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = model(x)
-            loss = F.cross_entropy(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
+        loss = F.cross_entropy(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -112,24 +88,68 @@ def train(kind: str, steps: int, global_batch: int, rank: int, world: int, devic
         times.append(time.perf_counter() - t)
         mean_loss = loss.detach().clone()
         dist.all_reduce(mean_loss)
-        if rank == 0 and (step % 5 == 0 or step == steps - 1):
-            print(f"{kind} step {step:3d} loss {float(mean_loss) / world:.4f}  step {times[-1] * 1e3:.1f} ms", flush=True)
+        losses.append(float(mean_loss) / world)
+        if rank == 0 and (step % 5 == 0 or step == args.steps - 1):
+            print(f"{kind} step {step:3d} loss {losses[-1]:.4f}  step {times[-1] * 1e3:.1f} ms", flush=True)
+    warm = times[min(5, len(times) - 1):]  # the first steps build cuDNN graphs and warm the allocator
+    result = {"model": kind, "wrap": "fsdp" if args.fsdp else "ddp", "world": world, "global_batch": global_batch,
+              "layers": args.layers if kind == "gpt" else None, "image": args.image if kind == "resnet" else None,
+              "median_step_ms": statistics.median(warm) * 1e3, "losses": losses,
+              "max_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30}
     if rank == 0:
-        steady = sorted(times[5:])[len(times[5:]) // 2] if len(times) > 5 else times[-1]
-        print(f"{kind}: world {world}, global batch {global_batch}, median step {steady * 1e3:.2f} ms", flush=True)
+        print(f"{kind}: {result['wrap']}, world {world}, global batch {global_batch}, median step "
+              f"{result['median_step_ms']:.2f} ms, peak memory {result['max_memory_gib']:.1f} GiB", flush=True)
+    del model, opt
+    torch.cuda.empty_cache()
+    return result
+
+
+def report(path: str) -> None:
+    """Per model and wrapper: step time 1 GPU vs N (the scaling) and the largest loss difference
+    between the curves, relative to the one-GPU loss."""
+    runs: dict[tuple, dict[int, dict]] = defaultdict(dict)
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            runs[(r["model"], r["wrap"], r["global_batch"])][r["world"]] = r
+    print(f"{'model':7} {'wrap':5} {'batch':>5} {'world':>5} {'step ms':>9} {'scaling':>8} {'max |dloss|/loss':>17}")
+    for (model, wrap, batch), by_world in sorted(runs.items()):
+        one = by_world.get(1)
+        for world, r in sorted(by_world.items()):
+            scaling = diff = ""
+            if one is not None and world != 1:
+                scaling = f"{one['median_step_ms'] / r['median_step_ms']:.2f}x"
+                n = min(len(one["losses"]), len(r["losses"]))
+                diff = f"{max(abs(a - b) / abs(a) for a, b in zip(one['losses'][:n], r['losses'][:n])):.2e}"
+            print(f"{model:7} {wrap:5} {batch:5d} {world:5d} {r['median_step_ms']:9.2f} {scaling:>8} {diff:>17}")
+        if one is not None:
+            print(f"  {model} loss curve (1 GPU): " + " ".join(f"{v:.3f}" for v in one["losses"][::5]))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=30)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=25)
     ap.add_argument("--models", default="gpt,resnet")
+    ap.add_argument("--fsdp", action="store_true", help="FSDP (fully_shard per block) instead of DDP")
+    ap.add_argument("--layers", type=int, default=4, help="GPT blocks")
+    ap.add_argument("--gpt-batch", type=int, default=16, help="global batch of 2048-token sequences")
+    ap.add_argument("--resnet-batch", type=int, default=256, help="global batch of images")
+    ap.add_argument("--image", type=int, default=224, help="image side for ResNet-50")
+    ap.add_argument("--log", help="append one JSON line per model (rank 0) to this file")
+    ap.add_argument("--report", metavar="LOG", help="print the 1-vs-N comparison of a log and exit")
     args = ap.parse_args()
+    if args.report:
+        report(args.report)
+        return
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
     torch.cuda.set_device(device)
     for kind in args.models.split(","):
-        train(kind, args.steps, 16 if kind == "gpt" else 256, rank, world, device)
+        result = train(kind, args, rank, world, device)
+        if rank == 0 and args.log:
+            with open(args.log, "a") as f:
+                f.write(json.dumps(result) + "\n")
     dist.destroy_process_group()
 
 
