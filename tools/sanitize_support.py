@@ -19,6 +19,7 @@ import gc
 import os
 import re
 import sys
+import types
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,66 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
     _status[0] = int(exitstatus)
 
 
+def _describe(o: Any) -> str:
+    if isinstance(o, types.FrameType):
+        return f"frame {o.f_code.co_name} ({Path(o.f_code.co_filename).name}:{o.f_lineno})"
+    if isinstance(o, dict):
+        if "__builtins__" in o and "__name__" in o:
+            return f"module dict {o['__name__']}"
+        return f"dict keys {[str(k)[:40] for k in list(o)[:6]]}"
+    if isinstance(o, (list, tuple, set)):
+        return f"{type(o).__name__} of {len(o)}"
+    if isinstance(o, types.FunctionType):
+        return f"function {o.__qualname__}"
+    if isinstance(o, BaseException):
+        return f"exception {type(o).__name__}: {str(o)[:80]}"
+    return type(o).__module__ + "." + type(o).__qualname__
+
+
+def _chain(obj: Any, exclude: set[int], depth: int = 8) -> str:
+    """One path of referrers from ``obj`` upwards: what keeps it alive."""
+    steps, cur, seen = [], obj, {id(obj)}
+    kept: list[Any] = []  # this function's own lists stay alive and out of the walk
+    seen |= {id(kept), id(steps), id(seen)}
+    for _ in range(depth):
+        found = gc.get_referrers(cur)
+        kept.append(found)
+        seen.add(id(found))
+        refs = [r for r in found if id(r) not in exclude and id(r) not in seen]
+        kept.append(refs)
+        seen.add(id(refs))
+        if not refs:
+            break
+        cur = next((r for r in refs if not isinstance(r, types.FrameType)), refs[0])
+        seen.add(id(cur))
+        steps.append(_describe(cur))
+    return " <- ".join(steps) or "(no referrer)"
+
+
+def who_holds() -> list[str]:
+    """What is still alive at the end of the session that holds GPU memory, and why."""
+    torch = sys.modules.get("torch")
+    import cudnn
+
+    gc.collect()
+    objs = gc.get_objects()
+    tensors = [o for o in objs if torch is not None and isinstance(o, torch.Tensor) and o.is_cuda]
+    graphs = [o for o in objs if isinstance(o, cudnn.pygraph)]
+    frames = [o for o in objs if isinstance(o, types.FrameType) and "tests" in o.f_code.co_filename]
+    errors = [o for o in objs if isinstance(o, BaseException)]
+    exclude = {id(objs), id(tensors), id(graphs), id(frames), id(errors), id(sys._getframe())}
+    nbytes = sum(t.untyped_storage().nbytes() for t in tensors)
+    lines = [f"sanitize holders: {len(tensors)} CUDA tensors alive ({nbytes} B), {len(graphs)} graphs, "
+             f"{len(frames)} test frames, {len(errors)} exceptions "
+             f"({dict(Counter(type(e).__name__ for e in errors).most_common(5))})"]
+    pairs = [("tensor", o) for o in tensors[:3]] + [("graph", o) for o in graphs[:2]] + \
+        [("frame", o) for o in frames[:2]] + [("exception", o) for o in errors[:2]]
+    exclude |= {id(pairs), *(id(p) for p in pairs)}
+    lines.extend(f"  {what} {_describe(o)} held by: {_chain(o, exclude)}" for what, o in pairs)
+    del objs, pairs
+    return lines
+
+
 def release_everything() -> str:
     """Free what this process still holds on the GPU; a line saying what was found."""
     gc.collect()
@@ -58,14 +119,18 @@ def release_everything() -> str:
         torch._C._cuda_clearCublasWorkspaces()
         torch.cuda.empty_cache()
         held = f"torch still allocated {torch.cuda.memory_allocated()} B"
-    err = cuda.runtime().cudaDeviceReset()
+    drv = cuda.driver()  # the driver's reset: cuda-bindings' runtime would set itself up first
+    err, dev = drv.cuCtxGetDevice()
+    err = drv.cuDevicePrimaryCtxReset(dev) if int(err) == 0 else err
     reset = getattr(err[0] if isinstance(err, tuple) else err, "name", str(err))
     return (f"sanitize cleanup: {handles} cuDNN handles destroyed, {live_count()} backend descriptors still "
-            f"referenced, {held}, cudaDeviceReset {reset}")
+            f"referenced, {held}, primary context reset {reset}")
 
 
 def pytest_unconfigure(config: Any) -> None:
     try:
+        if os.environ.get("CUDNN_PY_SANITIZE_HOLDERS"):
+            print("\n".join(who_holds()), flush=True)
         line = release_everything()
     except Exception as exc:  # noqa: BLE001 - report it and still leave without touching the GPU again
         line = f"sanitize cleanup failed: {type(exc).__name__}: {exc}"

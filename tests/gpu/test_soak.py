@@ -12,11 +12,14 @@ out (``mallinfo2``: it tells a leak from pages glibc keeps after a free) and GPU
 execute (200,000 of them) or of one plan per build exceeds these.
 
 Knobs: ``CUDNN_PY_SOAK_EXECUTES`` (default 200,000) and ``CUDNN_PY_SOAK_SECONDS`` (time box,
-default 60); ``CUDNN_PY_SOAK_BUILDS`` (default 1,000) and ``CUDNN_PY_SOAK_BUILD_SECONDS`` (default
-60); ``CUDNN_PY_SOAK=full`` makes the defaults 1,000,000 executes and 10,000 builds (time boxes
-120 s and 240 s). The build soak samples memory 20 times (every 500 cycles of 10,000) and prints
-the series, so a plateau (a cache filling) is told from a leak (steady growth). Summary lines
-start ``reliability: soak``.
+default 60); ``CUDNN_PY_SOAK_BUILDS`` (default 1,000), ``CUDNN_PY_SOAK_BUILD_SECONDS`` (default 60)
+and ``CUDNN_PY_SOAK_REAL_EVERY`` (default 1: every cycle is built by cuDNN; n: one cycle in n is,
+the others take their repeated shape's plan from the plan cache); ``CUDNN_PY_SOAK_HANDLES``
+(default 400). ``CUDNN_PY_SOAK=full`` makes the defaults 1,000,000 executes (120 s box), 10,000
+build cycles with one in 5 built by cuDNN (240 s box) and 2,000 handles: a cuDNN build of these
+graphs takes about 55 ms on an H200, so 10,000 of them would not fit one 300 s device command.
+The build soak samples memory 20 times (every 500 cycles of 10,000) and prints the series, so a
+plateau (a cache filling) is told from a leak (steady growth). Summary lines start ``reliability: soak``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 import cudnn
+from cudnn._lib import capi, marshal
 from cudnn.backend.descriptor import live_count
 from cudnn.backend.handle import live_handle_count
 
@@ -219,48 +224,107 @@ MAKERS = [matmul(64, 64, 64, torch.float16), matmul(33, 96, 40, torch.bfloat16),
           layernorm(33, 768), matmul(128, 32, 64, torch.float16), pointwise(33), layernorm(8, 1024)]
 
 
-def cycle(i: int) -> None:
-    """Build one graph (a fresh handle every 10th cycle), run it once, check it, drop it all."""
-    handle = cudnn.create_handle() if i % 10 == 0 else None
-    try:
-        g, pack, out, ref = MAKERS[i % len(MAKERS)](handle)
-        g.build(HEUR)
-        ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
-        g.execute(pack, ws)
-        torch.cuda.synchronize()
-        torch.testing.assert_close(out.double(), ref, atol=5e-2, rtol=2e-2)
-        del g, pack, out, ref, ws
-    finally:
-        if handle is not None:
-            cudnn.destroy_handle(handle)
+def cycle(i: int, handles: list[Any], real_every: int) -> None:
+    """Build one graph (on one of a few long-lived handles), run it once, check it, drop it all.
+    Every ``real_every``-th cycle builds with the plan cache off (lowering, heuristics, plan
+    finalization in cuDNN); the others may take a repeated shape's plan from the cache."""
+    cudnn.plan_cache.enabled = i % real_every != 0
+    g, pack, out, ref = MAKERS[i % len(MAKERS)](handles[i % len(handles)])
+    g.build(HEUR)
+    ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+    g.execute(pack, ws)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out.double(), ref, atol=5e-2, rtol=2e-2)
 
 
-def test_build_destroy_cycles(no_plan_cache: None) -> None:
+@pytest.fixture
+def memory_plan_cache(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The plan cache in a fresh folder, emptied before and after; off unless a cycle turns it on."""
+    cache = cudnn.plan_cache
+    saved = cache.directory, cache.enabled
+    cache.directory, cache.enabled = tmp_path, False
+    cache.clear(disk=False)
+    yield cache
+    cache.directory, cache.enabled = saved
+    cache.clear(disk=False)
+
+
+def test_build_destroy_cycles(memory_plan_cache: Any) -> None:
+    """Varied graphs built, run and dropped; the default handle and two long-lived ones take
+    turns (the cost of creating and destroying handles is test_handle_churn's)."""
     total = int(knob("CUDNN_PY_SOAK_BUILDS", 1000, 10_000))
     budget = knob("CUDNN_PY_SOAK_BUILD_SECONDS", 60, 240)
+    real_every = int(knob("CUDNN_PY_SOAK_REAL_EVERY", 1, 5))
     every = max(total // 20, 1)
     torch.manual_seed(1)
-    for i in range(2 * len(MAKERS)):  # warm-up: every kind built twice, cuDNN's caches filled
-        cycle(i)
+    handles = [None, cudnn.create_handle(), cudnn.create_handle()]
+    for i in range(4 * len(MAKERS)):  # warm-up: every kind built on every handle, cuDNN's caches filled
+        cycle(i, handles, 1 if i < 3 * len(MAKERS) else 2)
     series, start, done = [Probe.take()], time.perf_counter(), 0
     while done < total and time.perf_counter() - start < budget:
-        cycle(done)
+        cycle(done, handles, real_every)
         done += 1
         if done % every == 0:
             series.append(Probe.take())
     seconds = time.perf_counter() - start
     if done % every:
         series.append(Probe.take())
+    for h in handles[1:]:
+        cudnn.destroy_handle(h)
     base, mid, end = series[0], series[len(series) // 2], series[-1]
     growth, first, second = base.growth(end), base.growth(mid), mid.growth(end)
     rss = " ".join(f"{(p.rss - base.rss) / MIB:.1f}" for p in series)
     heap = " ".join(f"{(p.heap - base.heap) / MIB:.1f}" for p in series)
+    real = (done + real_every - 1) // real_every
     print(f"\nreliability: soak builds {done} build/execute/destroy cycles of {len(MAKERS)} graph kinds "
-          f"in {seconds:.1f} s ({seconds / max(done, 1) * 1e3:.1f} ms each)"
-          f"{' (time box reached)' if done < total else ''}: growth {growth.text()}; "
-          f"first half {first.text()}; second half {second.text()}"
+          f"({real} built by cuDNN, {done - real} from the plan cache) in {seconds:.1f} s "
+          f"({seconds / max(done, 1) * 1e3:.1f} ms each){' (time box reached)' if done < total else ''}: "
+          f"growth {growth.text()}; first half {first.text()}; second half {second.text()}"
           f"\nreliability: soak builds series every {every} cycles, MiB over the start: RSS [{rss}]; heap [{heap}]")
     # libcudnn's own caches (compiled kernels, heuristics) may fill during the first half; a leak
     # keeps growing, so memory is judged on the second half, counts on the whole run
     check_growth(Probe(second.rss, second.heap, second.gpu_used, growth.torch_allocated, growth.descriptors,
                        growth.handles, growth.objects))
+
+
+# -- 3. handles created and destroyed ------------------------------------------------------------
+
+def raw_pair() -> None:
+    """cudnnCreate + cudnnDestroy straight through the C binding, no cudnn-py object."""
+    status, ptr = marshal.create_handle()
+    assert status == 0, f"cudnnCreate: status {status}"
+    status = capi.graph.cudnnDestroy(ptr)
+    assert status == 0, f"cudnnDestroy: status {status}"
+
+
+def our_pair() -> None:
+    cudnn.destroy_handle(cudnn.create_handle())
+
+
+def test_handle_churn() -> None:
+    """Creating and destroying cudnn.Handle objects costs no more than libcudnn's own
+    cudnnCreate/cudnnDestroy pair, measured side by side in blocks that take turns. What that
+    pair keeps is libcudnn's and is reported, not judged (long-lived handles avoid it)."""
+    n = int(knob("CUDNN_PY_SOAK_HANDLES", 400, 2000))
+    for _ in range(8):
+        raw_pair()
+        our_pair()
+    grown = {"raw": Probe(0, 0, 0, 0, 0, 0, 0), "ours": Probe(0, 0, 0, 0, 0, 0, 0)}
+    for block in range(8):
+        name, pair = ("raw", raw_pair) if block % 2 == 0 else ("ours", our_pair)
+        before = Probe.take()
+        for _ in range(n // 8):
+            pair()
+        g = before.growth(Probe.take())
+        grown[name] = Probe(*(a + b for a, b in zip(vars(grown[name]).values(), vars(g).values())))
+    pairs = n // 8 * 4
+    raw, ours = grown["raw"], grown["ours"]
+    print(f"\nreliability: soak handles {pairs} cudnnCreate/cudnnDestroy pairs through the C binding keep "
+          f"{raw.heap / pairs / 1024:.1f} KiB heap, {raw.rss / pairs / 1024:.1f} KiB RSS, "
+          f"{raw.gpu_used / pairs / 1024:.1f} KiB GPU each (libcudnn's); {pairs} through cudnn.create_handle/"
+          f"destroy_handle keep {ours.heap / pairs / 1024:.1f} KiB heap, {ours.rss / pairs / 1024:.1f} KiB RSS, "
+          f"{ours.gpu_used / pairs / 1024:.1f} KiB GPU each; cudnn-py's: {ours.text()}")
+    assert ours.handles == 0 and ours.descriptors == 0, f"handles or descriptors leaked: {ours.text()}"
+    assert ours.objects <= OBJECT_NOISE, f"Python objects grew: {ours.text()}"
+    assert ours.heap <= raw.heap + MEMORY_NOISE, f"cudnn-py's handles keep more than libcudnn's: {ours.text()}"
+    assert ours.gpu_used <= raw.gpu_used + MEMORY_NOISE, f"cudnn-py's handles keep more GPU memory: {ours.text()}"
