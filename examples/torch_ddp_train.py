@@ -3,8 +3,8 @@ or (``--fsdp``) FSDP's ``fully_shard``: the GPT stack of examples/torch_models.p
 norm and attention; d_model 2048, 16 heads, seq 2048) and its ResNet-50 (cudnn convolution and
 batch-norm graphs, 224x224 images), bf16 autocast over float32 weights, AdamW.
 
-    torchrun --nproc-per-node 1 examples/torch_ddp_train.py [--fsdp] --log runs.jsonl   # one GPU
-    torchrun --nproc-per-node 2 examples/torch_ddp_train.py [--fsdp] --log runs.jsonl   # two GPUs
+    torchrun --nproc-per-node 1 examples/torch_ddp_train.py [--fsdp] --jsonl runs.jsonl   # one GPU
+    torchrun --nproc-per-node 2 examples/torch_ddp_train.py [--fsdp] --jsonl runs.jsonl   # two GPUs
     python examples/torch_ddp_train.py --report runs.jsonl     # loss curves and scaling, 1 vs N
 
 The global batch is fixed (``--gpt-batch`` sequences, ``--resnet-batch`` images) and drawn the
@@ -135,20 +135,20 @@ def main() -> None:
     ap.add_argument("--gpt-batch", type=int, default=16, help="global batch of 2048-token sequences")
     ap.add_argument("--resnet-batch", type=int, default=256, help="global batch of images")
     ap.add_argument("--image", type=int, default=224, help="image side for ResNet-50")
-    ap.add_argument("--log", help="append one JSON line per model (rank 0) to this file")
-    ap.add_argument("--report", metavar="LOG", help="print the 1-vs-N comparison of a log and exit")
+    ap.add_argument("--jsonl", help="append one JSON line per model (rank 0) to this file")
+    ap.add_argument("--report", metavar="JSONL", help="print the 1-vs-N comparison of a log and exit")
     args = ap.parse_args()
     if args.report:
         report(args.report)
         return
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
     torch.cuda.set_device(device)
+    dist.init_process_group("nccl", device_id=device)
+    rank, world = dist.get_rank(), dist.get_world_size()
     for kind in args.models.split(","):
         result = train(kind, args, rank, world, device)
-        if rank == 0 and args.log:
-            with open(args.log, "a") as f:
+        if rank == 0 and args.jsonl:
+            with open(args.jsonl, "a") as f:
                 f.write(json.dumps(result) + "\n")
     dist.destroy_process_group()
 

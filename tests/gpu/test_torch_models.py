@@ -32,8 +32,10 @@ DEV = "cuda"
 
 def _check(errors: dict[str, tuple[float, float]], factor: float, floor: float) -> None:
     bad = {n: e for n, e in errors.items() if not tm.within(*e, factor=factor, floor=floor)}
-    worst = max(errors.items(), key=lambda kv: kv[1][0] - factor * kv[1][1])
-    print(f"{len(errors)} tensors; worst (cudnn err, torch err): {worst}")
+    ratio = max(errors.items(), key=lambda kv: kv[1][0] / max(kv[1][1], 1e-12))
+    largest = max(errors.items(), key=lambda kv: kv[1][0])
+    print(f"{len(errors)} tensors (cudnn err, torch bf16 err): largest cudnn error {largest}, "
+          f"largest ratio {ratio}")
     assert not bad, f"cudnn error above {factor} x torch's + {floor}: {bad}"
 
 
@@ -62,7 +64,7 @@ def test_resnet50_training_step_matches_torch() -> None:
                 torch.backends.cudnn.flags(enabled=True, allow_tf32=False):  # a float32 reference
             loss = nn.functional.cross_entropy(model(x).float(), y)
             loss.backward()
-        losses[name] = float(loss)
+        losses[name] = float(loss.detach())
     errors = {"loss": (abs(losses["cudnn"] - losses["ref"]) / losses["ref"],
                        abs(losses["torch"] - losses["ref"]) / losses["ref"])}
     for (n, p), q, r in zip(ours.named_parameters(), theirs.parameters(), ref.parameters()):
