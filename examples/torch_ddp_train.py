@@ -55,10 +55,11 @@ def build(kind: str, layers: int, fsdp: bool, device: torch.device) -> nn.Module
     """The model on ``device``, the same initial weights on every rank and world size, wrapped
     for data parallelism: DDP, or fully_shard per block and then the root."""
     torch.manual_seed(0)
-    model: nn.Module = GPT(VOCAB, 2048, 16, layers, SEQ) if kind == "gpt" else \
-        ResNet50().to(memory_format=torch.channels_last)
+    model: nn.Module = GPT(VOCAB, 2048, 16, layers, SEQ) if kind == "gpt" else ResNet50()
     model = model.to(device)
     if not fsdp:
+        if kind == "resnet":  # NHWC weights, as the images; FSDP shards only contiguous parameters
+            model = model.to(memory_format=torch.channels_last)
         return DDP(model, device_ids=[device.index])
     from torch.distributed.fsdp import fully_shard
 
