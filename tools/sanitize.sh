@@ -7,16 +7,21 @@
 #
 # Clean exit: the sanitized pytest loads tools/sanitize_support.py as a plugin. Torch computes
 # the references without cuDNN (torch never destroys its own cuDNN handles), and after the last
-# test the plugin empties the plan cache, destroys every cuDNN handle, frees torch's cuBLAS
-# workspaces and cached blocks, calls cudaDeviceReset and leaves with os._exit, so the leak
-# check counts what was really left allocated, and nothing touches the device after the reset.
+# test the plugin clears the locals of finished Python frames (compute-sanitizer keeps the
+# Python frames of every allocation's backtrace, and those frames keep the tensors they held),
+# empties the plan cache, destroys every cuDNN handle, frees torch's cuBLAS workspaces, and
+# leaves with os._exit so that nothing runs against the device after that (with
+# CUDNN_PY_SANITIZE_RESET=1 it resets the primary context first; the reset's own allocations
+# then show as leaks). CUDNN_PY_SANITIZE_HOLDERS=1 prints what is still alive and what holds it.
 # PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes torch free each block as soon as it is dropped.
 #
-# Filter (documented): cuda-bindings resolves every driver entry point it knows through
+# Filters (documented): cuda-bindings resolves every driver entry point it knows through
 # cuGetProcAddress, and entry points the installed driver lacks answer CUDA_ERROR_NOT_FOUND.
 # compute-sanitizer reports each as an API error though nothing failed: those, and only those,
-# are subtracted from the error count ("benign lookups" in the summary). Every other API error,
-# every memory error and every leak counts.
+# are subtracted from the error count ("benign lookups" in the summary). Leaks whose backtrace
+# is torch's cuBLAS handle creation (cublasCreate from at::cuda::getCurrentCUDABlasHandle:
+# torch keeps its handle pool to the end of the process by design and offers no call to
+# destroy it) are listed and not counted. Every other API error, memory error and leak counts.
 #
 # Usage: tools/sanitize.sh [memcheck|racecheck|all]   (default all)
 set -u
