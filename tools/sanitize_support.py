@@ -3,10 +3,10 @@
 1. A pytest plugin (``-p sanitize_support``) for the sanitized process: torch computes its
    references without cuDNN (torch keeps its own cuDNN handles for the life of the process and
    never destroys them, so they would show as leaks that are not ours), and once the session is
-   over every GPU resource is released before exit: plan cache emptied, every cuDNN handle
-   destroyed, torch's cuBLAS workspaces and cached blocks freed, then ``cudaDeviceReset`` and
-   ``os._exit`` with pytest's status, so that nothing runs against the device after the reset
-   and the leak check sees exactly what was still allocated.
+   over every GPU resource is released before exit: the locals of finished frames cleared,
+   plan cache emptied, every cuDNN handle destroyed, torch's cuBLAS workspaces and cached
+   blocks freed; the CUDA runtime's own teardown at exit then destroys the context, and the
+   leak check counts what was still allocated.
 2. ``python3 tools/sanitize_support.py report TOOL LOG STATUS``: one summary line
    (``reliability: sanitizer ...``) from a compute-sanitizer log, leaked allocations attributed
    to their owner from each one's host backtrace with the largest stacks printed, and for
@@ -123,7 +123,7 @@ def clear_finished_frames() -> int:
     return cleared
 
 
-def release_everything() -> str:
+def release_everything(reset: bool) -> str:
     """Free what this process still holds on the GPU; a line saying what was found."""
     frames = clear_finished_frames()
     gc.collect()
@@ -146,7 +146,7 @@ def release_everything() -> str:
         del alive
     line = (f"sanitize cleanup: {frames} finished frames cleared, {handles} cuDNN handles destroyed, "
             f"{live_count()} backend descriptors and {held}")
-    if os.environ.get("CUDNN_PY_SANITIZE_RESET"):  # off by default: the reset's own allocations show as leaks
+    if reset:  # off by default: allocations made by the reset itself show as leaks
         drv = cuda.driver()  # the driver's call: cuda-bindings' runtime would set itself up first
         err, dev = drv.cuCtxGetDevice()
         err = drv.cuDevicePrimaryCtxReset(dev) if int(err) == 0 else err
@@ -155,15 +155,22 @@ def release_everything() -> str:
 
 
 def pytest_unconfigure(config: Any) -> None:
+    """Release everything, then let the process end normally: the CUDA runtime's teardown at
+    exit destroys the context, which is when compute-sanitizer checks for leaks. (Leaving with
+    ``os._exit`` and no context destroyed makes the leak check report nothing at all.) With
+    CUDNN_PY_SANITIZE_RESET=1 the context is reset here instead and the process leaves with
+    ``os._exit``, so that nothing touches the device after the reset."""
+    reset = bool(os.environ.get("CUDNN_PY_SANITIZE_RESET"))
     try:
+        line = release_everything(reset)
         if os.environ.get("CUDNN_PY_SANITIZE_HOLDERS"):
-            print("\n".join(who_holds()), flush=True)
-        line = release_everything()
-    except Exception as exc:  # noqa: BLE001 - report it and still leave without touching the GPU again
+            line += "\n" + "\n".join(who_holds())
+    except Exception as exc:  # noqa: BLE001 - report it; the sanitizer's own figures still stand
         line = f"sanitize cleanup failed: {type(exc).__name__}: {exc}"
     print(line, flush=True)
-    sys.stderr.flush()
-    os._exit(_status[0])
+    if reset:
+        sys.stderr.flush()
+        os._exit(_status[0])
 
 
 # -- 2. the log reader ------------------------------------------------------------------------
