@@ -13,8 +13,12 @@ and for bf16 layer norm inference at 16384 x 4096 the time of every candidate pl
    F.rms_norm / _fused_rms_norm, F.batch_norm, F.instance_norm; backward through autograd).
    Like with like: layer/RMS norm scale and bias in the input's dtype, as PyTorch takes them;
    batch norm's in fp32 (PyTorch's mixed-precision batch norm); instance norm's in the input's.
-   One extra row per layer/RMS norm gives fp32 scale/bias with the bf16 input: cuDNN 9.19 has
-   only its generic engine (eng1) for that mix, about 3x slower than PyTorch.
+   Extra rows per layer/RMS norm give fp32 scale/bias with the bf16 input, inference and
+   training, in cudnn-py's default lowering ("auto": a unit-scale norm with the fp32 affine
+   step in fused pointwise ops, nodes/norm_affine.py) and forced to the single norm operation
+   (lowering="norm": cuDNN 9.19 has only its generic engine eng1 for that mix). PyTorch
+   refuses fp32 weights with a bf16 input, so its row is F.layer_norm with them cast to bf16
+   (the cast outside the timed call).
    GB/s = bytes every kernel must move (inputs read once, outputs written once) / time.
 3. Every candidate plan of bf16 layer norm inference 16384x4096, scale/bias in bf16 and in
    fp32: heuristics A and FALLBACK candidates plus every engine's default configuration, each
@@ -158,7 +162,8 @@ def runners(g: cudnn.pygraph, inputs: dict[cudnn.tensor, str], outs: list[cudnn.
     return fns
 
 
-def feature_graph(op: str, phase: Any, s: dict[str, torch.Tensor], backward: bool) -> tuple:
+def feature_graph(op: str, phase: Any, s: dict[str, torch.Tensor], backward: bool, lowering: str = "auto"
+                  ) -> tuple:
     """layernorm / rmsnorm (forward or backward) over the last dim, X as the user has it."""
     g = new_graph()
     X, S = g.tensor_like(s["x"], name="x"), g.tensor_like(s["w"], name="scale")
@@ -175,9 +180,9 @@ def feature_graph(op: str, phase: Any, s: dict[str, torch.Tensor], backward: boo
     elif op == "layernorm":
         B = g.tensor_like(s["b"], name="bias")
         inputs[B] = "b"
-        outs = g.layernorm(phase, X, S, B, EPS)
+        outs = g.layernorm(phase, X, S, B, EPS, lowering=lowering)
     else:
-        outs = g.rmsnorm(phase, X, S, epsilon=EPS)
+        outs = g.rmsnorm(phase, X, S, epsilon=EPS, lowering=lowering)
     return g, inputs, [t.set_output(True) for t in outs if t is not None]
 
 
@@ -215,12 +220,14 @@ class Case:
     shape: tuple[int, ...]
     dtype: torch.dtype
     fp32_params: bool = False  # layer/RMS norm: fp32 scale/bias whatever the input's dtype
+    lowering: str = "auto"  # layer/RMS norm forward: cudnn-py's lowering ("auto", "norm", "affine_epilogue")
 
     @property
     def label(self) -> str:
         name = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}[self.dtype]
         layout = " NHWC" if self.channels else ""
         extra = " fp32 scale*" if self.fp32_params else ""
+        extra += f" [{self.lowering}]" if self.lowering != "auto" else ""
         return f"{self.op} {self.mode} {'x'.join(map(str, self.shape))} {name}{layout}{extra}"
 
     @property
@@ -266,8 +273,10 @@ class Case:
 
     def cudnn_fns(self, sets: list[dict[str, torch.Tensor]]) -> tuple[list[Callable[[], None]], str]:
         phase = TRAIN if self.mode == "training" else INFER
-        make = channel_graph if self.channels else feature_graph
-        g, inputs, outs = make(self.op, phase, sets[0], self.mode == "backward")
+        if self.channels:
+            g, inputs, outs = channel_graph(self.op, phase, sets[0], self.mode == "backward")
+        else:
+            g, inputs, outs = feature_graph(self.op, phase, sets[0], self.mode == "backward", self.lowering)
         return runners(g, inputs, outs, sets), plan_name(g)
 
     def torch_fns(self, sets: list[dict[str, torch.Tensor]]) -> tuple[list[Callable[[], Any]], str]:
@@ -288,7 +297,7 @@ class Case:
                 try:
                     fused(x, [d], w, EPS)
                     return lambda: fused(x, [d], w, EPS), "aten._fused_rms_norm"
-                except Exception:  # noqa: BLE001,S110 - this torch lacks the fused op: F.rms_norm below
+                except Exception:  # noqa: BLE001 - this torch lacks the fused op: F.rms_norm below
                     pass
             return lambda: F.rms_norm(x, (d,), w, EPS), "F.rms_norm"
         c = x.shape[1]
@@ -324,7 +333,8 @@ def cases(quick: bool, only: set[str] | None) -> list[Case]:
     for op in ("layernorm", "rmsnorm"):
         for mode in ("inference", "training"):
             out += [Case(op, mode, shape, d) for shape, d in (transformer[:1] if quick else transformer)]
-        out.append(Case(op, "inference", (16384, 4096), bf16, fp32_params=True))
+        for mode in ("inference", "training"):
+            out += [Case(op, mode, (16384, 4096), bf16, fp32_params=True, lowering=lw) for lw in ("auto", "norm")]
         out.append(Case(op, "backward", (16384, 4096), bf16))
     for op in ("batchnorm", "instancenorm"):
         out += [Case(op, mode, (32, 256, 56, 56), fp16) for mode in ("inference", "training", "backward")]
@@ -351,9 +361,10 @@ def bench_cases(args: argparse.Namespace, peak: float) -> None:
               f"{gbs[1]:6.0f} {100 * gbs[1] / peak:4.0f}% {t_us / c_us:6.2f}x  {what} | {plan}")
         del sets, c_fns, t_fns
         torch.cuda.empty_cache()
-    print("  * fp32 scale/bias with a bf16 input: cuDNN 9.19 offers only eng1, a generic engine, about 3x slower "
-          "than PyTorch;\n    scale/bias in the input's dtype get the fast engines (section 3). Instance norm: "
-          "forward ~7% of peak for both,\n    backward ~0.71x PyTorch on an H200 (noted, not pursued).")
+    print("  * fp32 scale/bias with a bf16 input: the single norm [norm] gets only eng1, cuDNN 9.19's generic "
+          "engine;\n    the default splits off the fp32 affine step (nodes/norm_affine.py); PyTorch runs with the "
+          "weights cast\n    to bf16 (it refuses fp32 weights with a bf16 input). Instance norm: forward ~7% of "
+          "peak for both,\n    backward ~0.71x PyTorch on an H200 (noted, not pursued).")
 
 
 # -- every plan of layer norm inference 16384 x 4096 bf16 ----------------------------------------------
@@ -477,6 +488,7 @@ def main() -> None:
         bench_cases(args, peak)
     if not args.no_plans:
         bench_plans(args, peak)
+
 
 if __name__ == "__main__":
     main()

@@ -503,7 +503,7 @@ def lower(g: cudnn.pygraph, version: int = 91900) -> list[FakeDesc]:
 def test_layernorm_lowers_to_norm_forward_in_the_canonical_view() -> None:
     g = graph(dt.BFLOAT16)
     X, S, B = ln_inputs(g)
-    out = g.layernorm(TRAIN, X, S, B, 1e-5, name="ln")
+    out = g.layernorm(TRAIN, X, S, B, 1e-5, name="ln", lowering="norm")
     outputs(*out)
     (op,) = lower(g)
     assert op.kind == "OPERATION_NORM_FORWARD_DESCRIPTOR"
@@ -651,7 +651,7 @@ def test_bn_finalize_sums_must_be_alike() -> None:
 def test_a_tensor_on_two_ports_gets_one_descriptor() -> None:
     g = graph()
     X, S, _ = ln_inputs(g)
-    g.layernorm(INFER, X, S, S, 1e-5)[0].set_output(True)
+    g.layernorm(INFER, X, S, S, 1e-5, lowering="norm")[0].set_output(True)
     (op,) = lower(g)
     assert op.attrs["NORM_FWD_SCALE_DESC"] is op.attrs["NORM_FWD_BIAS_DESC"]
     assert op.attrs["NORM_FWD_SCALE_DESC"].tensor[1] == [1, 768, 1, 1]
@@ -711,3 +711,132 @@ def test_options_that_change_lowering_change_the_graph_key() -> None:
     keys = {lowering: bni(lowering) for lowering in ("auto", "norm", "pointwise")}
     assert len({k for k, _ in keys.values()}) == 3
     assert "lowering" not in keys["auto"][1] and keys["norm"][1]["lowering"] == "norm"
+
+
+# -- fp32 SCALE/BIAS with a 16-bit X: the affine-epilogue lowering --------------------------------
+
+def pointwise_mode(op: FakeDesc) -> Any:
+    return op.attrs["POINTWISE_PW_DESCRIPTOR"].attrs["POINTWISE_MODE"]
+
+
+@pytest.mark.parametrize("io", [dt.BFLOAT16, dt.HALF], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("phase", [TRAIN, INFER], ids=["train", "infer"])
+def test_fp32_affine_lowers_a_unit_scale_norm_and_a_fused_affine(io: Any, phase: Any) -> None:
+    """cuDNN 9.19 has only a generic engine for a 16-bit X with fp32 SCALE/BIAS; by default the
+    norm gets a unit SCALE and zero BIAS in X's type (workspace scratch) and Y = Yhat * SCALE +
+    BIAS follows in fp32 pointwise ops; MEAN and INV_VARIANCE stay the norm's outputs."""
+    g = graph(io)
+    X, S, B = ln_inputs(g)
+    Y, M, V = g.layernorm(phase, X, S, B, 1e-5, name="ln")
+    outputs(Y, M, V)
+    norm, mul, add = lower(g)
+    a = norm.attrs
+    assert norm.kind == "OPERATION_NORM_FORWARD_DESCRIPTOR" and a["NORM_FWD_PHASE"] == phase
+    for port in ("SCALE", "BIAS"):
+        uid, dims, strides, dtype, virtual = a[f"NORM_FWD_{port}_DESC"].tensor
+        assert (dims, strides, dtype, virtual) == ([1, 768, 1, 1], [768, 1, 768, 768], io, False)
+        assert uid not in (S.get_uid(), B.get_uid())
+    assert a["NORM_FWD_YDESC"].tensor[1:] == ([512, 768, 1, 1], [768, 1, 768, 768], dt.FLOAT, True)
+    assert a["NORM_FWD_XDESC"].tensor[0] == X.get_uid()
+    assert ("NORM_FWD_MEAN_DESC" in a) == (phase == TRAIN)
+    if phase == TRAIN:
+        assert a["NORM_FWD_MEAN_DESC"].tensor[:2] == (M.get_uid(), [512, 1, 1, 1])
+        assert a["NORM_FWD_INV_VARIANCE_DESC"].tensor[0] == V.get_uid()
+    assert (pointwise_mode(mul), pointwise_mode(add)) == (cudnn.pointwise_mode.MUL, cudnn.pointwise_mode.ADD)
+    assert mul.attrs["POINTWISE_XDESC"] is a["NORM_FWD_YDESC"]
+    assert mul.attrs["POINTWISE_BDESC"].tensor[:4] == (S.get_uid(), [1, 768, 1, 1], [768, 1, 768, 768], dt.FLOAT)
+    assert add.attrs["POINTWISE_XDESC"] is mul.attrs["POINTWISE_YDESC"]
+    assert add.attrs["POINTWISE_BDESC"].tensor[:2] == (B.get_uid(), [1, 768, 1, 1])
+    assert add.attrs["POINTWISE_YDESC"].tensor[:5] == (Y.get_uid(), [512, 768, 1, 1], [768, 1, 768, 768], io, False)
+
+
+def test_fp32_affine_scratch_is_a_filled_unit_scale_and_a_zeroed_bias() -> None:
+    g = graph(dt.BFLOAT16)
+    X, S, B = ln_inputs(g)
+    outputs(*g.layernorm(TRAIN, X, S, B, 1e-5, name="ln"))
+    g.validate()
+    nodes, ex = expand(g.nodes, g.context, 91900)
+    unit, zero = ex.scratch
+    assert unit.tensor.get_name() == "ln::UNIT_SCALE" and unit.fill == b"\x80\x3f" * 768 and not unit.zero
+    assert zero.tensor.get_name() == "ln::ZERO_BIAS" and zero.fill is None and zero.zero
+    assert [t.tensor.get_data_type() for t in ex.scratch] == [dt.BFLOAT16] * 2
+    from cudnn.graph.nodes.norm_affine import NormLowering
+    assert ex.chosen == [NormLowering.AFFINE_EPILOGUE] and ex.alternatives == [NormLowering.NORM]
+    nodes, ex = expand(g.nodes, g.context, 91900, prefer=NormLowering.NORM)  # what autotune also builds
+    assert len(nodes) == 1 and not ex.scratch and ex.chosen == [NormLowering.NORM]
+    g16 = graph(dt.HALF)
+    X, S, B = ln_inputs(g16)
+    outputs(*g16.layernorm(INFER, X, S, B, 1e-5, name="ln"))
+    g16.validate()
+    assert expand(g16.nodes, g16.context, 91900)[1].scratch[0].fill == b"\x00\x3c" * 768  # fp16 1.0
+
+
+@pytest.mark.parametrize("with_bias", [False, True], ids=["no-bias", "bias"])
+def test_rmsnorm_fp32_affine_needs_no_bias_in_the_norm(with_bias: bool) -> None:
+    g = graph(dt.BFLOAT16)
+    X, S, B = ln_inputs(g)
+    outputs(*g.rmsnorm(TRAIN, X, S, B if with_bias else None, 1e-5, name="rms"))
+    ops = lower(g)
+    assert [o.kind for o in ops] == ["OPERATION_NORM_FORWARD_DESCRIPTOR"] + ["OPERATION_POINTWISE_DESCRIPTOR"] * (
+        2 if with_bias else 1)
+    assert "NORM_FWD_BIAS_DESC" not in ops[0].attrs and ops[0].attrs["NORM_FWD_MODE"] == cudnn.norm_mode.RMS_NORM
+    assert ops[0].attrs["NORM_FWD_SCALE_DESC"].tensor[3] == dt.BFLOAT16
+    assert ops[-1].attrs["POINTWISE_YDESC"].tensor[3] == dt.BFLOAT16
+
+
+def _single_norm(g: cudnn.pygraph, version: int = 91900) -> bool:
+    ops = lower(g, version)
+    return len(ops) == 1 and ops[0].kind == "OPERATION_NORM_FORWARD_DESCRIPTOR"
+
+
+@pytest.mark.parametrize("case", ["params_in_x_type", "fp32_x", "zero_centered", "y_used_by_another_node",
+                                  "fp32_y", "older_cudnn", "forced_norm"])
+def test_the_single_norm_where_the_affine_epilogue_does_not_apply(case: str) -> None:
+    g = graph(dt.FLOAT if case == "fp32_x" else dt.BFLOAT16)
+    X = g.tensor(name="x", dim=[4, 128, 768])
+    pdt = dt.BFLOAT16 if case == "params_in_x_type" else dt.FLOAT
+    S, B = (g.tensor(name=n, dim=[1, 1, 768], data_type=pdt) for n in ("scale", "bias"))
+    Y, M, V = g.layernorm(TRAIN, X, S, B, 1e-5, name="ln", zero_centered_gamma=case == "zero_centered",
+                          lowering="norm" if case == "forced_norm" else "auto")
+    outputs(M, V)
+    if case == "y_used_by_another_node":
+        g.add(Y, X).set_output(True)
+    else:
+        Y.set_output(True)
+    if case == "fp32_y":
+        Y.set_data_type(dt.FLOAT)
+    if case == "zero_centered":
+        assert [o.kind for o in lower(g)] == ["OPERATION_POINTWISE_DESCRIPTOR", "OPERATION_NORM_FORWARD_DESCRIPTOR"]
+        return
+    if case == "y_used_by_another_node":
+        assert lower(g)[0].attrs["NORM_FWD_SCALE_DESC"].tensor[3] == dt.FLOAT
+        return
+    assert _single_norm(g, 91800 if case == "older_cudnn" else 91900)
+
+
+def test_forced_affine_epilogue_is_refused_where_it_does_not_apply() -> None:
+    g = graph(dt.BFLOAT16)
+    X = g.tensor(name="x", dim=[4, 128, 768])
+    S, B = (g.tensor(name=n, dim=[1, 1, 768], data_type=dt.BFLOAT16) for n in ("scale", "bias"))
+    outputs(*g.layernorm(TRAIN, X, S, B, 1e-5, name="ln", lowering="affine_epilogue"))
+    msg = validate_error(g)
+    assert "layernorm 'ln'" in msg and "'affine_epilogue' cannot be used" in msg
+    assert "SCALE must be a FLOAT tensor in memory, got BFLOAT16" in msg
+    with pytest.raises(cudnn.GraphError, match="lowering must be 'auto', 'norm', 'affine_epilogue', got 'fast'"):
+        g.layernorm(TRAIN, X, S, B, 1e-5, name="ln2", lowering="fast")
+
+
+def test_forced_lowering_is_in_the_json_and_the_graph_key() -> None:
+    def ln(lowering: str) -> cudnn.pygraph:
+        g = graph(dt.BFLOAT16)
+        X, S, B = ln_inputs(g, [8, 64])
+        outputs(g.layernorm(INFER, X, S, B, 1e-5, name="ln", lowering=lowering)[0])
+        g.validate()
+        return g
+
+    graphs = {lw: ln(lw) for lw in ("auto", "norm", "affine_epilogue")}
+    assert len({g.key() for g in graphs.values()}) == 3
+    assert "lowering" not in graphs["auto"].to_json()["nodes"][0]
+    back = cudnn.pygraph()
+    back.deserialize(str(graphs["norm"]))
+    assert back.to_json()["nodes"][0]["lowering"] == "norm" and _single_norm(back)

@@ -370,6 +370,8 @@ def _norm_forward(method: str, optional_bias: bool = False) -> Rebuilder:
     def rebuilder(b: Build, node: dict[str, Any]) -> None:
         ins = b.inputs(node)
         extra = {} if method == "instancenorm" else _zero_centered(node)
+        if "lowering" in node:  # layer / RMS norm: a forced lowering
+            extra["lowering"] = node["lowering"]
         bias = ins.get("BIAS") if optional_bias else _required(ins, "BIAS")
         getattr(b.graph, method)(_phase(node), _required(ins, "X"), _required(ins, "SCALE"), bias,
                                  _required(ins, "EPSILON"), **_common(b, node), **extra)

@@ -63,7 +63,7 @@ def _peers(self: pygraph, peer_stats: Sequence[Any] | None, op: str) -> dict[str
 
 def _forward(self: pygraph, op: str, phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
              compute_data_type: Any, name: str, zero_centered: bool, returns: Sequence[str],
-             bias_optional: bool = False) -> list[Maybe]:
+             bias_optional: bool = False, lowering: str = "auto") -> list[Maybe]:
     name = self.node_name(name)
     at = f"{op} {name!r}"
     phase = forward_phase(phase, at)
@@ -71,7 +71,7 @@ def _forward(self: pygraph, op: str, phase: Any, input: Any, scale: Any, bias: A
         "X": self.input_tensor(input, at, "input"), "SCALE": self.input_tensor(scale, at, "scale"),
         "BIAS": _maybe(self, bias, at, "bias") if bias_optional else self.input_tensor(bias, at, "bias"),
         "EPSILON": self.input_tensor(epsilon, at, "epsilon"), **_offset(self, zero_centered, at)}
-    node = NormForward(name, FORWARD[op], phase, inputs, compute_data_type)
+    node = NormForward(name, FORWARD[op], phase, inputs, compute_data_type, lowering)
     return _norm(self, node, returns)
 
 
@@ -109,28 +109,30 @@ def _running_stats(self: pygraph, label: str, mean: Any, var: Any, momentum: Any
 @op
 def layernorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
               compute_data_type: Any = NOT_SET, name: str = "", *,
-              zero_centered_gamma: bool = False) -> list[Maybe]:
+              zero_centered_gamma: bool = False, lowering: str = "auto") -> list[Maybe]:
     """Layer norm over the axes where SCALE is not 1; returns [Y, MEAN, INV_VARIANCE]
     (TRAINING) or [Y, None, None] (INFERENCE). INV_VARIANCE = 1 / sqrt(var + epsilon).
 
-    Speed (9.19, H200, bf16 16384x4096): SCALE/BIAS in X's dtype get cuDNN's fast engines
-    (default 1.06x PyTorch); fp32 SCALE/BIAS with a 16-bit X only a generic engine, ~3x
-    slower than PyTorch. ``graph.autotune(...)`` picks the fastest (eng6, 1.35x PyTorch)."""
+    Speed (9.19, H200, bf16 16384x4096): SCALE/BIAS in X's dtype get cuDNN's fast engines;
+    ``graph.autotune(...)`` picks the fastest. cuDNN has only a generic engine for fp32
+    SCALE/BIAS with a 16-bit X, so that mix is lowered by default (``lowering="auto"``) as a
+    unit-scale norm with the fp32 affine step in fused pointwise ops ("affine_epilogue",
+    nodes.norm_affine); ``lowering="norm"`` forces the single norm operation."""
     return _forward(self, "layernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
-                         name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"])
+                         name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"], lowering=lowering)
 
 
 @op
 def rmsnorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
             epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
-            zero_centered_gamma: bool = False) -> list[Maybe]:
+            zero_centered_gamma: bool = False, lowering: str = "auto") -> list[Maybe]:
     """RMS norm (bias optional; epsilon required); returns [Y, INV_VARIANCE] (TRAINING) or
     [Y, None] (INFERENCE). INV_VARIANCE = 1 / sqrt(mean(x^2) + epsilon).
 
-    Speed (9.19): as layernorm, SCALE/BIAS in X's dtype get the fast engines; fp32 with a
-    16-bit X a generic one, ~3x slower than PyTorch. ``graph.autotune(...)`` picks the fastest."""
+    Speed: as layernorm (fp32 SCALE/BIAS with a 16-bit X take the "affine_epilogue" lowering
+    by default; ``lowering="norm"`` forces the single norm operation)."""
     return _forward(self, "rmsnorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
-                         name, zero_centered_gamma, ["Y", "INV_VARIANCE"], bias_optional=True)
+                         name, zero_centered_gamma, ["Y", "INV_VARIANCE"], bias_optional=True, lowering=lowering)
 
 
 @op

@@ -25,6 +25,7 @@ from ..expand import Expander, inferred
 from ..lower import Lowering
 from ..node import Context, Node, channels_last, packed_in_order, resolve_input, row_major, stride_order
 from ..tensor import NOT_SET, Tensor
+from .norm_affine import LOWERINGS, NormLowering, affine_epilogue, affine_refusal, choose
 
 FLOAT = data_type.FLOAT
 
@@ -288,9 +289,13 @@ class NormForward(NormNode):
     """Layer, RMS, instance, adaptive layer and batch norm forward: one NORM_FORWARD op."""
 
     def __init__(self, name: str, kind: Kind, phase: norm_forward_phase, inputs: dict[str, Tensor | None],
-                 compute_data_type: Any) -> None:
+                 compute_data_type: Any, lowering: str = "auto") -> None:
         super().__init__(name, kind, inputs, compute_data_type)
         self.phase = phase
+        if lowering != "auto" and lowering not in LOWERINGS:
+            raise GraphError(f"{self.label()}: lowering must be 'auto', "
+                             f"{', '.join(repr(k) for k in LOWERINGS)}, got {lowering!r}")
+        self.lowering = lowering  # "auto": norm_affine.choose decides (layer and RMS norm)
 
     def output_ports(self) -> list[str]:
         ports = ["Y"]
@@ -313,11 +318,23 @@ class NormForward(NormNode):
             elif port.startswith("NEXT_"):
                 prev = self.inputs[port.replace("NEXT_", "PREV_")]
                 self.stats_output(port, stats, ctx, prev.get_data_type())
+        if self.lowering == NormLowering.AFFINE_EPILOGUE.value:
+            why = affine_refusal(self)
+            if why:
+                raise GraphError(f"{self.at('lowering')}: 'affine_epilogue' cannot be used: {why}")
 
     def attributes(self) -> dict[str, Any]:
         if self.kind.mode == norm_mode.BATCH_NORM:
             return self.peer_json() if self.kind.op == "batchnorm" else {}
-        return {"forward_phase": self.phase.name, **self.norm_json()}
+        forced = {} if self.lowering == "auto" else {"lowering": self.lowering}  # the graph key must see it
+        return {"forward_phase": self.phase.name, **self.norm_json(), **forced}
+
+    def expand(self, ex: Expander) -> list[Node] | None:
+        """Layer and RMS norm of a 16-bit X with fp32 SCALE/BIAS: the affine epilogue where
+        it applies (see norm_affine); every other norm as NormNode.expand."""
+        if not self.primitive and self.kind.layout == "feature" and choose(self, ex) == NormLowering.AFFINE_EPILOGUE:
+            return affine_epilogue(self, ex)
+        return super().expand(ex)
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
         return self.emit(lw, D.CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR, _FWD_ATTR,
