@@ -79,8 +79,8 @@ def measure_ours(calls: int, batches: int) -> dict[str, float]:
     results["pygraph.execute (same buffers)"] = timed(lambda: g.execute(pack, ws, handle), calls, batches)
     runner = g.runner()
     entry = runner.prepare(pack, ws)
-    args = (int(handle), runner.plan_ptr, entry.pack_ptr)
-    results["cudnnBackendExecute alone (one ctypes call)"] = timed(lambda: runner.backend_execute(*args), calls,
+    execute, h, plan_ptr, pack_ptr = runner.backend_execute, int(handle), runner.plan_ptr, entry.pack_ptr
+    results["cudnnBackendExecute alone (one ctypes call)"] = timed(lambda: execute(h, plan_ptr, pack_ptr), calls,
                                                                    batches)
     results["pygraph.execute (new output each call)"] = timed(
         lambda: g.execute({X: x, W: w, Y: torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16,
@@ -174,16 +174,20 @@ def main() -> None:
     results = measure_ours(args.calls, args.batches)
     official = official_in_child(args.calls, args.batches, args.other)
     torch_us = results["torch.nn.functional.conv2d"]
-    bare_us = results["pygraph.execute (same buffers)"]
-    print(f"\n{'':56s} {'us/call':>8s} {'vs torch':>9s} {'vs execute':>11s}")
+    bare_us = results["cudnnBackendExecute alone (one ctypes call)"]
+    print(f"\n{'':56s} {'us/call':>8s} {'vs torch':>9s} {'vs bare':>8s}")
     for name, us in list(results.items()) + (list(official.items()) if isinstance(official, dict) else []):
-        print(f"{name:56s} {us:8.2f} {us / torch_us:8.2f}x {us / bare_us:10.2f}x")
+        print(f"{name:56s} {us:8.2f} {us / torch_us:8.2f}x {us / bare_us:7.2f}x")
     if not isinstance(official, dict):
         print(f"{'nvidia-cudnn-frontend':56s} {official}")
+    execute_us = results["pygraph.execute (same buffers)"]
     wrapper_us = results["cudnn.Graph g(x, w, handle=h)"]
-    floor_us = results["cudnnBackendExecute alone (one ctypes call)"] + results["torch.empty_strided (alone)"]
-    print(f"\ncudnn.Graph: {wrapper_us:.2f} us per call; the floor (one cudnnBackendExecute + one "
-          f"torch.empty_strided) is {floor_us:.2f} us, so the wrapper's own Python costs {wrapper_us - floor_us:.2f} us")
+    floor_us = bare_us + results["torch.empty_strided (alone)"]
+    print(f"\npygraph.execute: {execute_us / bare_us:.2f}x the bare cudnnBackendExecute "
+          f"({execute_us - bare_us:.2f} us of Python per call)")
+    print(f"cudnn.Graph: {wrapper_us / bare_us:.2f}x the bare call; the floor (a cudnnBackendExecute + a "
+          f"torch.empty_strided) is {floor_us:.2f} us, so the wrapper's own Python costs "
+          f"{wrapper_us - floor_us:.2f} us")
     if isinstance(official, dict) and "official cudnn.Graph g(x, w, handle=h)" in official:
         theirs = official["official cudnn.Graph g(x, w, handle=h)"]
         print(f"official cudnn.Graph: {theirs:.2f} us per call; cudnn-py takes {wrapper_us / theirs:.2f}x its time")

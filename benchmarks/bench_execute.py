@@ -4,7 +4,8 @@
 
 1. Host time per call, with the GPU queue pre-filled (a long sleep kernel first) so the
    CPU is what is measured: pygraph.execute, one bare ctypes cudnnBackendExecute with a
-   prepared variant pack, torch conv2d, and the official cudnn frontend when importable.
+   prepared variant pack, torch conv2d (bench_call_overhead.py adds cudnn.Graph and the
+   official frontend, which needs a process of its own: it is also named ``cudnn``).
 2. GPU time of conv + bias + ReLU at ResNet-50 shapes (fp16, NHWC): one fused cuDNN graph
    vs PyTorch eager (conv2d, add, relu), CUDA events, median of repeats.
 3. Build time of that graph (validate -> plans) in this process.
@@ -74,16 +75,6 @@ def gpu_us(fn: Callable[[], None], repeats: int = 50) -> float:
     return statistics.median(times)
 
 
-def official_frontend() -> object | None:
-    """The official nvidia-cudnn-frontend module when it is installed beside us."""
-    import importlib.util
-
-    for name in ("cudnn_frontend", "nvidia_cudnn_frontend"):
-        if importlib.util.find_spec(name):
-            return importlib.import_module(name)
-    return None
-
-
 def bench_host(stream: torch.cuda.Stream) -> list[tuple[str, float]]:
     x = torch.randn(1, 8, 8, 8, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
     w = torch.randn(8, 8, 1, 1, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
@@ -104,8 +95,6 @@ def bench_host(stream: torch.cuda.Stream) -> list[tuple[str, float]]:
         ("cudnn-py pygraph.execute", host_us_per_call(lambda: g.execute(pack, ws, handle=handle))),
         ("torch conv2d", host_us_per_call(lambda: F.conv2d(x, w))),
     ]
-    official = official_frontend()
-    rows.append(("official cudnn frontend", float("nan") if official is None else float("nan")))
     return rows
 
 

@@ -6,12 +6,13 @@ Every backend variant pack of a plan lives in its Runner's `PackCache`, at two l
   exactly what the backend is told, so an entry can never give a buffer to the wrong tensor.
   New buffer objects at known addresses (framework allocators reuse blocks) are checked,
   then find their pack here.
-- by **identity**: the dict's keys, the ids of its values and of the workspace -> an entry
-  of the first level. A call with the same objects under the same keys is one dict lookup.
-  Entries hold weak references and vanish when a buffer object dies, so an id is never taken
-  for a newer object's. Raw int pointers and torch tensors are compared on every hit (an
-  int's id can be reused; a tensor can be re-pointed in place by ``set_``, a growing
-  ``resize_`` or ``.data =``), and a change sends the call down the checked path.
+- by **identity**: the dict's keys, the ids of its values and of the workspace, each torch
+  tensor's id followed by its current address -> an entry of the first level. A call with the
+  same objects under the same keys is one loop over the dict and one dict lookup. Entries hold
+  weak references and vanish when a buffer object dies, so an id is never taken for a newer
+  object's. A tensor re-pointed in place (``set_``, a growing ``resize_``, ``.data =``) has
+  another address, so it misses and takes the checked path; raw int pointers and numbers are
+  keyed by value (an int's id can be reused).
 
 Scratch tensors of composite nodes live in the first ``scratch_bytes`` of the workspace; the
 plan's own workspace follows. Their host-side initial values are copied before each execute.
@@ -109,57 +110,69 @@ class Entry:
 
 
 class _Seen:
-    """An identity-level hit: the entry, and the addresses that must not have changed."""
+    """An identity-level entry: the pack, and weak references that drop it when a buffer dies."""
 
-    __slots__ = ("entry", "positions", "addresses", "refs")
+    __slots__ = ("entry", "refs")
 
-    def __init__(self, entry: Entry, values: Sequence[Any]) -> None:
+    def __init__(self, entry: Entry) -> None:
         self.entry = entry
-        # torch tensors can be re-pointed in place (set_, resize_); numbers are part of the key
-        torch = sys.modules.get("torch")
-        tensor_type = torch.Tensor if torch is not None else ()
-        self.positions = tuple(i for i, v in enumerate(values) if isinstance(v, tensor_type))
-        self.addresses = _addresses(values, self.positions)
         self.refs: list[Any] = []
 
-    def moved(self, values: Sequence[Any]) -> bool:
-        return bool(self.positions) and _addresses(values, self.positions) != self.addresses
+
+class _NoTensor:
+    """Stands for ``torch.Tensor`` while torch is not imported (nothing is an instance)."""
 
 
-def _addresses(values: Sequence[Any], positions: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(values[i].data_ptr() for i in positions)
+def tensor_type() -> Any:
+    """``torch.Tensor`` once torch is imported, else a class nothing is an instance of."""
+    torch = sys.modules.get("torch")
+    return torch.Tensor if torch is not None else _NoTensor
+
+
+def identity_key(variant_pack: Mapping[Any, Any], workspace: Any, tensor: Any) -> tuple[Any, ...]:
+    """The identity-level key: the dict's keys, the id of each buffer object and of the
+    workspace, each torch tensor's id followed by its current address (a tensor can be
+    re-pointed in place by ``set_``, a growing ``resize_`` or ``.data =``; a moved one misses).
+    A plain loop: cheaper than ``map`` for the few buffers of a pack. `Runner.run` inlines it."""
+    key = [*variant_pack]
+    for value in variant_pack.values():
+        key.append(id(value))
+        if isinstance(value, tensor):
+            key.append(value.data_ptr())
+    key.append(id(workspace))
+    if isinstance(workspace, tensor):
+        key.append(workspace.data_ptr())
+    return tuple(key)
 
 
 class PackCache:
     """The prepared backend variant packs of one plan (see the module docstring); bounded."""
 
-    __slots__ = ("identity", "_by_binding", "__weakref__")
+    __slots__ = ("identity", "by_binding", "__weakref__")
 
     def __init__(self) -> None:
         self.identity: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()
-        self._by_binding: OrderedDict[tuple[Any, ...], Entry] = OrderedDict()
+        self.by_binding: OrderedDict[tuple[Any, ...], Entry] = OrderedDict()  # read directly by hot paths
 
-    def lookup_by_value(self, variant_pack: Mapping[Any, Any], workspace: Any) -> Entry | None:
+    def lookup_by_value(self, variant_pack: Mapping[Any, Any], workspace: Any, tensor: Any) -> Entry | None:
         """After an identity miss: packs holding raw pointers or numbers are found by their values
         (new int objects every call, often at the same addresses: allocators reuse blocks)."""
         values = (*variant_pack.values(), workspace)
         kinds = set(map(type, values))
         if kinds.isdisjoint(_BY_VALUE):
             return None
-        seen = self.identity.get(_value_key(variant_pack, values, kinds))
-        if seen is None or seen.moved(values):
-            return None
-        return seen.entry
+        seen = self.identity.get(_value_key(variant_pack, values, kinds, tensor))
+        return None if seen is None else seen.entry
 
-    def remember(self, variant_pack: Mapping[Any, Any], workspace: Any, entry: Entry) -> None:
+    def remember(self, variant_pack: Mapping[Any, Any], workspace: Any, entry: Entry, tensor: Any) -> None:
         """Make ``entry`` the identity-level answer for these objects while they all live."""
         values = (*variant_pack.values(), workspace)
         kinds = set(map(type, values))
         if not kinds.isdisjoint(_BY_VALUE):
-            key = _value_key(variant_pack, values, kinds)
+            key = _value_key(variant_pack, values, kinds, tensor)
         else:
-            key = (*variant_pack, *map(id, variant_pack.values()), id(workspace))
-        seen = _Seen(entry, values)
+            key = identity_key(variant_pack, workspace, tensor)
+        seen = _Seen(entry)
         evict = _evictor(self, key)
         try:
             seen.refs = [weakref.ref(v, evict) for v in values if v is not None and type(v) not in _BY_VALUE]
@@ -171,23 +184,33 @@ class PackCache:
 
     def bound(self, key: tuple[Any, ...]) -> Entry | None:
         """The entry for a binding key ``(uids, pointers, workspace pointer)``, or None."""
-        return self._by_binding.get(key)
+        return self.by_binding.get(key)
 
     def store(self, key: tuple[Any, ...], entry: Entry) -> None:
-        self._by_binding[key] = entry
-        while len(self._by_binding) > _BY_BINDING:
-            self._by_binding.popitem(last=False)
+        self.by_binding[key] = entry
+        while len(self.by_binding) > _BY_BINDING:
+            self.by_binding.popitem(last=False)
 
     def __len__(self) -> int:
-        return len(self._by_binding)
+        return len(self.by_binding)
 
 
-def _value_key(variant_pack: Mapping[Any, Any], values: tuple[Any, ...], kinds: set[type]) -> tuple[Any, ...]:
-    """The identity key with numbers (raw pointers, by-value scalars) by value, tagged apart from ids.
-    A pack of raw pointers only (the common case of framework integrations) is keyed by them as they are."""
+def _value_key(variant_pack: Mapping[Any, Any], values: tuple[Any, ...], kinds: set[type],
+               tensor: Any) -> tuple[Any, ...]:
+    """The identity key with numbers (raw pointers, by-value scalars) by value, tagged apart from ids,
+    and torch tensors by id and address. A pack of raw pointers only (the common case of framework
+    integrations) is keyed by them as they are."""
     if kinds <= _POINTERS:
         return (*variant_pack, "pointers", *values)
-    return (*variant_pack, "values", *((type(v), v) if type(v) in _BY_VALUE else id(v) for v in values))
+    key: list[Any] = [*variant_pack, "values"]
+    for v in values:
+        if type(v) in _BY_VALUE:
+            key.append((type(v), v))
+        else:
+            key.append(id(v))
+            if isinstance(v, tensor):
+                key.append(v.data_ptr())
+    return tuple(key)
 
 
 def _evictor(cache: PackCache, key: tuple[Any, ...]) -> Callable[[Any], None]:
@@ -207,7 +230,7 @@ class Runner:
 
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
                  "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
-                 "identity", "backend_execute", "candidate", "warned")
+                 "identity", "tensor", "backend_execute", "candidate", "warned")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
@@ -229,6 +252,7 @@ class Runner:
         self.required = [b for b in bindings if b.constant is None]
         self.packs = PackCache()
         self.identity = self.packs.identity  # the identity level: the hot path is one get on it
+        self.tensor = tensor_type()  # torch.Tensor once torch is loaded (set again by prepare)
         self.backend_execute = capi.graph.cudnnBackendExecute
         self.candidate = candidate  # the plan's Candidate (what the pipeline selected)
         self.warned: set[int] = set()  # uids a mismatch warning was given for
@@ -241,13 +265,31 @@ class Runner:
     # -- the hot path -----------------------------------------------------------------------
 
     def run(self, variant_pack: Mapping[Any, Any], workspace: Any, handle: Any) -> None:
-        seen = self.identity.get((*variant_pack, *map(id, variant_pack.values()), id(workspace)))
-        if seen is None or (seen.positions and seen.moved((*variant_pack.values(), workspace))):
-            entry = self.packs.lookup_by_value(variant_pack, workspace) or \
-                self.prepare(variant_pack, workspace)
+        tensor = self.tensor
+        key = [*variant_pack]  # identity_key, inlined: this is the per-call cost
+        for value in variant_pack.values():
+            key.append(id(value))
+            if isinstance(value, tensor):
+                key.append(value.data_ptr())
+        key.append(id(workspace))
+        if isinstance(workspace, tensor):
+            key.append(workspace.data_ptr())
+        seen = self.identity.get(tuple(key))
+        if seen is not None:
+            entry = seen.entry  # these very objects, at the addresses they had: no check, no new pack
         else:
-            entry = seen.entry
-        self.execute(entry, self.default_handle if handle is None else handle)
+            entry = self.packs.lookup_by_value(variant_pack, workspace, tensor) or self.prepare(variant_pack, workspace)
+        if handle is None:
+            handle = self.default_handle
+        try:
+            h = handle if type(handle) is int else handle.address
+        except AttributeError:
+            h = as_handle_ptr(handle)  # a clear TypeError for anything else
+        if entry.fills:
+            self._fill(entry, h)
+        status = self.backend_execute(h, self.plan_ptr, entry.pack_ptr)
+        if status:
+            self.failed(status, handle)
 
     def run_pointers(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int, handle: Any) -> None:
         """Execute on device addresses bound to ``uids`` as given, without `run`'s buffer checks:
@@ -303,6 +345,7 @@ class Runner:
         """Check every buffer, find or make the backend pack for this binding, and remember
         these objects for the next call."""
         mode = execute_checks()
+        self.tensor = tensor_type()  # torch may have been imported since: its tensors' addresses join the key
         uids: list[int] = []
         ptrs: list[Any] = []
         scalars: dict[int, HostScalar] = {}
@@ -332,7 +375,7 @@ class Runner:
         if entry is None:
             entry = self._make_entry(uids, ptrs, scalars, seen, workspace_ptr)
             self.packs.store(key, entry)
-        self.packs.remember(variant_pack, workspace, entry)
+        self.packs.remember(variant_pack, workspace, entry, self.tensor)
         return entry
 
     def _make_entry(self, uids: list[int], ptrs: list[Any], scalars: dict[int, HostScalar], given: set[int],

@@ -31,7 +31,7 @@ from .._lib.enums import data_type
 from ..backend.handle import Handle, default_handle, set_stream
 from ..graph import pygraph
 from ..graph.errors import ExecutionInputError
-from ..graph.execute import Runner
+from ..graph.execute import Entry, Runner
 from ..interop import tensors as interop
 from ..interop.streams import stream_getter, stream_ptr
 
@@ -157,18 +157,28 @@ def out_framework(policy: str, framework: str) -> str:
 # -- the executor ---------------------------------------------------------------------------
 
 class _Known:
-    """A set of input objects checked before, and what a repeated call with them needs."""
+    """A set of input objects checked before, and what a repeated call with them needs.
 
-    __slots__ = ("frame", "in_ptr", "index", "make", "makers", "out_ptr", "plan", "ptrs", "refs", "runner", "uids")
+    ``last`` is the backend pack of the latest call, with the output and workspace addresses it
+    binds: the caching allocators hand the same blocks out again call after call, so a repeated
+    call compares two numbers instead of hashing the whole binding (the Runner's pack cache
+    remains the one that makes and finds packs)."""
+
+    __slots__ = ("frame", "in_ptr", "index", "last", "last_out", "last_workspace", "make", "makers", "out_ptr",
+                 "plan", "ptr_list", "ptrs", "refs", "runner", "uids")
 
     def __init__(self, plan: IoPlan, frame: Frame, index: int, ptrs: tuple[int, ...], runner: Runner) -> None:
         self.plan, self.frame, self.index, self.ptrs, self.runner = plan, frame, index, ptrs, runner
+        self.ptr_list = list(ptrs)  # what a list display of the inputs' addresses is compared with
         self.in_ptr = frame.in_ptr
         self.out_ptr = frame.out_ptr
         self.makers = tuple(frame.maker(spec, index) for spec in plan.outs)
         self.make = self.makers[0] if len(self.makers) == 1 else None  # the common case: one output
         self.uids = plan.in_uids + tuple(spec.uid for spec in plan.outs)  # the binding key's uids
         self.refs: list[Any] = []  # weak references whose callbacks forget this entry
+        self.last: Entry | None = None
+        self.last_out: Any = None  # the output address (a tuple of them for several outputs)
+        self.last_workspace = 0
 
 
 class Executor:
@@ -188,6 +198,7 @@ class Executor:
         self.allocate_workspace = allocate_workspace
         self._frames: dict[type, Frame] = {}
         self._workspaces: dict[Any, Any] = {}  # stream -> buffer (None when the plan needs none)
+        self._workspace_at: dict[Any, int] = {}  # stream -> that buffer's address (read once: it is ours)
         self.known: dict[tuple[int, ...], _Known] = {}  # ids of the inputs -> _Known
         self._runner: Runner | None = None  # the Runner the known inputs and workspaces belong to
 
@@ -206,10 +217,10 @@ class Executor:
 
     def call_known(self, known: _Known, args: tuple[Any, ...], handle: Any, stream: Any) -> Any:
         """``graph(x, w, ...)`` with known inputs: returns the output, or a tuple of them."""
-        runner = known.runner
-        if runner is not self._runner or runner is not self.graph.runner() \
-                or tuple(map(known.in_ptr, args)) != known.ptrs:  # another plan, or an input moved
-            return self.call(known.plan, args, handle, None, stream)
+        runner = known.runner  # the Runner of every known set (they are forgotten when it changes)
+        in_ptr = known.in_ptr
+        if runner is not self.graph.runner() or [in_ptr(a) for a in args] != known.ptr_list:
+            return self.call(known.plan, args, handle, None, stream)  # another plan, or an input moved
         if handle is None:
             handle = self.handle
         if stream is None and type(handle) is Handle:
@@ -219,19 +230,25 @@ class Executor:
         make = known.make
         if make is not None:
             y = make()
-            ptrs = (*known.ptrs, known.out_ptr(y))
+            out = known.out_ptr(y)
         else:
             y = tuple(make() for make in known.makers)
-            ptrs = (*known.ptrs, *map(known.out_ptr, y))
-        workspace = self._workspaces.get(s) if self.allocate_workspace else None
-        entry = runner.packs.bound((known.uids, ptrs, 0 if workspace is None else known.out_ptr(workspace)))
-        if entry is None:  # outputs at new addresses (or a new stream): the Runner checks and packs
-            pack = dict(zip(known.uids, (*args, *ptrs[len(args):])))
-            if workspace is None and self.allocate_workspace:
-                workspace = self._workspace(s, known.frame, known.index)
-            runner.run(pack, workspace, handle)
-        else:
-            runner.execute(entry, handle)
+            out = tuple(map(known.out_ptr, y))
+        workspace_at = self._workspace_at.get(s, 0)
+        entry = known.last
+        if entry is None or out != known.last_out or workspace_at != known.last_workspace:
+            ptrs = (*known.ptrs, out) if make is not None else (*known.ptrs, *out)
+            entry = runner.packs.by_binding.get((known.uids, ptrs, workspace_at))
+            if entry is None:  # outputs at new addresses (or a new stream): the Runner checks and packs
+                pack = dict(zip(known.uids, (*args, *ptrs[len(args):])))
+                workspace = self._workspace(s, known.frame, known.index) if self.allocate_workspace else None
+                runner.run(pack, workspace, handle)
+                workspace_at = self._workspace_at.get(s, 0)
+                entry = runner.packs.by_binding.get((known.uids, ptrs, workspace_at))
+                if entry is None:  # a pack the Runner keys otherwise (graph constants): found again next call
+                    return y
+            known.last, known.last_out, known.last_workspace = entry, out, workspace_at
+        runner.execute(entry, handle)
         return y
 
     # -- the checked path -------------------------------------------------------------------
@@ -282,6 +299,7 @@ class Executor:
             if self._runner is not None:
                 self.known.clear()
                 self._workspaces.clear()  # the new plan may need another size
+                self._workspace_at.clear()
             self._runner = runner
         return runner
 
@@ -338,6 +356,8 @@ class Executor:
         size = int(self.graph.get_workspace_size())
         buffer = frame.maker(OutSpec(0, "workspace", (size,), (1,), data_type.UINT8), index)() if size else None
         self._workspaces[stream] = buffer
+        if buffer is not None:
+            self._workspace_at[stream] = frame.out_ptr(buffer)
         return buffer
 
     # -- dict calls -------------------------------------------------------------------------

@@ -1,0 +1,129 @@
+"""The execute hot path: a repeated call with the same buffers is found by identity (no check,
+no new pack), and a torch tensor re-pointed in place (same object, new address) is not.
+
+No GPU and no torch here: the backend calls are recorders (as in test_pack_cache), and
+``torch`` is a stand-in module whose ``Tensor`` has what the hot path reads (``data_ptr``)
+and what the checks read (``__cuda_array_interface__``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import types
+from typing import Any
+
+import pytest
+
+import cudnn
+from cudnn.graph import execute
+from cudnn.graph.execute import Runner, identity_key
+from cudnn.graph.pipeline import all_tensors, assign_uids, make_bindings
+
+SHAPE = (4, 4)
+_addresses = itertools.count(0x7C0000000000, 0x10000)
+
+
+class Tensor:
+    """A float32 device tensor whose memory can be swapped in place, as torch's ``set_`` does."""
+
+    def __init__(self, shape: tuple[int, ...] = SHAPE) -> None:
+        self.ptr, self.shape = next(_addresses), shape
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+    def set_(self, shape: tuple[int, ...]) -> None:
+        self.ptr, self.shape = next(_addresses), shape
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"data": (self.ptr, False), "shape": self.shape, "typestr": "<f4", "strides": None, "version": 3}
+
+
+class _Pack:
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+@pytest.fixture
+def runner(monkeypatch: pytest.MonkeyPatch) -> tuple[Runner, list[dict[int, int]], list[int], Any]:
+    """C = A - B with recording backend calls; ``torch`` stands in while the test runs."""
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=Tensor))
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+    A, B = g.tensor(list(SHAPE), name="A"), g.tensor(list(SHAPE), name="B")
+    C = g.sub(A, B, name="sub").set_output(True)
+    g.validate()
+    assign_uids(all_tensors(g.nodes))
+    packs: dict[int, dict[int, int]] = {}
+    executed: list[dict[int, int]] = []
+    prepared: list[int] = []
+
+    def variant_pack(uids: list[int], ptrs: list[int], workspace: int, label: str) -> _Pack:
+        pack = _Pack(len(packs) + 1)
+        packs[pack.ptr] = dict(zip(uids, ptrs))
+        return pack
+
+    def backend_execute(handle: int, plan: int, pack: int) -> int:
+        executed.append(packs[pack])
+        return 0
+
+    monkeypatch.setattr(execute.backend_plan, "variant_pack", variant_pack)
+    prepare = Runner.prepare
+
+    def counted(self: Runner, *args: Any) -> Any:
+        prepared.append(1)
+        return prepare(self, *args)
+
+    monkeypatch.setattr(Runner, "prepare", counted)
+    r = Runner("graph", _Pack(99), 0, make_bindings(g.nodes), 1, None)
+    r.backend_execute = backend_execute
+    return r, executed, prepared, (A, B, C)
+
+
+def test_the_same_buffers_are_found_by_identity(runner: Any) -> None:
+    r, executed, prepared, (A, B, C) = runner
+    a, b, c, ws = Tensor(), Tensor(), Tensor(), Tensor((64,))
+    pack = {A: a, B: b, C: c}
+    for _ in range(3):
+        r.run(pack, ws, 1)
+    assert len(prepared) == 1 and len(executed) == 3
+    assert identity_key(pack, ws, Tensor) in r.identity  # the key run() builds inline is identity_key's
+    pack[C] = fresh = Tensor()  # the same dict, another output: checked and bound
+    r.run(pack, ws, 1)
+    assert len(prepared) == 2 and executed[-1][C.get_uid()] == fresh.ptr
+
+
+def test_a_tensor_re_pointed_in_place_is_checked_and_bound_again(runner: Any) -> None:
+    r, executed, prepared, (A, B, C) = runner
+    a, b, c = Tensor(), Tensor(), Tensor()
+    pack = {A: a, B: b, C: c}
+    r.run(pack, None, 1)
+    a.set_(SHAPE)  # same object, new memory
+    r.run(pack, None, 1)
+    assert len(prepared) == 2 and executed[-1][A.get_uid()] == a.ptr
+    c.set_((2, 4))  # the output moves to memory too small for it
+    with pytest.raises(cudnn.ExecutionInputError, match=r"sub::OUT_0.*needs 64 bytes.*has 32"):
+        r.run(pack, None, 1)
+    assert executed[-1][C.get_uid()] != c.ptr  # nothing ran on the small buffer
+
+
+def test_a_re_pointed_workspace_is_bound_again(runner: Any) -> None:
+    r, _, prepared, (A, B, C) = runner
+    pack, ws = {A: Tensor(), B: Tensor(), C: Tensor()}, Tensor((64,))
+    r.run(pack, ws, 1)
+    r.run(pack, ws, 1)
+    ws.set_((64,))
+    r.run(pack, ws, 1)
+    assert len(prepared) == 2
+
+
+def test_a_view_at_the_same_address_is_checked(runner: Any) -> None:
+    """Another object at a remembered address (a view of the same memory) is not taken for it."""
+    r, _, _, (A, B, C) = runner
+    a, b, c = Tensor(), Tensor(), Tensor()
+    r.run({A: a, B: b, C: c}, None, 1)
+    view = Tensor((2, 4))
+    view.ptr = a.ptr
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*needs 64 bytes.*has 32"):
+        r.run({A: view, B: b, C: c}, None, 1)
