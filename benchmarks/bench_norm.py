@@ -24,7 +24,31 @@ and for bf16 layer norm inference at 16384 x 4096 the time of every candidate pl
    fp32: heuristics A and FALLBACK candidates plus every engine's default configuration, each
    timed, so the slow and the fast engines show by name (on an H200 with 9.19: bf16 gives eng4
    by default at 1.06x PyTorch, eng6 and eng5 at 1.35x, which graph.autotune() picks; fp32
-   gives eng1 alone at 0.33x). The layout of X (2-D, 3-D, 4-D) made no difference there.
+   as the single norm gives eng1 alone at 0.33x; fp32 in the default lowering one engine,
+   eng5). The layout of X (2-D, 3-D, 4-D) made no difference there.
+
+Layer norm of bf16 X 16384x4096 with fp32 scale/bias, every lowering tried (H200, cuDNN 9.19,
+inference | training; PyTorch F.layer_norm with the weights in bf16: 103.7 to 104.7 us; PyTorch
+refuses fp32 weights with a bf16 input; errors against float64, "ideal" = rounding it to bf16):
+  single NORM_FORWARD with fp32 scale/bias ("norm")    310 | 310 us (eng1 alone), error ideal
+  scale/bias in bf16 (not equivalent: a lower bound)   77 | 77 us best plan (default plan 98),
+                                                       error 1.39x ideal
+  scale/bias cast in the graph (pointwise into SCALE)  refused: NOT_SUPPORTED_GRAPH_PATTERN
+  unit bf16 scale, zero bias, then fused * w + b       124 | 124 us (one engine), error ideal;
+    the same with a float or bf16 Yhat                 same; a unit scale in fp32: no engine; made
+                                                       in the graph: NOT_SUPPORTED_GRAPH_PATTERN;
+                                                       one element with stride 0: BAD_PARAM
+    the same, * w only (cost of the bias add)           91 | 91 us
+    the same, knob LOAD_SIZE=3 (not offered by the     107 | 107 us (other SPLIT_COLS / TILE_ROWS
+    heuristics; by hand: create_execution_plan)        values 0.55 to 2 ms)
+    as cudnn-py builds it ("auto": scratch filled and  128 | 127 us (section 2)
+    cleared in the workspace before each execute)
+  separate cast graph to bf16 + the all-bf16 norm      101 | 101 us (cast 2.3 us), error 1.39x
+                                                       ideal; two executes per call: not built
+  two graphs, unit-scale norm to a tmp, then * w + b   176 (bf16 tmp, 1.36x ideal), 345 (fp32 tmp)
+  other views of X (2-D, 3-D, 4-D)                     one canonical view: the same engines
+  RMS norm: fp32 weights 291 us, bf16 weights 74 us; its "auto" (unit scale, * w) 78.5 us vs
+  PyTorch 81.8 us. fp32 X and weights: 142 us best plan vs PyTorch 180 us.
 
 Known and not pursued: instance norm forward reaches ~7% of peak bandwidth in cudnn-py and
 PyTorch alike, and cudnn-py's instance norm backward is ~0.71x PyTorch (H200, cuDNN 9.19).
@@ -370,19 +394,20 @@ def bench_cases(args: argparse.Namespace, peak: float) -> None:
 # -- every plan of layer norm inference 16384 x 4096 bf16 ----------------------------------------------
 
 ROWS, HIDDEN = 16384, 4096
-PARAM_DTYPES = [  # (label, scale/bias dtype)
-    ("bf16 scale/bias (the input's dtype, as F.layer_norm takes them)", torch.bfloat16),
-    ("fp32 scale/bias", torch.float32),
+PARAM_DTYPES = [  # (label, scale/bias dtype, cudnn-py lowering)
+    ("bf16 scale/bias (the input's dtype, as F.layer_norm takes them)", torch.bfloat16, "auto"),
+    ("fp32 scale/bias, the single norm (lowering='norm')", torch.float32, "norm"),
+    ("fp32 scale/bias, the default lowering (unit-scale norm + fused fp32 affine)", torch.float32, "auto"),
 ]
 
 
-def plans_graph(pdt: torch.dtype, s: dict[str, torch.Tensor]) -> tuple:
+def plans_graph(pdt: torch.dtype, s: dict[str, torch.Tensor], lowering: str = "auto") -> tuple:
     """Layer norm inference over HIDDEN of 2-D X, scale/bias in ``pdt``."""
     g = new_graph()
     w, b = s["w"].to(pdt), s["b"].to(pdt)
     X = g.tensor_like(s["x"], name="x")
     S, B = g.tensor_like(w, name="scale"), g.tensor_like(b, name="bias")
-    Y, _, _ = g.layernorm(INFER, X, S, B, EPS, name="ln")
+    Y, _, _ = g.layernorm(INFER, X, S, B, EPS, name="ln", lowering=lowering)
     return g, X, S, B, Y.set_output(True), w, b
 
 
@@ -400,10 +425,10 @@ def bench_plans(args: argparse.Namespace, peak: float) -> None:
     t_us = gpu_us(t_fns, args.repeats)
     print(f"\n3. every plan of layernorm inference {ROWS}x{HIDDEN} bf16; PyTorch F.layer_norm: {t_us:.1f} us "
           f"({moved / (t_us * 1e-6) / 1e9:.0f} GB/s)")
-    for label, pdt in PARAM_DTYPES:
+    for label, pdt, lowering in PARAM_DTYPES:
         print(f"\n  2-D x, {label}")
         try:
-            g, X, S, B, Y, w, b = plans_graph(pdt, s0)
+            g, X, S, B, Y, w, b = plans_graph(pdt, s0, lowering)
             g.validate()
             g.build_operation_graph()
             for mode in HEURISTICS:

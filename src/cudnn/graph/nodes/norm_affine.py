@@ -2,13 +2,14 @@
 by the affine step in fused pointwise ops.
 
 cuDNN 9.19 has only a generic engine (eng1) for NORM_FORWARD with a bf16/fp16 X and fp32
-SCALE/BIAS, about 3x slower than its engines for SCALE/BIAS in X's dtype. The same engines
+SCALE/BIAS, much slower than its engines for SCALE/BIAS in X's dtype. The same engines
 accept the norm with a unit SCALE (and zero BIAS) in X's dtype followed by Y = Yhat * SCALE +
 BIAS in fused pointwise ops: the affine step stays in fp32 (no rounding of the user's
 parameters), and MEAN / INV_VARIANCE do not depend on SCALE or BIAS. cuDNN refuses a unit
 SCALE computed in the graph (a pointwise op feeding SCALE: NOT_SUPPORTED_GRAPH_PATTERN), so
 the unit SCALE and zero BIAS are scratch tensors carved from the workspace, filled before
-each execute. Figures of every lowering tried: benchmarks/bench_norm.py.
+each execute. Figures of this and of the lowerings not taken (a separate cast of SCALE/BIAS,
+a two-graph split, other views): benchmarks/bench_norm.py.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def affine_epilogue(node: NormForward, ex: Expander) -> list[Node]:
     twin.primitive = True
     twin.inputs = {port: tensors[port] for port in node.inputs if port != "BIAS"}
     twin.inputs["SCALE"] = unit
-    if node.kind.op == "layernorm":  # cuDNN's layer norm takes a BIAS: zero
+    if node.kind.op == "layernorm":  # a layer norm node takes a BIAS (the measured form): zero
         twin.inputs["BIAS"] = ex.add_scratch(Tensor(f"{node.name}::ZERO_BIAS", pdims, pstrides, xdt), zero=True)
     yhat = ex.virtual(f"{node.name}::NORMALIZED", x.get_dim(), FLOAT, x.get_stride())
     twin.outputs = {port: tensors[port] for port in node.outputs}
