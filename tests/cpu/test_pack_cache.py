@@ -213,3 +213,19 @@ def test_raw_pointers_are_found_by_value(sub_graph: Any, monkeypatch: pytest.Mon
         runner.run({A: int(str(base)), B: int(str(base + 0x1000)), C: int(str(base + 0x2000))}, None, 1)
     assert checked == [base, base + 0x1000, base + 0x2000]  # checked on the first call only
     assert len(backend.executed) == 3 and len(backend.packs) == 1
+
+
+def test_scratch_fills_of_one_repeated_unit_become_memsets() -> None:
+    """Unit scales (bf16 1.0 = 0x3F80, float 1.0) and byte patterns are written by a memset of
+    their unit; other fills (ALiBi slopes) stay host copies."""
+    import struct
+
+    from cudnn._lib.cuda import repeated_unit
+    from cudnn.graph.execute import ScratchSlot
+
+    assert ScratchSlot(1, 0, 8, b"\x80\x3f" * 4).unit == (2, 0x3F80)
+    assert ScratchSlot(1, 0, 12, struct.pack("<f", 1.0) * 3).unit == (4, 0x3F800000)
+    assert ScratchSlot(1, 0, 6, b"\x07" * 6).unit == (1, 7)
+    assert ScratchSlot(1, 0, 8, zero=True).unit is None
+    assert repeated_unit(struct.pack("<4f", 0.5, 0.25, 0.125, 0.0625)) is None
+    assert repeated_unit(b"") is None

@@ -343,6 +343,36 @@ def test_layernorm_fp32_affine_autotune_times_both_lowerings() -> None:
     close("INV_VARIANCE", bufs[2], inv, STATS_TOL)
 
 
+def test_layernorm_fp32_affine_replays_in_a_cuda_graph() -> None:
+    """The unit scale and zero bias the lowering keeps in the workspace are written by memsets,
+    which a CUDA graph captures: replays after the workspace was overwritten still match."""
+    x, w, b = affine_inputs(torch.bfloat16, (512, 4096))
+    g = new_graph()
+    X, S, B = tensor(g, "x", x), tensor(g, "scale", w), tensor(g, "bias", b)
+    Y, _, _ = g.layernorm(INFER, X, S, B, EPS, name="ln", lowering="affine_epilogue")
+    Y.set_output(True)
+    build(g, must_support=True)
+    y = torch.full_like(x, float("nan"))
+    ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+    pack = {X: x, S: w, B: b, Y: y}
+    stream = torch.cuda.Stream()
+    handle = cudnn.create_handle()
+    cudnn.set_stream(handle=handle, stream=stream.cuda_stream)
+    with torch.cuda.stream(stream):
+        g.execute(pack, ws, handle=handle)  # the first call checks and binds the buffers
+        cuda_graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(cuda_graph, stream=stream):
+            g.execute(pack, ws, handle=handle)
+    ref = F.layer_norm(x.double(), (4096,), w.double().reshape(-1), b.double().reshape(-1), EPS)
+    for _ in range(2):
+        ws.fill_(0x7F)  # scratch garbage the replay must overwrite
+        y.fill_(float("nan"))
+        cuda_graph.replay()
+        torch.cuda.synchronize()
+        close("Y", y, ref, TOL[torch.bfloat16])
+    cudnn.destroy_handle(handle)
+
+
 # -- RMS norm --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("with_bias", [False, True], ids=["no-bias", "bias"])

@@ -258,6 +258,23 @@ def memset_async(dst: int, value: int, nbytes: int, stream: int) -> None:
     _rt("cudaMemsetAsync", runtime().cudaMemsetAsync(dst, value, nbytes, stream))
 
 
+def repeated_unit(data: bytes) -> tuple[int, int] | None:
+    """(size, value) when ``data`` is one 1-, 2- or 4-byte unit repeated (a little-endian value),
+    else None: such a fill can be a memset rather than a copy from the host."""
+    for size in (1, 2, 4):
+        if data and len(data) % size == 0 and data == data[:size] * (len(data) // size):
+            return size, int.from_bytes(data[:size], "little")
+    return None
+
+
+def memset_units_async(dst: int, size: int, value: int, count: int, stream: int) -> None:
+    """Queue setting ``count`` units of ``size`` bytes (1, 2 or 4; ``dst`` aligned to it) at ``dst``
+    to ``value``: a memset, which CUDA graphs capture and which needs no host staging."""
+    drv = driver()
+    call = {1: drv.cuMemsetD8Async, 2: drv.cuMemsetD16Async, 4: drv.cuMemsetD32Async}[size]
+    _rt(call.__name__, call(dst, value, count, stream))
+
+
 def _free(ptr: int) -> None:
     try:
         runtime().cudaFree(ptr)

@@ -26,6 +26,7 @@ keys that are not tensors of the graph are ignored. "off" skips the checks.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -95,6 +96,12 @@ class ScratchSlot:
     nbytes: int
     fill: bytes | None = None  # host bytes to copy
     zero: bool = False  # memset to 0
+
+    @functools.cached_property
+    def unit(self) -> tuple[int, int] | None:
+        """(size, value) when ``fill`` repeats one 1-, 2- or 4-byte unit (unit scales, constant
+        biases): written by a memset, which CUDA graphs capture, instead of a host copy."""
+        return None if self.fill is None else cuda.repeated_unit(self.fill)
 
 
 class Entry:
@@ -334,10 +341,12 @@ class Runner:
     def _fill(self, entry: Entry, handle: int) -> None:
         stream = get_stream(handle)
         for address, slot in entry.fills:
-            if slot.fill is not None:
-                cuda.copy_host_to_device_async(address, slot.fill, stream)
-            else:
+            if slot.fill is None:
                 cuda.memset_async(address, 0, slot.nbytes, stream)
+            elif (unit := slot.unit) is not None and address % unit[0] == 0:
+                cuda.memset_units_async(address, unit[0], unit[1], len(slot.fill) // unit[0], stream)
+            else:
+                cuda.copy_host_to_device_async(address, slot.fill, stream)
 
     # -- the first call with a set of buffers ------------------------------------------------
 
