@@ -9,10 +9,10 @@
 # the references without cuDNN (torch never destroys its own cuDNN handles), and after the last
 # test the plugin clears the locals of finished Python frames (compute-sanitizer keeps the
 # Python frames of every allocation's backtrace, and those frames keep the tensors they held),
-# empties the plan cache, destroys every cuDNN handle, frees torch's cuBLAS workspaces, and
-# leaves with os._exit so that nothing runs against the device after that (with
-# CUDNN_PY_SANITIZE_RESET=1 it resets the primary context first; the reset's own allocations
-# then show as leaks). CUDNN_PY_SANITIZE_HOLDERS=1 prints what is still alive and what holds it.
+# empties the plan cache, destroys every cuDNN handle and frees torch's cuBLAS workspaces; the
+# process then ends normally, so the runtime's teardown destroys the context and the leak check
+# sees what was never freed (with CUDNN_PY_SANITIZE_RESET=1 it resets the primary context instead
+# and leaves with os._exit; the reset's own allocations then show as leaks). CUDNN_PY_SANITIZE_HOLDERS=1 prints what is still alive and what holds it.
 # PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes torch free each block as soon as it is dropped.
 #
 # Filters (documented): cuda-bindings resolves every driver entry point it knows through
