@@ -86,6 +86,28 @@ class Binding:
     def label(self) -> str:
         return f"{self.node}: {self.port} tensor {self.tensor.label()} (uid {self.uid})"
 
+    @functools.cached_property
+    def needed(self) -> int:
+        """Bytes the tensor's dims and strides reach, as built (read once, not per buffer)."""
+        return needed_bytes(self.tensor)
+
+    @functools.cached_property
+    def torch_dtype(self) -> Any:
+        """The torch dtype of the declared data type (None where torch has none); read only once
+        a torch tensor is given, so torch is imported already."""
+        from ..interop.dtypes import torch_dtype
+
+        try:
+            return torch_dtype(self.tensor.get_data_type())
+        except ValueError:
+            return None
+
+    @functools.cached_property
+    def layout(self) -> tuple[tuple[int, ...], tuple[int, ...], list[tuple[int, int]]]:
+        """(dims, strides, the dims and strides of the non-unit axes) as built."""
+        dims, strides = tuple(self.tensor.get_dim()), tuple(self.tensor.get_stride())
+        return dims, strides, _squeezed(dims, strides)
+
 
 @dataclass(frozen=True)
 class ScratchSlot:
@@ -452,8 +474,10 @@ class Runner:
             return info.ptr
         if type(value) is int:
             if mode != "off":
-                self._check_raw_pointer(b.label, value, needed_bytes(t))
+                self._check_raw_pointer(b.label, value, b.needed)
             return value
+        if type(value) is self.tensor and (ptr := self._exact_torch_pointer(b, value)) is not None:
+            return ptr
         info = self._describe(b, value)
         if mode == "off":
             return info.ptr
@@ -469,11 +493,37 @@ class Runner:
                                       f"{t.get_alignment()}-byte aligned")
         return info.ptr
 
-    def _describe(self, b: Binding, value: Any) -> Any:
-        from ..interop import tensors as interop
-
+    def _exact_torch_pointer(self, b: Binding, t: Any) -> int | None:
+        """The address of a torch tensor that is exactly what ``b`` declares (dtype, dims, strides),
+        on this graph's GPU and aligned: its own storage then holds everything the descriptor
+        addresses, so nothing more is read. None: the general check decides (and explains)."""
+        dims, strides, _ = b.layout
         try:
-            return interop.describe(value)
+            if t.dtype is not b.torch_dtype or t.shape != dims or t.stride() != strides or not t.is_cuda \
+                    or t.is_neg():
+                return None
+        except (RuntimeError, AttributeError):  # no strides (sparse), or not torch's own tensor API
+            return None
+        if self.device is not None and t.get_device() != self.device:
+            return None
+        ptr: int = t.data_ptr()
+        return ptr if ptr % b.tensor.get_alignment() == 0 else None
+
+    def _torch_workspace_pointer(self, t: Any, need: int) -> int | None:
+        """The address of a torch workspace on this graph's GPU holding ``need`` bytes from its
+        first element; None: the general check decides (and explains)."""
+        try:
+            if not t.is_cuda or (self.device is not None and t.get_device() != self.device):
+                return None
+            have = t.untyped_storage().nbytes() - t.storage_offset() * t.element_size()
+        except (RuntimeError, NotImplementedError, AttributeError):
+            return None
+        ptr: int = t.data_ptr()
+        return ptr if have >= need else None
+
+    def _describe(self, b: Binding, value: Any) -> Any:
+        try:
+            return _interop().describe(value)
         except (TypeError, ValueError, BufferError) as exc:
             raise ExecutionInputError(f"{self.label}: {b.label}: {exc}") from None
 
@@ -481,7 +531,7 @@ class Runner:
         """Refuse a buffer smaller than what the tensor addresses; a memory-safe mismatch of
         dtype, dims or strides warns once per tensor (an error in strict mode)."""
         t = b.tensor
-        needed = needed_bytes(t)
+        needed = b.needed
         have = info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
         if t.get_data_type() == data_type.BOOLEAN:  # bit-packed masks: any bytes, enough of them
             if have < needed:
@@ -489,13 +539,12 @@ class Runner:
                                           f"{t.element_count()} elements needing {needed} bytes; the buffer has {have}")
             return
         mismatch = ""
-        dims, strides = t.get_dim(), t.get_stride()
+        dims, strides, squeezed = b.layout
         if info.dtype != t.get_data_type():
             mismatch = f"expects {t.get_data_type().name} data, got {info.framework} {info.dtype.name}"
-        elif (list(info.shape), list(info.strides)) != (dims, strides) and \
-                _squeezed(info.shape, info.strides) != _squeezed(dims, strides):
-            mismatch = (f"expects dims {dims} strides {strides}, got a buffer with shape {list(info.shape)} "
-                        f"strides {list(info.strides)}")
+        elif (info.shape != dims or info.strides != strides) and _squeezed(info.shape, info.strides) != squeezed:
+            mismatch = (f"expects dims {list(dims)} strides {list(strides)}, got a buffer with shape "
+                        f"{list(info.shape)} strides {list(info.strides)}")
         if have < needed:
             detail = f" ({mismatch})" if mismatch else ""
             raise ExecutionInputError(f"{self.label}: {b.label} needs {needed} bytes for dims {dims} strides "
@@ -535,10 +584,10 @@ class Runner:
             if need and mode != "off":
                 self._check_raw_pointer("workspace", workspace, need)
             return workspace
-        from ..interop import tensors as interop
-
+        if type(workspace) is self.tensor and (ptr := self._torch_workspace_pointer(workspace, need)) is not None:
+            return ptr
         try:
-            info = interop.describe(workspace)
+            info = _interop().describe(workspace)
         except (TypeError, ValueError, BufferError) as exc:
             raise ExecutionInputError(f"{self.label}: workspace: {exc}") from None
         size = info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
@@ -562,6 +611,14 @@ def workspace_capacity(workspace: Any) -> int | None:
 
     info = interop.describe(workspace)
     return info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
+
+
+@functools.cache
+def _interop() -> Any:
+    """cudnn.interop.tensors, imported on the first check (not when cudnn is imported)."""
+    from ..interop import tensors
+
+    return tensors
 
 
 def handle_closed_error() -> Exception:

@@ -9,7 +9,6 @@ only inside a function handed an object of that framework, where it is already l
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -46,9 +45,9 @@ def span_bytes(shape: Sequence[int], strides: Sequence[int], item_bytes: int) ->
     return (sum((d - 1) * s for d, s in zip(shape, strides) if s > 0) + 1) * item_bytes
 
 
-@dataclass(frozen=True, slots=True)
-class TensorInfo:
-    """What cuDNN needs to know about a framework tensor, read once through its protocol.
+class TensorInfo(NamedTuple):
+    """What cuDNN needs to know about a framework tensor, read once through its protocol
+    (immutable; a named tuple because execute reads one per buffer on a first call).
 
     ``itemsize`` is the producer's bytes per element: for sub-byte dtypes that frameworks
     store one per byte (torch.int4, ml_dtypes.int4) it is 1, while cuDNN reads them packed.
@@ -87,8 +86,14 @@ def _read_torch(t: Any, framework: str) -> TensorInfo:
     except (RuntimeError, NotImplementedError):  # storage-less tensor subclasses
         extent = None
     device = t.device
-    return TensorInfo(t.data_ptr(), tuple(t.shape), tuple(t.stride()), from_name(str(t.dtype)), size,
-                      device.type, device.index or 0, extent, framework)
+    dt = _TORCH_DTYPES.get(t.dtype)
+    if dt is None:
+        dt = _TORCH_DTYPES[t.dtype] = from_name(str(t.dtype))
+    return TensorInfo(t.data_ptr(), tuple(t.shape), tuple(t.stride()), dt, size, device.type, device.index or 0,
+                      extent, framework)
+
+
+_TORCH_DTYPES: dict[Any, data_type] = {}  # torch.dtype -> data_type, filled as dtypes are seen
 
 
 def _array_dtype(obj: Any, typestr: str) -> tuple[data_type, int]:
