@@ -547,8 +547,8 @@ class Runner:
                         f"{list(info.shape)} strides {list(info.strides)}")
         if have < needed:
             detail = f" ({mismatch})" if mismatch else ""
-            raise ExecutionInputError(f"{self.label}: {b.label} needs {needed} bytes for dims {dims} strides "
-                                      f"{strides}; the buffer has {have}{detail}")
+            raise ExecutionInputError(f"{self.label}: {b.label} needs {needed} bytes for dims {list(dims)} strides "
+                                      f"{list(strides)}; the buffer has {have}{detail}")
         if not mismatch:
             return
         if mode == "strict":
