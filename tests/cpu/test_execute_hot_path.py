@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import cudnn
+from cudnn._lib.layout import row_major
 from cudnn.graph import execute
 from cudnn.graph.execute import Runner, identity_key
 from cudnn.graph.pipeline import all_tensors, assign_uids, make_bindings
@@ -127,3 +128,50 @@ def test_a_view_at_the_same_address_is_checked(runner: Any) -> None:
     view.ptr = a.ptr
     with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*needs 64 bytes.*has 32"):
         r.run({A: view, B: b, C: c}, None, 1)
+
+
+class TorchTensor(Tensor):
+    """The stand-in with what the exact-buffer path reads of torch's own tensor API."""
+
+    dtype = "torch.float32 stand-in"
+    is_cuda = True
+
+    def __init__(self, shape: tuple[int, ...] = SHAPE, strides: tuple[int, ...] | None = None) -> None:
+        super().__init__(shape)
+        self.strides = strides
+
+    def stride(self) -> tuple[int, ...]:
+        return self.strides or tuple(row_major(self.shape))
+
+    def is_neg(self) -> bool:
+        return False
+
+    def get_device(self) -> int:
+        return 0
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {**super().__cuda_array_interface__, "strides": tuple(4 * s for s in self.stride())}
+
+
+def test_an_exact_torch_tensor_needs_only_its_address(runner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torch tensor with the declared dtype, dims and strides, aligned, is bound by its address
+    alone; a misaligned one or one with other strides takes the full check (which refuses or
+    explains)."""
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=TorchTensor, float32=TorchTensor.dtype))
+    r, executed, _, (A, B, C) = runner
+    interop = execute._interop()
+    described: list[Any] = []
+    describe = interop.describe
+    monkeypatch.setattr(interop, "describe", lambda v: described.append(v) or describe(v))
+    a, b, c = TorchTensor(), TorchTensor(), TorchTensor()
+    r.run({A: a, B: b, C: c}, None, 1)
+    assert described == [] and executed[-1] == {A.get_uid(): a.ptr, B.get_uid(): b.ptr, C.get_uid(): c.ptr}
+    transposed = TorchTensor(SHAPE, (1, 4))  # same bytes, other strides: checked, and warned about
+    with pytest.warns(cudnn.ExecutionInputWarning, match=r"'A'.*expects dims \[4, 4\] strides \[4, 1\]"):
+        r.run({A: transposed, B: b, C: c}, None, 1)
+    assert described == [transposed]
+    misaligned = TorchTensor()
+    misaligned.ptr += 2
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*not 16-byte aligned"):
+        r.run({A: misaligned, B: b, C: c}, None, 1)
