@@ -116,22 +116,12 @@ class PlanCache:
         if not self.enabled:
             return
         self.remember(key, record, plan)
-        import tempfile
+        from ..backend.kernel_cache import write_atomic
 
         path = self._path(key)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key}.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(record.to_bytes())
-                os.replace(tmp, path)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            path.parent.mkdir(parents=True, exist_ok=True)  # the folder first: it exists even if serializing fails
+            write_atomic(path, record.to_bytes())
         except OSError as exc:
             log().warning("plan cache: cannot write %s (%s); the plan stays cached in memory only", path, exc)
 

@@ -128,6 +128,16 @@ def composite_forward(node: SDPA, ex: Expander) -> list[Node]:
         stats = ex.add_scratch(Tensor(f"{node.name}::Stats_scratch", [p.b, p.h_q, p.s_q, 1],
                                       row_major([p.b, p.h_q, p.s_q, 1]), FLOAT))
     probs = softmax(bld, s, stats, node.outputs.get("Max"), node.outputs.get("Sum_exp"), ins.get("SINK_TOKEN"))
+    probs = forward_dropout(bld, node, ex, probs, s_dims)
+    probs.set_data_type(q.get_data_type())  # the backend takes bmm2's A operand in the I/O type
+    bld.matmul(probs, values(bld, node, ex), "bmm2", out=node.outputs["O"], m=seq_q, k=seq_kv)
+    return bld.nodes
+
+
+def forward_dropout(bld: Builder, node: SdpaBase, ex: Expander, probs: Tensor, s_dims: list[int]) -> Tensor:
+    """P after dropout (reference section 5.3 step 12): Philox's mask (into RNG_DUMP when asked
+    for) and 1 / (1 - p), or the user's scale and mask; P unchanged without dropout."""
+    o, ins = node.opts, node.inputs
     if o.dropout_p is not None and o.dropout_p > 0.0:
         mask = node.outputs.get("RNG_DUMP") or ex.virtual(f"{node.name}::dropout_mask", s_dims, FLOAT)
         bld.add(Rng(f"{node.name}.rng", ins["Seed"], ins["Offset"], bernoulli_probability=1.0 - o.dropout_p),
@@ -137,9 +147,7 @@ def composite_forward(node: SDPA, ex: Expander) -> list[Node]:
     elif "Dropout_mask" in ins:
         probs = bld.pw("mul", probs, ins["Dropout_scale"], name="dropout_scale_mul")
         probs = bld.pw("mul", probs, ins["Dropout_mask"], name="dropout_mask_mul")
-    probs.set_data_type(q.get_data_type())  # the backend takes bmm2's A operand in the I/O type
-    bld.matmul(probs, values(bld, node, ex), "bmm2", out=node.outputs["O"], m=seq_q, k=seq_kv)
-    return bld.nodes
+    return probs
 
 
 def keys_transposed(bld: Builder, node: SdpaBase, ex: Expander) -> Tensor:

@@ -44,10 +44,7 @@ class SDPABackward(SdpaBase):
             if self.inputs[port].get_dim() != od:
                 raise GraphError(f"{self.at(port)}: dims must be [b, h_q, s_q, d_v] = {od}, got "
                                  f"{self.inputs[port].get_dim()}")
-        stats = self.inputs["Stats"]
-        if stats.get_dim() != [p.b, p.h_q, p.s_q, 1] or stats.get_data_type() != data_type.FLOAT:
-            raise GraphError(f"{self.at('stats')}: must be FLOAT [b, h_q, s_q, 1] = {[p.b, p.h_q, p.s_q, 1]}, got "
-                             f"{stats.get_data_type().name} {stats.get_dim()}")
+        self.check_stats_input(p)
         for grad, src in GRADS:
             t, like = self.outputs[grad], self.inputs[src]
             if t.get_data_type() == NOT_SET:

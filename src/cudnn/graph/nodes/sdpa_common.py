@@ -120,6 +120,13 @@ class SdpaBase(Node):
         if head_dim_last and strides[3] != 1:
             raise GraphError(f"{self.at(port)}: the last dim (head dim) must have stride 1, got strides {strides}")
 
+    def check_stats_input(self, p: Dims) -> None:
+        """A backward's Stats input: FLOAT [b, h_q, s_q, 1], as the forward wrote it."""
+        stats = self.inputs["Stats"]
+        if stats.get_dim() != [p.b, p.h_q, p.s_q, 1] or stats.get_data_type() != data_type.FLOAT:
+            raise GraphError(f"{self.at('stats')}: must be FLOAT [b, h_q, s_q, 1] = {[p.b, p.h_q, p.s_q, 1]}, got "
+                             f"{stats.get_data_type().name} {stats.get_dim()}")
+
     def problem(self, ctx: Context) -> Dims:
         """Resolve the inputs, check Q/K/V and return the problem sizes."""
         for port, t in self.inputs.items():

@@ -21,7 +21,7 @@ from ..node import Context, Node, packed_in_order, stride_order
 from ..sdpa_enums import diagonal_alignment
 from ..tensor import NOT_SET, Tensor
 from .rng import Rng
-from .sdpa import keys_transposed, values
+from .sdpa import forward_dropout, keys_transposed, values
 from .sdpa_common import HALF_TYPES, Dims, SdpaBase, loaded_version
 from .sdpa_masks import FLOAT, Builder, apply_score_mod, band_masks, padding_mask, softmax
 
@@ -213,16 +213,7 @@ def fp8_forward(node: SDPAFP8, ex: Expander) -> list[Node]:
     # the FP8 engines' softmax always produces Stats: a virtual one when the caller wants none
     stats = outs.get("Stats") or ex.virtual(f"{node.name}::stats", [p.b, p.h_q, p.s_q, 1], FLOAT,
                                             [p.h_q * p.s_q, p.s_q, 1, 1])
-    probs = softmax(bld, s, stats, None, None, None)
-    if o.dropout_p is not None and o.dropout_p > 0.0:
-        mask = ex.virtual(f"{node.name}::dropout_mask", s_dims, FLOAT)
-        bld.add(Rng(f"{node.name}.rng", ins["Seed"], ins["Offset"], bernoulli_probability=1.0 - o.dropout_p),
-                "Y", mask)
-        probs = bld.pw("mul", probs, mask, name="dropout_mask_mul")
-        probs = bld.pw("mul", probs, bld.const(1.0 / (1.0 - o.dropout_p), FLOAT, "dropout_scale"), name="dropout_scale")
-    elif "Dropout_mask" in ins:
-        probs = bld.pw("mul", probs, ins["Dropout_scale"], name="dropout_scale_mul")
-        probs = bld.pw("mul", probs, ins["Dropout_mask"], name="dropout_mask_mul")
+    probs = forward_dropout(bld, node, ex, softmax(bld, s, stats, None, None, None), s_dims)
     bld.reduce(probs, reduction_mode.AMAX, "amax_s", UNIT, out=outs["Amax_S"])
     p8 = bld.pw("mul", probs, ins["Scale_S"], name="scale_s", dtype=q.get_data_type())
     matmul_fp8(bld, p8, values(bld, node, ex), ins["Descale_S"], ins["Descale_V"], ins["Scale_O"], outs["O"],
@@ -253,10 +244,7 @@ class SDPAFP8Backward(SdpaBase):
             if t.get_dim() != od or t.get_data_type() not in FP8_TYPES:
                 raise GraphError(f"{self.at(port)}: must be FP8_E4M3 or FP8_E5M2 with dims [b, h_q, s_q, d_v] = "
                                  f"{od}, got {t.get_data_type().name} {t.get_dim()}")
-        stats = self.inputs["Stats"]
-        if stats.get_dim() != [p.b, p.h_q, p.s_q, 1] or stats.get_data_type() != data_type.FLOAT:
-            raise GraphError(f"{self.at('stats')}: must be FLOAT [b, h_q, s_q, 1] = {[p.b, p.h_q, p.s_q, 1]}, got "
-                             f"{stats.get_data_type().name} {stats.get_dim()}")
+        self.check_stats_input(p)
         for grad, src in (("dQ", "Q"), ("dK", "K"), ("dV", "V")):
             t, like = self.outputs[grad], self.inputs[src]
             out_type(self, grad, like)

@@ -123,10 +123,7 @@ class SDPAMXFP8Backward(SdpaBase):
         for port, arg, of, axis in BWD_FACTORS:
             dims = shapes[like[of]]
             check_scale_factor(self, port, arg, p.b, dims[1], axis, ceil_div(dims[axis], BLOCK))
-        stats = self.inputs["Stats"]
-        if stats.get_dim() != [p.b, p.h_q, p.s_q, 1] or stats.get_data_type() != data_type.FLOAT:
-            raise GraphError(f"{self.at('stats')}: must be FLOAT [b, h_q, s_q, 1] = {[p.b, p.h_q, p.s_q, 1]}, got "
-                             f"{stats.get_data_type().name} {stats.get_dim()}")
+        self.check_stats_input(p)
         for grad, src in (("dQ", "Q"), ("dK", "K"), ("dV", "V")):
             t, src_t = self.outputs[grad], self.inputs[src]
             if t.get_data_type() == NOT_SET:
