@@ -79,7 +79,7 @@ def measure_ours(calls: int, batches: int) -> dict[str, float]:
     results["pygraph.execute (same buffers)"] = timed(lambda: g.execute(pack, ws, handle), calls, batches)
     runner = g.runner()
     entry = runner.prepare(pack, ws)
-    execute, h, plan_ptr, pack_ptr = runner.backend_execute, int(handle), runner.plan_ptr, entry.pack_ptr
+    execute, h, plan_ptr, pack_ptr = bare_execute(), int(handle), runner.plan_ptr, entry.pack_ptr
     results["cudnnBackendExecute alone (one ctypes call)"] = timed(lambda: execute(h, plan_ptr, pack_ptr), calls,
                                                                    batches)
     results["pygraph.execute (new output each call)"] = timed(
@@ -97,6 +97,97 @@ def measure_ours(calls: int, batches: int) -> dict[str, float]:
     fresh = itertools.cycle([inputs()[0] for _ in range(16)])  # the Runner checks each object once
     results["cudnn.Graph g(x_i, w, handle=h)  [16 inputs in turn]"] = timed(
         lambda: graph(next(fresh), w, handle=handle), calls, batches)
+    torch.cuda.synchronize()
+    cudnn.destroy_handle(handle)
+    return results
+
+
+def bare_execute() -> Any:
+    """``cudnnBackendExecute`` as a plain ctypes user binds it: argtypes of three pointers, an
+    int status, called with Python ints."""
+    import ctypes
+
+    from cudnn._lib import loader
+
+    fn = loader.lib()["cudnnBackendExecute"]  # a function object of its own (not the one cudnn-py uses)
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p] * 3
+    return fn
+
+
+def breakdown(calls: int, batches: int) -> dict[str, float]:
+    """Host microseconds of the pieces of a call (this checkout's cudnn): what the bare call,
+    the identity key, the handle and the output allocation cost apart."""
+    import ctypes
+
+    import torch
+
+    import cudnn
+    from cudnn._lib import loader
+
+    x, w = inputs()
+    handle = cudnn.create_handle()
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    X, W = g.tensor_like(x), g.tensor_like(w)
+    Y = g.conv_fprop(X, W, padding=[1, 1]).set_output(True)
+    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    y = torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16, device=x.device)
+    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=x.device)
+    pack = {X: x, W: w, Y: y}
+    runner = g.runner()
+    g.execute(pack, ws, handle)
+    entry = runner.prepare(pack, ws)
+    h, plan_ptr, pack_ptr = int(handle), runner.plan_ptr, entry.pack_ptr
+    hv, pv, kv = ctypes.c_void_p(h), ctypes.c_void_p(plan_ptr), ctypes.c_void_p(pack_ptr)
+    typed = bare_execute()
+    untyped = loader.lib()["cudnnBackendExecute"]
+    untyped.restype = ctypes.c_int
+    dp = torch.Tensor.data_ptr
+    T = torch.Tensor
+    ident = runner.identity
+    dims, strides = tuple(Y.get_dim()), tuple(Y.get_stride())
+    dev = torch.device("cuda", x.device.index)
+    proto = torch.empty_strided(dims, strides, dtype=torch.float16, device=dev)
+    getter = torch._C._cuda_getCurrentRawStream
+    idx = x.device.index
+
+    def map_key() -> Any:
+        v = pack.values()
+        return (*pack, *map(id, v), *map(dp, v), id(ws), dp(ws))
+
+    def loop_key() -> Any:  # the loop the earlier Runner.run inlined
+        key = [*pack]
+        for value in pack.values():
+            key.append(id(value))
+            if isinstance(value, T):
+                key.append(value.data_ptr())
+        key.append(id(ws))
+        if isinstance(ws, T):
+            key.append(ws.data_ptr())
+        return tuple(key)
+
+    pieces: dict[str, Callable[[], Any]] = {
+        "bare: argtypes, int arguments": lambda: typed(h, plan_ptr, pack_ptr),
+        "bare: argtypes, prebuilt c_void_p": lambda: typed(hv, pv, kv),
+        "bare: no argtypes, prebuilt c_void_p": lambda: untyped(hv, pv, kv),
+        "runner.run(pack, ws, handle)": lambda: runner.run(pack, ws, handle),
+        "runner.execute(entry, handle)": lambda: runner.execute(entry, handle),
+        "g.execute(pack, ws, handle)": lambda: g.execute(pack, ws, handle),
+        "key: Python loop (host only)": loop_key,
+        "key: map (host only)": map_key,
+        "key: map + identity get (host only)": lambda: ident.get(map_key()),
+        "x.data_ptr() (host only)": lambda: x.data_ptr(),
+        "g.runner() (host only)": g.runner,
+        "current raw stream (host only)": lambda: getter(idx),
+        "alloc: torch.empty_strided(kwargs)": lambda: torch.empty_strided(dims, strides, dtype=torch.float16,
+                                                                          device=dev),
+        "alloc: proto.new_empty_strided": lambda: proto.new_empty_strided(dims, strides),
+        "alloc: torch.empty_like(proto)": lambda: torch.empty_like(proto),
+        "alloc: torch.empty(channels_last)": lambda: torch.empty(dims, dtype=torch.float16, device=dev,
+                                                                 memory_format=torch.channels_last),
+        "alloc: proto.new_empty(dims) (contiguous)": lambda: proto.new_empty(dims),
+    }
+    results = {name: timed(fn, calls, batches) for name, fn in pieces.items()}
     torch.cuda.synchronize()
     cudnn.destroy_handle(handle)
     return results
@@ -149,6 +240,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="calls per batch (the GPU queue holds them)")
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--other", help="a sys.path entry holding another cudnn (e.g. the official frontend)")
+    parser.add_argument("--no-other", action="store_true", help="skip the child process of the official frontend")
+    parser.add_argument("--breakdown", action="store_true", help="also time the pieces of a call")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -172,7 +265,7 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, cudnn-py {cudnn.__version__}, "
           f"libcudnn {cudnn.backend_version_string()}; {args.batches} batches of {args.calls} calls, median")
     results = measure_ours(args.calls, args.batches)
-    official = official_in_child(args.calls, args.batches, args.other)
+    official = "skipped (--no-other)" if args.no_other else official_in_child(args.calls, args.batches, args.other)
     torch_us = results["torch.nn.functional.conv2d"]
     bare_us = results["cudnnBackendExecute alone (one ctypes call)"]
     print(f"\n{'':56s} {'us/call':>8s} {'vs torch':>9s} {'vs bare':>8s}")
@@ -191,6 +284,12 @@ def main() -> None:
     if isinstance(official, dict) and "official cudnn.Graph g(x, w, handle=h)" in official:
         theirs = official["official cudnn.Graph g(x, w, handle=h)"]
         print(f"official cudnn.Graph: {theirs:.2f} us per call; cudnn-py takes {wrapper_us / theirs:.2f}x its time")
+    if args.breakdown:
+        pieces = breakdown(args.calls, args.batches)
+        bare_us = pieces["bare: argtypes, int arguments"]
+        print(f"\n{'pieces of a call':56s} {'us/call':>8s} {'vs bare':>8s}")
+        for name, us in pieces.items():
+            print(f"{name:56s} {us:8.2f} {us / bare_us:7.2f}x")
 
 
 if __name__ == "__main__":

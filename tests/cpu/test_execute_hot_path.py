@@ -175,3 +175,43 @@ def test_an_exact_torch_tensor_needs_only_its_address(runner: Any, monkeypatch: 
     misaligned.ptr += 2
     with pytest.raises(cudnn.ExecutionInputError, match=r"'A'.*not 16-byte aligned"):
         r.run({A: misaligned, B: b, C: c}, None, 1)
+
+
+def test_the_key_built_by_map_sees_every_change(runner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once every buffer was a torch tensor, run() builds the identity key with ``map``: it is
+    identity_key's tuple, and a re-pointed tensor, a replaced value, a raw pointer in place of a
+    tensor, or another workspace each still reach the check and the pack of their own."""
+    r, executed, prepared, (A, B, C) = runner
+    monkeypatch.setattr(execute.cuda, "pointer_info", lambda ptr: types.SimpleNamespace(
+        is_device=True, device=0, size=0, end=0))
+    a, b, c, ws = Tensor(), Tensor(), Tensor(), Tensor((64,))
+    pack = {A: a, B: b, C: c}
+    for _ in range(4):
+        r.run(pack, ws, 1)
+    assert r.torch_only and len(prepared) == 1 and len(executed) == 4
+    assert identity_key(pack, ws, Tensor) in r.identity
+
+    def bound() -> dict[int, int]:
+        return {A.get_uid(): pack[A] if type(pack[A]) is int else pack[A].ptr, B.get_uid(): pack[B].ptr,
+                C.get_uid(): pack[C].ptr}
+
+    a.set_(SHAPE)  # re-pointed in place
+    r.run(pack, ws, 1)
+    assert len(prepared) == 2 and executed[-1] == bound()
+    pack[B] = Tensor()  # another object in the same dict
+    r.run(pack, ws, 1)
+    assert len(prepared) == 3 and executed[-1] == bound()
+    pack[A] = a.ptr  # a raw pointer where a tensor was: the map key fails over to the loop
+    r.run(pack, ws, 1)
+    assert not r.torch_only and executed[-1] == bound()
+    pack[A] = a
+    r.run(pack, ws, 1)  # all tensors again: the loop notes it, the next call uses map
+    assert r.torch_only
+    ws.set_((64,))  # the workspace re-pointed
+    before = len(prepared)
+    r.run(pack, ws, 1)
+    assert len(prepared) == before + 1
+    r.run(pack, None, 1)  # no workspace: None is part of the key
+    r.run(pack, None, 1)
+    assert len(prepared) == before + 2 and r.torch_only and identity_key(pack, None, Tensor) in r.identity
+    assert len(executed) == 11

@@ -6,9 +6,10 @@ Every backend variant pack of a plan lives in its Runner's `PackCache`, at two l
   exactly what the backend is told, so an entry can never give a buffer to the wrong tensor.
   New buffer objects at known addresses (framework allocators reuse blocks) are checked,
   then find their pack here.
-- by **identity**: the dict's keys, the ids of its values and of the workspace, each torch
-  tensor's id followed by its current address -> an entry of the first level. A call with the
-  same objects under the same keys is one loop over the dict and one dict lookup. Entries hold
+- by **identity**: the dict's keys, the ids of its values, the current addresses of those that
+  are torch tensors, the workspace's id and address -> an entry of the first level. A call with
+  the same objects under the same keys builds that tuple in C (``map``) and makes one dict
+  lookup. Entries hold
   weak references and vanish when a buffer object dies, so an id is never taken for a newer
   object's. A tensor re-pointed in place (``set_``, a growing ``resize_``, ``.data =``) has
   another address, so it misses and takes the checked path; raw int pointers and numbers are
@@ -159,19 +160,25 @@ def tensor_type() -> Any:
 
 
 def identity_key(variant_pack: Mapping[Any, Any], workspace: Any, tensor: Any) -> tuple[Any, ...]:
-    """The identity-level key: the dict's keys, the id of each buffer object and of the
-    workspace, each torch tensor's id followed by its current address (a tensor can be
-    re-pointed in place by ``set_``, a growing ``resize_`` or ``.data =``; a moved one misses).
-    A plain loop: cheaper than ``map`` for the few buffers of a pack. `Runner.run` inlines it."""
-    key = [*variant_pack]
+    """The identity-level key: the dict's keys, the id of each buffer object, the current address
+    of each torch tensor among them (a tensor can be re-pointed in place by ``set_``, a growing
+    ``resize_`` or ``.data =``; a moved one misses), then the workspace's id and address (None
+    for a workspace that is not a torch tensor). `Runner.run` builds the same tuple with ``map``
+    when every buffer is a torch tensor."""
+    ids = [*variant_pack]
+    ptrs = []
     for value in variant_pack.values():
-        key.append(id(value))
+        ids.append(id(value))
         if isinstance(value, tensor):
-            key.append(value.data_ptr())
-    key.append(id(workspace))
-    if isinstance(workspace, tensor):
-        key.append(workspace.data_ptr())
-    return tuple(key)
+            ptrs.append(value.data_ptr())
+    return (*ids, *ptrs, id(workspace), workspace.data_ptr() if isinstance(workspace, tensor) else None)
+
+
+def torch_only(variant_pack: Mapping[Any, Any], workspace: Any, tensor: Any) -> bool:
+    """Whether every buffer is a ``tensor`` (torch.Tensor) and the workspace one or None: then
+    `Runner.run` builds the identity key without a Python loop."""
+    return all(isinstance(v, tensor) for v in variant_pack.values()) and (
+        workspace is None or isinstance(workspace, tensor))
 
 
 class PackCache:
@@ -259,7 +266,7 @@ class Runner:
 
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
                  "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
-                 "identity", "tensor", "backend_execute", "candidate", "warned")
+                 "identity", "tensor", "data_ptr", "torch_only", "backend_execute", "candidate", "warned")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
@@ -282,6 +289,8 @@ class Runner:
         self.packs = PackCache()
         self.identity = self.packs.identity  # the identity level: the hot path is one get on it
         self.tensor = tensor_type()  # torch.Tensor once torch is loaded (set again by prepare)
+        self.data_ptr: Any = None  # torch.Tensor.data_ptr once a torch tensor was given
+        self.torch_only = False  # the latest call's buffers were all torch tensors: run's key is built by map
         self.backend_execute = capi.graph.cudnnBackendExecute
         self.candidate = candidate  # the plan's Candidate (what the pipeline selected)
         self.warned: set[int] = set()  # uids a mismatch warning was given for
@@ -294,20 +303,25 @@ class Runner:
     # -- the hot path -----------------------------------------------------------------------
 
     def run(self, variant_pack: Mapping[Any, Any], workspace: Any, handle: Any) -> None:
-        tensor = self.tensor
-        key = [*variant_pack]  # identity_key, inlined: this is the per-call cost
-        for value in variant_pack.values():
-            key.append(id(value))
-            if isinstance(value, tensor):
-                key.append(value.data_ptr())
-        key.append(id(workspace))
-        if isinstance(workspace, tensor):
-            key.append(workspace.data_ptr())
-        seen = self.identity.get(tuple(key))
+        """Execute on the buffers of ``variant_pack`` (tensor or uid -> buffer) and ``workspace``:
+        the objects of an earlier call, at the addresses they had, find their pack by identity;
+        anything else is checked first (`prepare`)."""
+        if self.torch_only:  # identity_key, built in C: this is the per-call cost
+            values = variant_pack.values()
+            ptr = self.data_ptr
+            try:
+                key = (*variant_pack, *map(id, values), *map(ptr, values), id(workspace),
+                       None if workspace is None else ptr(workspace))
+            except (TypeError, AttributeError):  # a buffer that is not a torch tensor this time
+                key = self.identity_key(variant_pack, workspace)
+        else:
+            key = self.identity_key(variant_pack, workspace)
+        seen = self.identity.get(key)
         if seen is not None:
             entry = seen.entry  # these very objects, at the addresses they had: no check, no new pack
         else:
-            entry = self.packs.lookup_by_value(variant_pack, workspace, tensor) or self.prepare(variant_pack, workspace)
+            entry = self.packs.lookup_by_value(variant_pack, workspace, self.tensor) or \
+                self.prepare(variant_pack, workspace)
         if handle is None:
             handle = self.default_handle
         try:
@@ -319,6 +333,12 @@ class Runner:
         status = self.backend_execute(h, self.plan_ptr, entry.pack_ptr)
         if status:
             self.failed(status, handle)
+
+    def identity_key(self, variant_pack: Mapping[Any, Any], workspace: Any) -> tuple[Any, ...]:
+        """`identity_key` for this call; notes whether the next call can build it by ``map``."""
+        tensor = self.tensor
+        self.torch_only = self.data_ptr is not None and torch_only(variant_pack, workspace, tensor)
+        return identity_key(variant_pack, workspace, tensor)
 
     def run_pointers(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int, handle: Any) -> None:
         """Execute on device addresses bound to ``uids`` as given, without `run`'s buffer checks:
@@ -377,6 +397,7 @@ class Runner:
         these objects for the next call."""
         mode = execute_checks()
         self.tensor = tensor_type()  # torch may have been imported since: its tensors' addresses join the key
+        self.data_ptr = None if self.tensor is _NoTensor else self.tensor.data_ptr
         uids: list[int] = []
         ptrs: list[Any] = []
         scalars: dict[int, HostScalar] = {}

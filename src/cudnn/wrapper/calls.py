@@ -193,6 +193,7 @@ class Executor:
 
     def __init__(self, graph: pygraph, handle: Any, policy: str, allocate_workspace: bool) -> None:
         self.graph = graph
+        self.selected = graph.runner  # the selected plan's Runner (bound once: asked on every call)
         self.handle = handle  # Graph(handle=...): used as given
         self.policy = policy
         self.allocate_workspace = allocate_workspace
@@ -218,8 +219,7 @@ class Executor:
     def call_known(self, known: _Known, args: tuple[Any, ...], handle: Any, stream: Any) -> Any:
         """``graph(x, w, ...)`` with known inputs: returns the output, or a tuple of them."""
         runner = known.runner  # the Runner of every known set (they are forgotten when it changes)
-        in_ptr = known.in_ptr
-        if runner is not self.graph.runner() or [in_ptr(a) for a in args] != known.ptr_list:
+        if runner is not self.selected() or list(map(known.in_ptr, args)) != known.ptr_list:
             return self.call(known.plan, args, handle, None, stream)  # another plan, or an input moved
         if handle is None:
             handle = self.handle
@@ -248,7 +248,12 @@ class Executor:
                 if entry is None:  # a pack the Runner keys otherwise (graph constants): found again next call
                     return y
             known.last, known.last_out, known.last_workspace = entry, out, workspace_at
-        runner.execute(entry, handle)
+        if type(handle) is Handle and not entry.fills:  # Runner.execute, inlined: this is the per-call cost
+            status = runner.backend_execute(handle.address, runner.plan_ptr, entry.pack_ptr)
+            if status:
+                runner.failed(status, handle)
+        else:
+            runner.execute(entry, handle)
         return y
 
     # -- the checked path -------------------------------------------------------------------

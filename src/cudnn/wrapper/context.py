@@ -255,7 +255,7 @@ class Graph:
         """
         executor = self._executor
         if executor is not None and workspace is None:
-            known = executor.known.get(tuple([id(a) for a in args]))
+            known = executor.known.get(tuple(map(id, args)))
             if known is not None:  # the inputs of an earlier call: the short path
                 return executor.call_known(known, args, handle, stream)
         io = self._io
