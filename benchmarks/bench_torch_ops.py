@@ -2,7 +2,7 @@
 eager and (with --compile) torch.compile side by side, and the Python overhead per call.
 
     PYTHONPATH=src python benchmarks/bench_torch_ops.py [--compile] [--repeats N] [--overhead-only]
-                                                        [--profile CASE]
+                                                        [--profile CASE] [--cases TEXT]
 
 GPU time: CUDA events around 20 back-to-back calls, median of the repeats (includes the host
 time when the host is slower than the GPU, as a training step does). Overhead: the wall time
@@ -90,10 +90,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--overhead-only", action="store_true", help="skip the GPU-time table")
     ap.add_argument("--profile", metavar="CASE", help="also cProfile one overhead case, e.g. layer_norm")
+    ap.add_argument("--cases", metavar="TEXT", default="",
+                    help="only the GPU-time cases whose name contains TEXT (e.g. batch_norm)")
     args = ap.parse_args()
     print(f"{'op':44} {'pass':8} {'cudnn ms':>9} {'torch ms':>9} {'ratio':>6}" + (f" {'compiled':>9} {'ratio':>6}"
                                                                                    if args.compile else ""))
     for name, (ours, theirs, inputs) in ({} if args.overhead_only else cases()).items():
+        if args.cases not in name:
+            continue
         for kind in ("fwd", "fwd+bwd"):
             if kind == "fwd":
                 with torch.no_grad():

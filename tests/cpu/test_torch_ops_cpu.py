@@ -232,11 +232,13 @@ def test_graph_cache_is_bounded_lru() -> None:
     cache = GraphCache(size=2)
     made: list[int] = []
 
-    class FakeGraph:  # stands in for a pygraph: the cache only calls build and get_workspace_size
+    class FakeGraph:  # stands in for a pygraph: the cache calls build, get_workspace_size and runner
         def __init__(self, **_: object) -> None: ...
         def build(self, _modes: object) -> None: ...
         def get_workspace_size(self) -> int:
             return 0
+        def runner(self) -> None:
+            return None
 
     import cudnn.ops._runtime as rt
 

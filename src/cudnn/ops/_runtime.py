@@ -123,9 +123,10 @@ def autocast(*tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
 class Built:
     """A built graph, its tensors by role (``ports["x"]``...), the device it runs on, and what
     the op worked out when it built it (``info``: output sizes and strides, layouts), so a
-    cache hit repeats none of that work."""
+    cache hit repeats none of that work. ``uids`` are the roles' uids in the order the op
+    passes their addresses to `run` (set once by `bind`)."""
 
-    __slots__ = ("device", "graph", "info", "ports", "runner", "workspace")
+    __slots__ = ("device", "graph", "info", "ports", "runner", "uids", "workspace")
 
     def __init__(self, graph: pygraph, ports: dict[str, Tensor], device: int = 0) -> None:
         self.graph = graph
@@ -133,7 +134,13 @@ class Built:
         self.workspace = graph.get_workspace_size()
         self.device = torch.device("cuda", device)
         self.info: Any = None
-        self.runner = graph.runner  # the selected plan's Runner (run_pointers: no per-call checks)
+        self.runner = graph.runner()  # the selected plan's Runner (run_pointers: no per-call checks)
+        self.uids: tuple[int, ...] = ()
+
+    def bind(self, *roles: str) -> Built:
+        """Fix the roles (and their order) whose addresses `run` is given on every call."""
+        self.uids = tuple(self.ports[r].get_uid() for r in roles)
+        return self
 
 
 class GraphCache:
@@ -188,9 +195,20 @@ CACHE = GraphCache()
 _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
+_tls = threading.local()  # this thread's default handle per device, as `default_handle` keeps it
+
+
 def handle(device: int) -> Handle:
     """This thread's cuDNN handle for ``device``, set to torch's current stream there."""
-    h = default_handle(device)
+    try:
+        h = _tls.handles[device]
+    except (AttributeError, KeyError):
+        h = None
+    if h is None or not h.address:  # first use here, or destroyed / inherited across fork()
+        h = default_handle(device)
+        if not hasattr(_tls, "handles"):
+            _tls.handles = {}
+        _tls.handles[device] = h
     stream = _current_stream(device) if _current_stream is not None \
         else int(torch.cuda.current_stream(device).cuda_stream)
     if h.last_stream != stream:
@@ -198,26 +216,33 @@ def handle(device: int) -> Handle:
     return h
 
 
+def run(built: Built, device: int, pointers: tuple[int, ...]) -> None:
+    """Run ``built`` on raw addresses, one per role of ``built.uids`` in that order, on torch's
+    current stream with a workspace from torch's caching allocator (so CUDA-graph capture pools
+    it). The graph was built for exactly these shapes and strides, so the Runner binds the
+    addresses unchecked and finds its backend pack by (uids, addresses) in one lookup. The
+    caller keeps the tensors alive until this returns (the allocator orders reuse on the stream)."""
+    if built.workspace:
+        ws = torch.empty(built.workspace, dtype=torch.uint8, device=built.device)
+        built.runner.run_pointers(built.uids, pointers, ws.data_ptr(), handle(device))
+    else:
+        built.runner.run_pointers(built.uids, pointers, 0, handle(device))
+
+
 def execute(built: Built, device: int, pack: dict[str, torch.Tensor]) -> None:
-    """Run ``built`` with its roles bound to ``pack``'s tensors, on torch's current stream;
-    the workspace comes from torch's caching allocator (so CUDA-graph capture pools it)."""
+    """Run ``built`` with its roles bound to ``pack``'s tensors (any roles, any order)."""
     ports = built.ports
-    # raw addresses: the graph was built for exactly these shapes and strides, so the Runner
-    # binds them unchecked and finds its backend pack by (uids, addresses) in one lookup
     launch(built, device, {ports[role]: t.data_ptr() for role, t in pack.items()})
 
 
 def launch(built: Built, device: int, variant: dict[Tensor, int]) -> None:
-    """Run ``built`` on raw addresses (``variant``: graph tensor -> data_ptr), on torch's
-    current stream, with a workspace from torch's caching allocator. The caller keeps the
-    tensors behind the addresses alive until this returns (the allocator orders reuse on the
-    stream after that)."""
+    """Run ``built`` on raw addresses keyed by graph tensor (``variant``: tensor -> data_ptr)."""
     uids, pointers = tuple(t.get_uid() for t in variant), tuple(variant.values())
     if built.workspace:
         ws = torch.empty(built.workspace, dtype=torch.uint8, device=built.device)
-        built.runner().run_pointers(uids, pointers, ws.data_ptr(), handle(device))
+        built.runner.run_pointers(uids, pointers, ws.data_ptr(), handle(device))
     else:
-        built.runner().run_pointers(uids, pointers, 0, handle(device))
+        built.runner.run_pointers(uids, pointers, 0, handle(device))
 
 
 # -- the eager fast path -----------------------------------------------------------------------

@@ -82,16 +82,14 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor |
         built = _build(dev, key, q, k, v, bias, is_causal, scale, training, enable_gqa)
     size, strides = built.info
     o = q.new_empty_strided(size, strides)
-    ports = built.ports
-    variant = {ports["q"]: q.data_ptr(), ports["k"]: k.data_ptr(), ports["v"]: v.data_ptr(),
-               ports["o"]: o.data_ptr()}
-    if bias is not None:
-        variant[ports["bias"]] = bias.data_ptr()
-    stats = None
-    if training:
-        stats = q.new_empty((q.shape[0], q.shape[1], q.shape[2], 1), dtype=torch.float32)
-        variant[ports["stats"]] = stats.data_ptr()
-    rt.launch(built, dev, variant)
+    # roles bound in _build's order: q, k, v, [bias], o, [stats]
+    head = (q.data_ptr(), k.data_ptr(), v.data_ptr()) if bias is None \
+        else (q.data_ptr(), k.data_ptr(), v.data_ptr(), bias.data_ptr())
+    if not training:
+        rt.run(built, dev, (*head, o.data_ptr()))
+        return o, None
+    stats = q.new_empty((q.shape[0], q.shape[1], q.shape[2], 1), dtype=torch.float32)
+    rt.run(built, dev, (*head, o.data_ptr(), stats.data_ptr()))
     return o, stats
 
 
@@ -116,6 +114,7 @@ def _build(dev: int, key: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         return ports
 
     built = rt.CACHE.build(dev, key, make)
+    built.bind(*(r for r in ("q", "k", "v", "bias", "o", "stats") if r in built.ports))
     built.info = (tuple(o.shape), o.stride())
     return built
 
@@ -142,7 +141,26 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     if do.stride() != o.stride():
         do = do.transpose(1, 2).contiguous().transpose(1, 2)  # dO in O's (BSHD) layout
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    key = ("sdpa_backward", rt.signature(q, k, v, o, do, bias, dq, dk, dv), is_causal, scale)
+    key = ("sdpa_backward", q.shape, q.stride(), q.dtype, k.shape, k.stride(), v.shape, v.stride(), o.shape,
+           o.stride(), do.stride(), stats.shape, stats.stride(), rt.sig(bias), dq.stride(), dk.stride(), dv.stride(),
+           is_causal, scale)
+    dev = q.get_device()
+    built = rt.CACHE.lookup(dev, key)
+    if built is None:
+        built = _build_bwd(dev, key, do, q, k, v, o, stats, bias, is_causal, scale, dq, dk, dv)
+    if bias is None:
+        rt.run(built, dev, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), stats.data_ptr(),
+                            dq.data_ptr(), dk.data_ptr(), dv.data_ptr()))
+    else:
+        rt.run(built, dev, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), stats.data_ptr(),
+                            dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), bias.data_ptr()))
+    return dq, dk, dv
+
+
+def _build_bwd(dev: int, key: tuple, do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               o: torch.Tensor, stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float,
+               dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor) -> rt.Built:
+    """Build and cache the attention backward graph for ``key`` (its inputs come from the forward)."""
 
     def make(g: pygraph) -> dict:
         ports = {n: rt.tensor_of(g, n, t) for n, t in (("q", q), ("k", k), ("v", v), ("o", o), ("do", do),
@@ -155,13 +173,8 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
             ports[name] = T.set_output(True).set_dim(list(t.shape)).set_stride(list(t.stride()))
         return ports
 
-    dev = rt.device_index(q)
-    built = rt.CACHE.get(dev, key, make)
-    pack = {"q": q, "k": k, "v": v, "o": o, "do": do, "stats": stats, "dq": dq, "dk": dk, "dv": dv}
-    if bias is not None:
-        pack["bias"] = bias
-    rt.execute(built, dev, pack)
-    return dq, dk, dv
+    roles = ("q", "k", "v", "o", "do", "stats", "dq", "dk", "dv") + (() if bias is None else ("bias",))
+    return rt.CACHE.build(dev, key, make).bind(*roles)
 
 
 @torch.library.custom_op("cudnn::sdpa_backward", mutates_args=())

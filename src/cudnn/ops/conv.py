@@ -27,6 +27,8 @@ _NHWC = torch.channels_last
 
 
 def _pair(op: str, name: str, v: int | Sequence[int]) -> tuple[int, int]:
+    if type(v) is int:
+        return (v, v)
     if type(v) is tuple and len(v) == 2 and type(v[0]) is int and type(v[1]) is int:
         return v  # what nn.Conv2d stores: no further work
     vals = (v, v) if isinstance(v, int) else tuple(v)
@@ -85,15 +87,17 @@ def _run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, stride: tuple
     xn = x if x_nhwc else x.contiguous(memory_format=_NHWC)
     wn = w if w_nhwc else w.contiguous(memory_format=_NHWC)
     y = x.new_empty_strided(size, strides)
-    ports = built.ports
-    variant = {ports["x"]: xn.data_ptr(), ports["w"]: wn.data_ptr(), ports["y"]: y.data_ptr()}
-    if b is not None:
-        variant[ports["b"]] = b.data_ptr()  # its [1, K, 1, 1] view starts where it does
     z = None
-    if keep_z:
+    if keep_z:  # roles bound in _build's order: x, w, [b], [z], y
         z = x.new_empty_strided(size, strides)
-        variant[ports["z"]] = z.data_ptr()
-    rt.launch(built, dev, variant)
+        if b is None:
+            rt.run(built, dev, (xn.data_ptr(), wn.data_ptr(), z.data_ptr(), y.data_ptr()))
+        else:
+            rt.run(built, dev, (xn.data_ptr(), wn.data_ptr(), b.data_ptr(), z.data_ptr(), y.data_ptr()))
+    elif b is None:
+        rt.run(built, dev, (xn.data_ptr(), wn.data_ptr(), y.data_ptr()))
+    else:  # the bias's [1, K, 1, 1] view starts where it does
+        rt.run(built, dev, (xn.data_ptr(), wn.data_ptr(), b.data_ptr(), y.data_ptr()))
     return (y.contiguous() if back_to_nchw else y), z
 
 
@@ -126,6 +130,7 @@ def _build(dev: int, key: tuple, x: torch.Tensor, w: torch.Tensor, b: torch.Tens
         return ports
 
     built = rt.CACHE.build(dev, key, make)
+    built.bind(*(r for r in ("x", "w", "b", "z", "y") if r in built.ports))
     built.info = (x.is_contiguous(memory_format=_NHWC), w.is_contiguous(memory_format=_NHWC), tuple(y.shape),
                   y.stride(), not rt.channels_last(x))
     return built
@@ -152,56 +157,71 @@ def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Te
              stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int], act: str, has_bias: bool,
              need_dx: bool = True, need_dw: bool = True) -> tuple[torch.Tensor | None, torch.Tensor | None,
                                                                   torch.Tensor | None]:
-    """dX, dW (the layouts of X and W) and dBias, each None when not wanted."""
+    """dX, dW (the layouts of X and W) and dBias, each None when not wanted. Each graph is
+    looked up by the raw shapes and strides it runs on; a miss builds it."""
     dev = x.get_device()
-    stride, padding, dilation = list(stride), list(padding), list(dilation)
+    conv = (tuple(stride), tuple(padding), tuple(dilation))
     dyn, xn, wn = _nhwc(dy), _nhwc(x), _nhwc(w)
     if act != "none":  # dZ = act'(.) * dY in one pointwise graph
+        assert saved is not None  # Y (relu) or Z (gelu, silu): what the forward saved
         sn = _nhwc(saved)
         dz = torch.empty_like(dyn)
-
-        def make_dz(g: pygraph) -> dict:
-            DY, S = rt.tensor_of(g, "dy", dyn), rt.tensor_of(g, "saved", sn)
-            fn = {"relu": g.relu_backward, "gelu": g.gelu_backward, "silu": g.swish_backward}[act]
-            DZ = fn(DY, S).set_output(True).set_data_type(rt.CUDNN_DTYPE[dy.dtype]).set_stride(list(dz.stride()))
-            return {"dy": DY, "saved": S, "dz": DZ}
-
-        built = rt.CACHE.get(dev, ("act_backward", act, rt.signature(dyn, sn)), make_dz)
-        rt.execute(built, dev, {"dy": dyn, "saved": sn, "dz": dz})
+        key: tuple = ("act_backward", act, dyn.shape, dyn.stride(), dyn.dtype, sn.stride(), sn.dtype)
+        built = rt.CACHE.lookup(dev, key) or _build_dz(dev, key, dyn, sn, dz, act)
+        rt.run(built, dev, (dyn.data_ptr(), sn.data_ptr(), dz.data_ptr()))
     else:
         dz = dyn
-    conv = (tuple(stride), tuple(padding), tuple(dilation))
     dx = dw = None
     if need_dx:
         dx = torch.empty_like(xn)
-
-        def make_dgrad(g: pygraph) -> dict:
-            assert dx is not None  # the tensor allocated just above (make_dgrad runs before dx changes)
-            DZ, W = rt.tensor_of(g, "dz", dz), rt.tensor_of(g, "w", wn)
-            DX = g.conv_dgrad(DZ, W, padding=padding, stride=stride, dilation=dilation)
-            DX.set_output(True).set_dim(list(dx.shape)).set_stride(list(dx.stride())) \
-                .set_data_type(rt.CUDNN_DTYPE[x.dtype])
-            return {"dz": DZ, "w": W, "dx": DX}
-
-        built = rt.CACHE.get(dev, ("conv_dgrad", rt.signature(dz, wn, dx), conv), make_dgrad)
-        rt.execute(built, dev, {"dz": dz, "w": wn, "dx": dx})
+        key = ("conv_dgrad", dz.shape, dz.stride(), dz.dtype, wn.shape, wn.stride(), dx.shape, dx.stride(), conv)
+        built = rt.CACHE.lookup(dev, key) or _build_dgrad(dev, key, dz, wn, dx, x.dtype, conv)
+        rt.run(built, dev, (dz.data_ptr(), wn.data_ptr(), dx.data_ptr()))
         dx = dx if rt.channels_last(x) else dx.contiguous()
     if need_dw:
         dw = torch.empty_like(wn)
-
-        def make_wgrad(g: pygraph) -> dict:
-            assert dw is not None  # the tensor allocated just above (make_wgrad runs before dw changes)
-            X, DZ = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "dz", dz)
-            DW = g.conv_wgrad(X, DZ, padding=padding, stride=stride, dilation=dilation)
-            DW.set_output(True).set_dim(list(dw.shape)).set_stride(list(dw.stride())) \
-                .set_data_type(rt.CUDNN_DTYPE[w.dtype])
-            return {"x": X, "dz": DZ, "dw": DW}
-
-        built = rt.CACHE.get(dev, ("conv_wgrad", rt.signature(xn, dz, dw), conv), make_wgrad)
-        rt.execute(built, dev, {"x": xn, "dz": dz, "dw": dw})
+        key = ("conv_wgrad", xn.shape, xn.stride(), xn.dtype, dz.shape, dz.stride(), dw.shape, dw.stride(), conv)
+        built = rt.CACHE.lookup(dev, key) or _build_wgrad(dev, key, xn, dz, dw, w.dtype, conv)
+        rt.run(built, dev, (xn.data_ptr(), dz.data_ptr(), dw.data_ptr()))
         dw = dw if rt.channels_last(w) else dw.contiguous()
     db = dz.sum(dim=(0, 2, 3), dtype=torch.float32).to(w.dtype) if has_bias else None
     return dx, dw, db
+
+
+def _build_dz(dev: int, key: tuple, dyn: torch.Tensor, sn: torch.Tensor, dz: torch.Tensor, act: str) -> rt.Built:
+    def make(g: pygraph) -> dict:
+        DY, S = rt.tensor_of(g, "dy", dyn), rt.tensor_of(g, "saved", sn)
+        fn = {"relu": g.relu_backward, "gelu": g.gelu_backward, "silu": g.swish_backward}[act]
+        DZ = fn(DY, S).set_output(True).set_data_type(rt.CUDNN_DTYPE[dz.dtype]).set_stride(list(dz.stride()))
+        return {"dy": DY, "saved": S, "dz": DZ}
+
+    return rt.CACHE.build(dev, key, make).bind("dy", "saved", "dz")
+
+
+def _build_dgrad(dev: int, key: tuple, dz: torch.Tensor, wn: torch.Tensor, dx: torch.Tensor, dtype: torch.dtype,
+                 conv: tuple[tuple[int, ...], ...]) -> rt.Built:
+    stride, padding, dilation = (list(v) for v in conv)
+
+    def make(g: pygraph) -> dict:
+        DZ, W = rt.tensor_of(g, "dz", dz), rt.tensor_of(g, "w", wn)
+        DX = g.conv_dgrad(DZ, W, padding=padding, stride=stride, dilation=dilation)
+        DX.set_output(True).set_dim(list(dx.shape)).set_stride(list(dx.stride())).set_data_type(rt.CUDNN_DTYPE[dtype])
+        return {"dz": DZ, "w": W, "dx": DX}
+
+    return rt.CACHE.build(dev, key, make).bind("dz", "w", "dx")
+
+
+def _build_wgrad(dev: int, key: tuple, xn: torch.Tensor, dz: torch.Tensor, dw: torch.Tensor, dtype: torch.dtype,
+                 conv: tuple[tuple[int, ...], ...]) -> rt.Built:
+    stride, padding, dilation = (list(v) for v in conv)
+
+    def make(g: pygraph) -> dict:
+        X, DZ = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "dz", dz)
+        DW = g.conv_wgrad(X, DZ, padding=padding, stride=stride, dilation=dilation)
+        DW.set_output(True).set_dim(list(dw.shape)).set_stride(list(dw.stride())).set_data_type(rt.CUDNN_DTYPE[dtype])
+        return {"x": X, "dz": DZ, "dw": DW}
+
+    return rt.CACHE.build(dev, key, make).bind("x", "dz", "dw")
 
 
 @torch.library.custom_op("cudnn::conv2d_bias_act_backward", mutates_args=())

@@ -58,14 +58,6 @@ def _out(t: Tensor, like: torch.Tensor) -> Tensor:
 
 # -- layer norm and RMS norm ---------------------------------------------------------------------
 
-def _flat(p: torch.Tensor | None, fixed: torch.Tensor | None, d: int) -> torch.Tensor:
-    """A parameter's [1, d] memory: ``fixed`` (a cached ones/zeros) for None, ``p`` itself when
-    contiguous (its view starts where it does), else a contiguous copy."""
-    if p is None:
-        return fixed
-    return p if p.is_contiguous() else p.reshape(1, d).contiguous()
-
-
 def _ln_run(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Tensor | None,
             bias: torch.Tensor | None, eps: float, rms: bool,
             training: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
@@ -79,21 +71,23 @@ def _ln_run(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Te
         built = _ln_build(dev, key, x, normalized_shape, weight, bias, eps, rms, training)
     rows, d, ones, zeros = built.info
     x2 = x if x.is_contiguous() else x.reshape(rows, d).contiguous()
-    w = _flat(weight, ones, d)
+    w = ones if weight is None else (weight if weight.is_contiguous() else weight.reshape(1, d).contiguous())
     y = x.new_empty(x.shape)
-    ports = built.ports
-    variant = {ports["x"]: x2.data_ptr(), ports["scale"]: w.data_ptr(), ports["y"]: y.data_ptr()}
-    if "bias" in ports:
-        b = _flat(bias, zeros, d)
-        variant[ports["bias"]] = b.data_ptr()
-    mean = inv = None
-    if training:
-        inv = x.new_empty((rows, 1), dtype=torch.float32)
-        variant[ports["inv"]] = inv.data_ptr()
-        if not rms:
-            mean = x.new_empty((rows, 1), dtype=torch.float32)
-            variant[ports["mean"]] = mean.data_ptr()
-    rt.launch(built, dev, variant)
+    # roles bound in _ln_build's order: x, scale, [bias], y, [inv], [mean]
+    if zeros is not False:  # the graph has a bias
+        b = zeros if bias is None else (bias if bias.is_contiguous() else bias.reshape(1, d).contiguous())
+        head: tuple[int, ...] = (x2.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr())
+    else:
+        head = (x2.data_ptr(), w.data_ptr(), y.data_ptr())
+    if not training:
+        rt.run(built, dev, head)
+        return y, None, None
+    inv = x.new_empty((rows, 1), dtype=torch.float32)
+    if rms:
+        rt.run(built, dev, (*head, inv.data_ptr()))
+        return y, None, inv
+    mean = x.new_empty((rows, 1), dtype=torch.float32)
+    rt.run(built, dev, (*head, inv.data_ptr(), mean.data_ptr()))
     return y, mean, inv
 
 
@@ -129,7 +123,9 @@ def _ln_build(dev: int, key: tuple, x: torch.Tensor, normalized_shape: tuple[int
         return ports
 
     built = rt.CACHE.build(dev, key, make)
-    built.info = (rows, d, w if weight is None else None, b if bias is None else None)
+    built.bind(*(r for r in ("x", "scale", "bias", "y", "inv", "mean") if r in built.ports))
+    # cached ones / zeros stand for an absent weight / bias; False: the graph has no bias
+    built.info = (rows, d, w if weight is None else None, False if b is None else (b if bias is None else None))
     return built
 
 
@@ -157,16 +153,44 @@ def _ln_bwd_run(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[in
                 mean: torch.Tensor | None, inv: torch.Tensor, rms: bool,
                 has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dX, dWeight and dBias (empty when there is none) from cuDNN's norm backward graph."""
-    op = "rms_norm" if rms else "layer_norm"
     has_bias = has_bias or not rms  # cuDNN's layer-norm backward always writes DBIAS
+    key = ("layer_norm_backward", x.shape, x.stride(), x.dtype, dy.shape, dy.stride(), dy.dtype,
+           tuple(normalized_shape), rt.sig(weight), rt.sig(mean), rt.sig(inv), rms, has_bias)
+    dev = x.get_device()
+    built = rt.CACHE.lookup(dev, key)
+    if built is None:
+        built = _ln_bwd_build(dev, key, dy, x, normalized_shape, weight, mean, inv, rms, has_bias)
+    rows, d, ones = built.info
+    x2 = x if x.is_contiguous() else x.reshape(rows, d).contiguous()
+    dy2 = dy if dy.is_contiguous() else dy.reshape(rows, d).contiguous()
+    w = ones if weight is None else (weight if weight.is_contiguous() else weight.reshape(1, d).contiguous())
+    dx = x.new_empty(x.shape)
+    dw = w.new_empty(d)
+    # roles bound in _ln_bwd_build's order: dy, x, scale, inv, [mean], dx, dw, [db]
+    head: tuple[int, ...] = (dy2.data_ptr(), x2.data_ptr(), w.data_ptr(), inv.data_ptr())
+    if mean is not None and not rms:
+        head = (*head, mean.data_ptr())
+    if has_bias:
+        db = w.new_empty(d)
+        rt.run(built, dev, (*head, dx.data_ptr(), dw.data_ptr(), db.data_ptr()))
+    else:
+        db = x.new_empty(0)
+        rt.run(built, dev, (*head, dx.data_ptr(), dw.data_ptr()))
+    return dx, dw, db
+
+
+def _ln_bwd_build(dev: int, key: tuple, dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[int],
+                  weight: torch.Tensor | None, mean: torch.Tensor | None, inv: torch.Tensor, rms: bool,
+                  has_bias: bool) -> rt.Built:
+    """Check the arguments, then build and cache the norm backward graph over [rows, features]."""
+    op = "rms_norm" if rms else "layer_norm"
     rows, d = _rows(op, x, normalized_shape)
+    if dy.shape != x.shape:
+        raise rt.OpError(f"cudnn.ops.{op}: grad_output: expected the input's shape {tuple(x.shape)}, got "
+                         f"{tuple(dy.shape)}")
     x2, dy2 = x.reshape(rows, d).contiguous(), dy.reshape(rows, d).contiguous()
     w = _param(op, "weight", weight, x, d, 1.0)
     dx = torch.empty_like(x2)
-    dw = torch.empty_like(w)
-    db = torch.empty_like(w) if has_bias else x.new_empty(0)
-    key = (op + "_backward", rt.signature(dy2, x2, w), has_bias)
-    dev = rt.device_index(x)
 
     def make(g: pygraph) -> dict:
         DY, X, W = rt.tensor_of(g, "dy", dy2), rt.tensor_of(g, "x", x2), rt.tensor_of(g, "scale", w)
@@ -177,19 +201,15 @@ def _ln_bwd_run(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[in
         else:
             ports["mean"] = rt.tensor_of(g, "mean", mean)
             DX, DW, DB = g.layernorm_backward(DY, X, W, ports["mean"], V)
-        ports["dx"], ports["dw"] = _out(DX, dx), _out(DW, dw)
+        ports["dx"], ports["dw"] = _out(DX, dx), _out(DW, w)
         if has_bias:
-            ports["db"] = _out(DB, db)
+            ports["db"] = _out(DB, w)
         return ports
 
-    built = rt.CACHE.get(dev, key, make)
-    pack = {"dy": dy2, "x": x2, "scale": w, "inv": inv, "dx": dx, "dw": dw}
-    if not rms:
-        pack["mean"] = mean
-    if has_bias:
-        pack["db"] = db
-    rt.execute(built, dev, pack)
-    return dx.reshape(x.shape), dw.reshape(-1), db.reshape(-1)
+    built = rt.CACHE.build(dev, key, make)
+    built.bind(*(r for r in ("dy", "x", "scale", "inv", "mean", "dx", "dw", "db") if r in built.ports))
+    built.info = (rows, d, w if weight is None else None)
+    return built
 
 
 @torch.library.custom_op("cudnn::layer_norm_backward", mutates_args=())
@@ -310,58 +330,98 @@ def _vec(p: torch.Tensor | None, c: int, fill: float, like: torch.Tensor) -> tor
     return v.contiguous(memory_format=torch.channels_last)
 
 
-def _bn_run(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-            running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool, momentum: float,
-            eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Y, the batch MEAN / INV_VARIANCE (float32, [C]) and the updated running statistics."""
+def _bn_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+              running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+              eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Y (the input's layout) and the batch MEAN / INV_VARIANCE (float32, [C]) of a training
+    forward. The arguments (running statistics included) are checked when their key is first
+    built; a hit only allocates and runs."""
+    key = ("batchnorm", x.shape, x.stride(), x.dtype, rt.sig(weight), rt.sig(bias), rt.sig(running_mean),
+           rt.sig(running_var), eps)
+    dev = x.get_device()
+    built = rt.CACHE.lookup(dev, key)
+    if built is None:
+        built = _bn_train_build(dev, key, x, weight, bias, running_mean, running_var, eps)
+    nchw, ones, zeros = built.info
+    xn = x.contiguous(memory_format=torch.channels_last) if nchw else x
+    c = x.shape[1]
+    w = ones if weight is None else _f32(weight)
+    b = zeros if bias is None else _f32(bias)
+    y = torch.empty_like(xn)
+    mean = x.new_empty(c, dtype=torch.float32)  # the [1, C, 1, 1] statistics' memory
+    inv = x.new_empty(c, dtype=torch.float32)
+    rt.run(built, dev, (xn.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), mean.data_ptr(), inv.data_ptr()))
+    return (y.contiguous() if nchw else y), mean, inv
+
+
+def _f32(p: torch.Tensor) -> torch.Tensor:
+    """A per-channel parameter's memory as C contiguous float32 values (itself when it is that)."""
+    return p if p.dtype is torch.float32 and p.is_contiguous() else p.float().contiguous()
+
+
+def _bn_train_build(dev: int, key: tuple, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                    running_mean: torch.Tensor | None, running_var: torch.Tensor | None, eps: float) -> rt.Built:
+    """Check the arguments, then build and cache the training graph (NHWC) for ``key``."""
     c = _bn_check(x, {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var})
     xn = x.contiguous(memory_format=torch.channels_last)
     w, b = _vec(weight, c, 1.0, x), _vec(bias, c, 0.0, x)
     y = torch.empty_like(xn)
-    dev = rt.device_index(x)
-    empty = x.new_empty(0)
-    if not training:
-        if running_mean is None or running_var is None:
-            raise rt.OpError("cudnn.ops.batch_norm: running_mean / running_var: needed when training=False")
-        mean = _vec(running_mean, c, 0.0, x)
-        inv = (_vec(running_var, c, 1.0, x) + eps).rsqrt()
-
-        def make_inf(g: pygraph) -> dict:
-            X, M, V = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "mean", mean), rt.tensor_of(g, "inv", inv)
-            W, B = rt.tensor_of(g, "scale", w), rt.tensor_of(g, "bias", b)
-            Y = g.batchnorm_inference(X, M, V, W, B)
-            return {"x": X, "mean": M, "inv": V, "scale": W, "bias": B, "y": _out(Y, y)}
-
-        built = rt.CACHE.get(dev, ("batchnorm_inference", rt.signature(xn, w)), make_inf)
-        rt.execute(built, dev, {"x": xn, "mean": mean, "inv": inv, "scale": w, "bias": b, "y": y})
-        return (y if rt.channels_last(x) else y.contiguous()), mean.reshape(c).clone(), inv.reshape(c), \
-            empty, x.new_empty(0)
-    mean = torch.empty(1, c, 1, 1, device=x.device).contiguous(memory_format=torch.channels_last)
-    inv = torch.empty_like(mean)
+    stats = torch.empty(1, c, 1, 1, device=x.device).contiguous(memory_format=torch.channels_last)
 
     def make(g: pygraph) -> dict:
         X, W, B = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "scale", w), rt.tensor_of(g, "bias", b)
         Y, M, V, _, _ = g.batchnorm(X, W, B, None, None, eps, None)
-        return {"x": X, "scale": W, "bias": B, "y": _out(Y, y), "mean": _out(M, mean), "inv": _out(V, inv)}
+        return {"x": X, "scale": W, "bias": B, "y": _out(Y, y), "mean": _out(M, stats), "inv": _out(V, stats)}
 
-    built = rt.CACHE.get(dev, ("batchnorm", rt.signature(xn, w), float(eps)), make)
-    rt.execute(built, dev, {"x": xn, "scale": w, "bias": b, "y": y, "mean": mean, "inv": inv})
-    mean, inv = mean.reshape(c), inv.reshape(c)
+    built = rt.CACHE.build(dev, key, make).bind("x", "scale", "bias", "y", "mean", "inv")
+    # NCHW inputs run through an NHWC copy; ones / zeros stand for an absent weight / bias
+    built.info = (not x.is_contiguous(memory_format=torch.channels_last), w.reshape(c) if weight is None else None,
+                  b.reshape(c) if bias is None else None)
+    return built
+
+
+def _bn_run(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+            running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool, momentum: float,
+            eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Y, the batch MEAN / INV_VARIANCE (float32, [C]) and the updated running statistics
+    (None without running statistics)."""
+    if training:
+        y, mean, inv = _bn_train(x, weight, bias, running_mean, running_var, eps)
+        if running_mean is None or running_var is None:
+            return y, mean, inv, None, None
+        # torch's update: the running variance takes the unbiased batch variance
+        n = x.numel() // x.shape[1]
+        var = (inv.reciprocal().square() - eps).clamp_min(0) * (n / max(n - 1, 1))
+        nrm = running_mean.float() * (1 - momentum) + mean * momentum
+        nrv = running_var.float() * (1 - momentum) + var * momentum
+        return y, mean, inv, nrm, nrv
+    c = _bn_check(x, {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var})
     if running_mean is None or running_var is None:
-        return (y if rt.channels_last(x) else y.contiguous()), mean, inv, empty, x.new_empty(0)
-    # torch's update: the running variance takes the unbiased batch variance
-    n = x.numel() // c
-    var = (inv.reciprocal().square() - eps).clamp_min(0) * (n / max(n - 1, 1))
-    nrm = running_mean.float() * (1 - momentum) + mean * momentum
-    nrv = running_var.float() * (1 - momentum) + var * momentum
-    return (y if rt.channels_last(x) else y.contiguous()), mean, inv, nrm, nrv
+        raise rt.OpError("cudnn.ops.batch_norm: running_mean / running_var: needed when training=False")
+    xn = x.contiguous(memory_format=torch.channels_last)
+    w, b = _vec(weight, c, 1.0, x), _vec(bias, c, 0.0, x)
+    y = torch.empty_like(xn)
+    dev = rt.device_index(x)
+    mean = _vec(running_mean, c, 0.0, x)
+    inv = (_vec(running_var, c, 1.0, x) + eps).rsqrt()
+
+    def make_inf(g: pygraph) -> dict:
+        X, M, V = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "mean", mean), rt.tensor_of(g, "inv", inv)
+        W, B = rt.tensor_of(g, "scale", w), rt.tensor_of(g, "bias", b)
+        Y = g.batchnorm_inference(X, M, V, W, B)
+        return {"x": X, "mean": M, "inv": V, "scale": W, "bias": B, "y": _out(Y, y)}
+
+    built = rt.CACHE.get(dev, ("batchnorm_inference", rt.signature(xn, w)), make_inf)
+    rt.execute(built, dev, {"x": xn, "mean": mean, "inv": inv, "scale": w, "bias": b, "y": y})
+    return (y if rt.channels_last(x) else y.contiguous()), mean.reshape(c).clone(), inv.reshape(c), None, None
 
 
 @torch.library.custom_op("cudnn::batch_norm", mutates_args=())
 def _bn(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, running_mean: torch.Tensor | None,
         running_var: torch.Tensor | None, training: bool, momentum: float,
         eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _bn_run(x, weight, bias, running_mean, running_var, training, momentum, eps)
+    y, mean, inv, nrm, nrv = _bn_run(x, weight, bias, running_mean, running_var, training, momentum, eps)
+    return y, mean, inv, (x.new_empty(0) if nrm is None else nrm), (x.new_empty(0) if nrv is None else nrv)
 
 
 @_bn.register_fake
@@ -377,24 +437,51 @@ def _(x, weight, bias, running_mean, running_var, training, momentum, eps):  # t
 def _bn_bwd_run(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
                 inv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dX (X's layout), dWeight and dBias (float32, [C]) from cuDNN's batch-norm backward graph."""
+    key = ("batchnorm_backward", dy.shape, dy.stride(), dy.dtype, rt.sig(x), rt.sig(weight), rt.sig(mean),
+           rt.sig(inv))
+    dev = x.get_device()
+    built = rt.CACHE.lookup(dev, key)
+    if built is None:
+        built = _bn_bwd_build(dev, key, dy, x, weight, mean, inv)
+    x_copy, dy_copy, nchw, ones = built.info
+    xn = x.contiguous(memory_format=torch.channels_last) if x_copy else x
+    dyn = dy.contiguous(memory_format=torch.channels_last) if dy_copy else dy
     c = x.shape[1]
-    xn = x.contiguous(memory_format=torch.channels_last)
-    dyn = dy.contiguous(memory_format=torch.channels_last)
+    w = ones if weight is None else _f32(weight)
+    m, v = _f32(mean), _f32(inv)
+    dx = torch.empty_like(xn)
+    dw = x.new_empty(c, dtype=torch.float32)
+    db = x.new_empty(c, dtype=torch.float32)
+    rt.run(built, dev, (dyn.data_ptr(), xn.data_ptr(), w.data_ptr(), m.data_ptr(), v.data_ptr(), dx.data_ptr(),
+                        dw.data_ptr(), db.data_ptr()))
+    return (dx.contiguous() if nchw else dx), dw, db
+
+
+def _bn_bwd_build(dev: int, key: tuple, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
+                  mean: torch.Tensor, inv: torch.Tensor) -> rt.Built:
+    """Check the arguments, then build and cache the backward graph (NHWC) for ``key``."""
+    c = _bn_check(x, {"weight": weight, "mean": mean, "inv_variance": inv})
+    rt.check_tensor("batch_norm", "grad_output", dy, rank=4, device=x.device)
+    if dy.shape != x.shape:
+        raise rt.OpError(f"cudnn.ops.batch_norm: grad_output: expected the input's shape {tuple(x.shape)}, got "
+                         f"{tuple(dy.shape)}")
+    cl = torch.channels_last
+    xn, dyn = x.contiguous(memory_format=cl), dy.contiguous(memory_format=cl)
     w = _vec(weight, c, 1.0, x)
-    m, v = _vec(mean, c, 0.0, x), _vec(inv, c, 1.0, x)
-    dx, dw, db = torch.empty_like(xn), torch.empty_like(w), torch.empty_like(w)
+    stats = torch.empty(1, c, 1, 1, device=x.device).contiguous(memory_format=cl)
+    dx = torch.empty_like(xn)
 
     def make(g: pygraph) -> dict:
         DY, X, W = rt.tensor_of(g, "dy", dyn), rt.tensor_of(g, "x", xn), rt.tensor_of(g, "scale", w)
-        M, V = rt.tensor_of(g, "mean", m), rt.tensor_of(g, "inv", v)
+        M, V = rt.tensor_of(g, "mean", stats), rt.tensor_of(g, "inv", stats)
         DX, DW, DB = g.batchnorm_backward(DY, X, W, M, V)
-        return {"dy": DY, "x": X, "scale": W, "mean": M, "inv": V, "dx": _out(DX, dx), "dw": _out(DW, dw),
-                "db": _out(DB, db)}
+        return {"dy": DY, "x": X, "scale": W, "mean": M, "inv": V, "dx": _out(DX, dx), "dw": _out(DW, stats),
+                "db": _out(DB, stats)}
 
-    dev = rt.device_index(x)
-    built = rt.CACHE.get(dev, ("batchnorm_backward", rt.signature(dyn, xn, w)), make)
-    rt.execute(built, dev, {"dy": dyn, "x": xn, "scale": w, "mean": m, "inv": v, "dx": dx, "dw": dw, "db": db})
-    return (dx if rt.channels_last(x) else dx.contiguous()), dw.reshape(c), db.reshape(c)
+    built = rt.CACHE.build(dev, key, make).bind("dy", "x", "scale", "mean", "inv", "dx", "dw", "db")
+    built.info = (not x.is_contiguous(memory_format=cl), not dy.is_contiguous(memory_format=cl),
+                  not rt.channels_last(x), w.reshape(c) if weight is None else None)
+    return built
 
 
 @torch.library.custom_op("cudnn::batch_norm_backward", mutates_args=())
@@ -438,16 +525,26 @@ _bn.register_autograd(_bn_backward, setup_context=_bn_setup)
 
 
 class _BNEager(torch.autograd.Function):
-    """The eager path of batch norm with a gradient wanted (see `_runtime`)."""
+    """The eager path of batch norm with a gradient wanted (see `_runtime`); it updates the
+    running statistics in place itself and returns Y alone."""
 
     @staticmethod
     def forward(ctx, *inputs):  # type: ignore[no-untyped-def]
         out = _bn_run(*inputs)
         _bn_setup(ctx, inputs, out)
-        ctx.mark_non_differentiable(*out[1:])
-        return out
+        _update_running(inputs[3], inputs[4], out[3], out[4])
+        return out[0]
 
     backward = staticmethod(_bn_backward)
+
+
+def _update_running(running_mean: torch.Tensor | None, running_var: torch.Tensor | None, nrm: torch.Tensor | None,
+                    nrv: torch.Tensor | None) -> None:
+    if running_mean is not None and running_var is not None and nrm is not None and nrv is not None \
+            and nrm.numel():
+        with torch.no_grad():
+            running_mean.copy_(nrm.reshape(running_mean.shape))
+            running_var.copy_(nrv.reshape(running_var.shape))
 
 
 def batch_norm(x: torch.Tensor, running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
@@ -458,13 +555,12 @@ def batch_norm(x: torch.Tensor, running_mean: torch.Tensor | None, running_var: 
     MEAN / INV_VARIANCE cuDNN's graph wrote."""
     args = (x, weight, bias, running_mean, running_var, bool(training), float(momentum), float(eps))
     if rt.eager(x, weight, bias, running_mean, running_var):
-        grad = torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
-                                            or (bias is not None and bias.requires_grad))
-        y, _m, _v, nrm, nrv = _BNEager.apply(*args) if grad else _bn_run(*args)
+        if torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
+                                        or (bias is not None and bias.requires_grad)):
+            return _BNEager.apply(*args)
+        y, _m, _v, nrm, nrv = _bn_run(*args)
     else:
         y, _m, _v, nrm, nrv = torch.ops.cudnn.batch_norm(*args)
-    if training and running_mean is not None and running_var is not None:
-        with torch.no_grad():
-            running_mean.copy_(nrm.reshape(running_mean.shape))
-            running_var.copy_(nrv.reshape(running_var.shape))
+    if training:
+        _update_running(running_mean, running_var, nrm, nrv)
     return y
