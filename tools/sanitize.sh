@@ -7,12 +7,16 @@
 #
 # Clean exit: the sanitized pytest loads tools/sanitize_support.py as a plugin. Torch computes
 # the references without cuDNN (torch never destroys its own cuDNN handles), and after the last
-# test the plugin clears the locals of finished Python frames (compute-sanitizer keeps the
-# Python frames of every allocation's backtrace, and those frames keep the tensors they held),
-# empties the plan cache, destroys every cuDNN handle and frees torch's cuBLAS workspaces; the
-# process then ends normally, so the runtime's teardown destroys the context and the leak check
-# sees what was never freed (with CUDNN_PY_SANITIZE_RESET=1 it resets the primary context instead
-# and leaves with os._exit; the reset's own allocations then show as leaks). CUDNN_PY_SANITIZE_HOLDERS=1 prints what is still alive and what holds it.
+# test the plugin clears the locals of finished Python frames and the closure cells of the test
+# files' functions (compute-sanitizer keeps the Python frames of every allocation's backtrace,
+# and through them the tensors and graphs those frames and functions held), empties the plan
+# cache, destroys every cuDNN handle, frees torch's cuBLAS workspaces and its cached device and
+# pinned host blocks, then resets the CUDA context (cudaDeviceReset) and leaves with os._exit:
+# the reset is when the leak check counts what is still allocated. (A normal exit leaves the
+# context to the runtime's teardown after the libraries' static destructors; under the
+# sanitizer with torch loaded that teardown ends in a signal and the leak check is incomplete.
+# CUDNN_PY_SANITIZE_RESET=0 still does it that way.) CUDNN_PY_SANITIZE_HOLDERS=1 prints what
+# is still alive and what holds it.
 # PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes torch free each block as soon as it is dropped.
 #
 # Filters (documented): cuda-bindings resolves every driver entry point it knows through
@@ -21,7 +25,9 @@
 # are subtracted from the error count ("benign lookups" in the summary). Leaks whose backtrace
 # is torch's cuBLAS handle creation (cublasCreate from at::cuda::getCurrentCUDABlasHandle:
 # torch keeps its handle pool to the end of the process by design and offers no call to
-# destroy it) are listed and not counted. Every other API error, memory error and leak counts.
+# destroy it) are listed and not counted, and so are the allocations the context reset makes
+# for itself (their backtrace is the plugin's reset_context, run after everything else was
+# released). Every other API error, memory error and leak counts.
 #
 # Usage: tools/sanitize.sh [memcheck|racecheck|all]   (default all)
 set -u
@@ -55,7 +61,7 @@ run_tool() {  # $1 tool, rest: tests
   timeout "${SANITIZE_TIMEOUT:-170}" compute-sanitizer --tool "$tool" "${extra[@]}" --target-processes all \
     --log-file "$log" --print-limit 100000 "${PYTEST[@]}" "$@" > "$OUT/$tool.pytest.txt" 2>&1
   local status=$?
-  grep -E ' passed| failed| error|sanitize cleanup' "$OUT/$tool.pytest.txt" | tail -3
+  grep -E ' passed| failed| error|sanitize cleanup|sanitize holders|held by|  tensors ' "$OUT/$tool.pytest.txt" | tail -12
   python3 tools/sanitize_support.py report "$tool" "$log" "$status"
 }
 

@@ -3,10 +3,10 @@
 1. A pytest plugin (``-p sanitize_support``) for the sanitized process: torch computes its
    references without cuDNN (torch keeps its own cuDNN handles for the life of the process and
    never destroys them, so they would show as leaks that are not ours), and once the session is
-   over every GPU resource is released before exit: the locals of finished frames cleared,
-   plan cache emptied, every cuDNN handle destroyed, torch's cuBLAS workspaces and cached
-   blocks freed; the CUDA runtime's own teardown at exit then destroys the context, and the
-   leak check counts what was still allocated.
+   over every GPU resource is released: the locals of finished frames and the closures of the
+   test files' functions cleared, plan cache emptied, every cuDNN handle destroyed, torch's
+   cuBLAS workspaces and cached device and pinned host blocks freed; then the CUDA context is
+   reset, which is when the leak check counts what is still allocated, and the process leaves.
 2. ``python3 tools/sanitize_support.py report TOOL LOG STATUS``: one summary line
    (``reliability: sanitizer ...``) from a compute-sanitizer log, leaked allocations attributed
    to their owner from each one's host backtrace with the largest stacks printed, and for
@@ -93,7 +93,12 @@ def who_holds() -> list[str]:
     lines = [f"sanitize holders: {len(tensors)} CUDA tensors alive ({nbytes} B), {len(graphs)} graphs, "
              f"{len(frames)} test frames, {len(errors)} exceptions "
              f"({dict(Counter(type(e).__name__ for e in errors).most_common(5))})"]
-    pairs = [("tensor", o) for o in tensors[:3]] + [("graph", o) for o in graphs[:2]] + \
+    kinds = Counter((tuple(t.shape), str(t.dtype).removeprefix("torch."), t.requires_grad,
+                     type(t.grad_fn).__name__ if t.grad_fn is not None else "-",
+                     t._base is not None, sys.getrefcount(t) - 2) for t in tensors)
+    lines += [f"  tensors {k} x{n}  (shape, dtype, requires_grad, grad_fn, view, refs)"
+              for k, n in kinds.most_common(8)]
+    pairs = [("tensor", o) for o in tensors[:6]] + [("graph", o) for o in graphs[:2]] + \
         [("frame", o) for o in frames[:2]] + [("exception", o) for o in errors[:2]]
     exclude |= {id(pairs), *(id(p) for p in pairs)}
     for what, o in pairs:  # a loop, not a generator: a generator's frame would hold ``o`` too
@@ -106,11 +111,14 @@ KEEP_FRAMES = ("_pytest", "pluggy", "sanitize_support")  # frames of what is sti
 
 
 def clear_finished_frames() -> int:
-    """Drop the locals of frame objects still referenced after their function returned.
+    """Drop what frame objects still hold after their function returned.
 
     compute-sanitizer records the Python stack of every allocation, and the frame objects it
-    keeps hold their locals (tensors, graphs) to the end of the process, where they would be
-    counted as leaked though the program dropped them long before."""
+    keeps hold their locals (tensors, graphs) and their function, whose closure cells hold what
+    the test's nested functions captured, to the end of the process, where all of it would be
+    counted as leaked though the program dropped it long before. So the locals of every frame
+    outside pytest's own machinery are cleared (frames still running raise on ``clear()`` and
+    are left alone), and so are the closure cells of functions defined in the test files."""
     cleared = 0
     for f in [o for o in gc.get_objects() if isinstance(o, types.FrameType)]:
         if any(k in f.f_code.co_filename for k in KEEP_FRAMES):
@@ -120,15 +128,22 @@ def clear_finished_frames() -> int:
             cleared += 1
         except RuntimeError:  # still executing
             pass
+    tests = os.sep + "tests" + os.sep
+    for fn in [o for o in gc.get_objects() if isinstance(o, types.FunctionType)]:
+        if tests in fn.__code__.co_filename:
+            for cell in fn.__closure__ or ():
+                try:
+                    del cell.cell_contents
+                except ValueError:  # already empty
+                    pass
     return cleared
 
 
-def release_everything(reset: bool) -> str:
+def release_everything() -> str:
     """Free what this process still holds on the GPU; a line saying what was found."""
     frames = clear_finished_frames()
     gc.collect()
     import cudnn
-    from cudnn._lib import cuda
     from cudnn.backend.descriptor import live_count
     from cudnn.backend.handle import destroy_all_handles
 
@@ -141,30 +156,51 @@ def release_everything(reset: bool) -> str:
         torch.cuda.synchronize()
         torch._C._cuda_clearCublasWorkspaces()
         torch.cuda.empty_cache()
+        if hasattr(torch._C, "_host_emptyCache"):  # pinned host blocks kept by torch's host cache
+            torch._C._host_emptyCache()
         alive = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.is_cuda]
         held = f"{len(alive)} CUDA tensors still referenced"
         del alive
     line = (f"sanitize cleanup: {frames} finished frames cleared, {handles} cuDNN handles destroyed, "
             f"{live_count()} backend descriptors and {held}")
-    if reset:  # off by default: allocations made by the reset itself show as leaks
-        drv = cuda.driver()  # the driver's call: cuda-bindings' runtime would set itself up first
-        err, dev = drv.cuCtxGetDevice()
-        err = drv.cuDevicePrimaryCtxReset(dev) if int(err) == 0 else err
-        line += f", primary context reset {getattr(err[0] if isinstance(err, tuple) else err, 'name', err)}"
     return line
 
 
+def reset_context() -> str:
+    """Destroy this process's CUDA context now (the CUDA runtime's ``cudaDeviceReset``, through
+    the libcudart torch loaded; the driver's primary-context reset without torch): the moment
+    compute-sanitizer checks for leaks. Allocations the reset makes for itself show in the log
+    with this function in their backtrace; the report lists them apart."""
+    import ctypes
+
+    with open("/proc/self/maps") as maps:
+        cudart = sorted({ln.split()[-1] for ln in maps if "libcudart.so" in ln})
+    if cudart:
+        return f"cudaDeviceReset {ctypes.CDLL(cudart[0]).cudaDeviceReset()}"
+    from cudnn._lib import cuda
+
+    drv = cuda.driver()
+    err, dev = drv.cuCtxGetDevice()
+    err = drv.cuDevicePrimaryCtxReset(dev) if int(err) == 0 else err
+    return f"primary context reset {getattr(err[0] if isinstance(err, tuple) else err, 'name', err)}"
+
+
 def pytest_unconfigure(config: Any) -> None:
-    """Release everything, then let the process end normally: the CUDA runtime's teardown at
-    exit destroys the context, which is when compute-sanitizer checks for leaks. (Leaving with
-    ``os._exit`` and no context destroyed makes the leak check report nothing at all.) With
-    CUDNN_PY_SANITIZE_RESET=1 the context is reset here instead and the process leaves with
-    ``os._exit``, so that nothing touches the device after the reset."""
-    reset = bool(os.environ.get("CUDNN_PY_SANITIZE_RESET"))
+    """Release everything, reset the context (the leak check), and leave with ``os._exit`` so
+    that nothing touches the device after the reset.
+
+    Letting the process end normally instead (CUDNN_PY_SANITIZE_RESET=0) leaves the context's
+    destruction to the runtime's teardown at exit, after torch's and the libraries' own static
+    destructors; under compute-sanitizer with torch loaded that teardown ends in a signal (SIGBUS
+    or SIGSEGV, whatever the tests ran) and the leak check then misses what the libraries freed
+    or lost on the way."""
+    reset = os.environ.get("CUDNN_PY_SANITIZE_RESET", "1") != "0"
     try:
-        line = release_everything(reset)
-        if os.environ.get("CUDNN_PY_SANITIZE_HOLDERS"):
-            line += "\n" + "\n".join(who_holds())
+        line = release_everything()
+        holders = who_holds() if os.environ.get("CUDNN_PY_SANITIZE_HOLDERS") else []
+        if reset:
+            line += ", " + reset_context()
+        line = "\n".join([line, *holders])
     except Exception as exc:  # noqa: BLE001 - report it; the sanitizer's own figures still stand
         line = f"sanitize cleanup failed: {type(exc).__name__}: {exc}"
     print(line, flush=True)
@@ -182,11 +218,15 @@ LEAK = re.compile(r"Leaked ([0-9,]+) bytes")
 
 
 TORCH_BLAS = "torch's cuBLAS handles"  # torch keeps them to the end of the process by design: not counted
+RESET = "the context reset itself"  # made during reset_context, after everything was released: not counted
+NOT_COUNTED = (TORCH_BLAS, RESET)
 
 
 def owner(frames: list[str]) -> str:
     """Who made a leaked allocation: judged on the whole host backtrace."""
     text = "\n".join(frames)
+    if re.search(r"\breset_context in sanitize_support\.py", text):
+        return RESET
     if re.search(r"cublas(Lt)?Create", text) and re.search(r"libtorch", text):
         return TORCH_BLAS
     if re.search(r"libtorch|libc10", text):
@@ -264,9 +304,10 @@ def report(tool: str, log: Path, status: str) -> None:
             print(f"  race hazard in kernel ({n} reports): {name}")
         return
     memory = errors - benign - api - leaked_allocs
-    counted = sum(n for k, n in by_owner.items() if k != TORCH_BLAS)
+    counted = sum(n for k, n in by_owner.items() if k not in NOT_COUNTED)
+    skipped = " or ".join(f"{by_owner.get(k, 0)} of {k}" for k in NOT_COUNTED)
     print(f"reliability: sanitizer {tool}: exit {status}, memory errors {memory}, leaks {counted} "
-          f"(not counting {by_owner.get(TORCH_BLAS, 0)} of {TORCH_BLAS}; all: {leaked_allocs} allocations, "
+          f"(not counting {skipped}; all: {leaked_allocs} allocations, "
           f"{leaked_bytes} B; by owner: {', '.join(f'{k} {v}' for k, v in by_owner.most_common()) or 'none'}), "
           f"{api_text}")
     stacks: dict[str, list[int]] = defaultdict(list)
