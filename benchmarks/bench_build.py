@@ -1,13 +1,19 @@
 """Build time and autotuning: cold, warm in-process, from the disk cache in a new process;
 autotuned vs heuristic GPU time.
 
-    PYTHONPATH=src python benchmarks/bench_build.py
+    PYTHONPATH=src python benchmarks/bench_build.py [--other SITE_DIR]
 
 Build = validate -> plans ready to execute (``pygraph.build``). "cold" runs with the plan
 cache off (heuristics and plan finalization every time; cuDNN may still reuse kernels it
 compiled earlier in the process), "warm" is the same graph built again in this process,
 "disk" is a fresh process reading the cache directory this one wrote. Prints medians;
 never asserts on time.
+
+The official nvidia-cudnn-frontend is also named ``cudnn``, so it is measured in a child
+process whose ``sys.path`` holds it instead of this repository (``--other``: the directory it
+is installed in, or found on the default path when that is not this package): the same cases,
+written against the documented API both share, built from fresh graphs the same way ("cold";
+it has no plan cache, so no warm or disk column), and their GPU time with its own plans.
 """
 
 from __future__ import annotations
@@ -93,13 +99,47 @@ def child(case: str) -> None:
     print(json.dumps({"ms": t, "disk_hits": cudnn.plan_cache.disk_hits}))
 
 
+def official_child() -> None:
+    """In a process whose ``cudnn`` is the official frontend: per case, the first build, the
+    median of three builds of fresh graphs (the same measure as cudnn-py's cold column) and the
+    GPU time of the plan it picked; one JSON object on stdout."""
+    out: dict[str, dict[str, float]] = {}
+    for name, make in CASES.items():
+        times = [ms(functools.partial(make()[0].build, HEUR)) for _ in range(3)]
+        g, pack = make()
+        g.build(HEUR)
+        out[name] = {"first": times[0], "cold": statistics.median(times), "gpu_us": gpu_us(g, pack)}
+    print(json.dumps({"version": getattr(cudnn, "__version__", "?"), "cases": out}))
+
+
+def official(other: str | None) -> dict | str:  # type: ignore[type-arg]
+    """The official frontend's figures from a child process, or why there are none."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if other:
+        env["PYTHONPATH"] = other
+    probe = subprocess.run([sys.executable, "-c", "import torch, cudnn, sys; "
+                            "sys.exit(0 if hasattr(cudnn, '_compiled_module') else 3)"],
+                           env=env, capture_output=True, text=True, cwd=tempfile.gettempdir())
+    if probe.returncode:
+        return "not importable" if probe.returncode != 3 else "not installed (the `cudnn` found is cudnn-py)"
+    done = subprocess.run([sys.executable, __file__, "--official-child"], env=env, capture_output=True, text=True)
+    if done.returncode:
+        return f"failed: {done.stderr.strip().splitlines()[-1:]}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         child(sys.argv[2])
         return
+    if sys.argv[1:] == ["--official-child"]:
+        official_child()
+        return
+    other = sys.argv[sys.argv.index("--other") + 1] if "--other" in sys.argv else None
     print(f"device: {torch.cuda.get_device_name()}  cuDNN {cudnn.backend_version_string()}")
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-bench-"))
     cudnn.plan_cache.directory = cache_dir
+    ours: dict[str, dict[str, float]] = {}
     print(f"\n{'case':40s} {'cold ms':>8s} {'warm ms':>8s} {'disk ms':>8s} {'heur us':>8s} {'tuned us':>9s} {'gain':>6s}")
     for name, make in CASES.items():
         cudnn.plan_cache.enabled = False
@@ -118,12 +158,21 @@ def main() -> None:
         g2.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
         report = g2.autotune(pack2, repeats=10, progress=False)
         tuned = gpu_us(g2, pack2)
+        ours[name] = {"cold": cold, "gpu_us": heur}
         print(f"{name:40s} {cold:8.2f} {warm:8.3f} {disk:8.2f} {heur:8.1f} {tuned:9.1f} {heur / tuned:5.2f}x"
               f"   ({report.best.name} of {len(report)})")
-    import importlib.util
-
-    official = importlib.util.find_spec("cudnn_frontend") is not None
-    print(f"\nofficial nvidia-cudnn-frontend: {'importable (not timed here)' if official else 'not installed'}")
+    theirs = official(other)
+    if isinstance(theirs, str):
+        print(f"\nofficial nvidia-cudnn-frontend: {theirs}")
+        return
+    print(f"\nofficial nvidia-cudnn-frontend {theirs['version']} (another process), side by side:")
+    print(f"{'case':40s} {'official first':>14s} {'official cold':>13s} {'cudnn-py cold':>13s} {'ratio':>6s} "
+          f"{'official GPU us':>15s} {'cudnn-py GPU us':>15s}")
+    for name, row in theirs["cases"].items():
+        mine = ours[name]
+        print(f"{name:40s} {row['first']:14.2f} {row['cold']:13.2f} {mine['cold']:13.2f} "
+              f"{row['cold'] / mine['cold']:5.2f}x {row['gpu_us']:15.1f} {mine['gpu_us']:15.1f}")
+    print("ratio: official cold build / cudnn-py cold build (above 1: cudnn-py builds faster)")
 
 
 if __name__ == "__main__":
