@@ -2,8 +2,10 @@
 PyTorch's conv2d, and the official nvidia-cudnn-frontend when it can be imported.
 
 The GPU queue is filled first (``torch.cuda._sleep``), so the time measured is what the host
-spends issuing a call, not the GPU's. Prints microseconds per call (median of the batches)
-and ratios; asserts nothing about time.
+spends issuing a call, not the GPU's. The cases take turns batch by batch, so a machine that
+speeds up or slows down during the run moves them all alike: each ratio is the median over the
+rounds of that round's ratio, and the times printed are medians of the batches. Asserts
+nothing about time.
 
     PYTHONPATH=src python benchmarks/bench_call_overhead.py [--calls 200] [--batches 30]
         [--other SITE_DIR]    # a sys.path entry with another `cudnn` (the official frontend)
@@ -29,22 +31,35 @@ SHAPE_X, SHAPE_W = (1, 8, 8, 8), (8, 8, 3, 3)  # small enough that the host is t
 SLEEP_CYCLES = 60_000_000  # ~30 ms of GPU spin per batch, longer than a batch takes the host
 
 
-def timed(fn: Callable[[], Any], calls: int, batches: int) -> float:
-    """Median host microseconds per call of ``fn`` while the GPU is busy with earlier work."""
+def timed(fns: dict[str, Callable[[], Any]], calls: int, batches: int) -> dict[str, list[float]]:
+    """Host microseconds per call of each function, one batch of each in turn per round (the
+    order rotating), while the GPU is busy with earlier work: name -> one sample per round."""
     import torch
 
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(batches):
-        torch.cuda._sleep(SLEEP_CYCLES)
-        start = time.perf_counter()
-        for _ in range(calls):
+    for fn in fns.values():
+        for _ in range(20):
             fn()
-        samples.append((time.perf_counter() - start) / calls)
-        torch.cuda.synchronize()
-    return statistics.median(samples) * 1e6
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    order = list(fns.items())
+    for round_ in range(batches):
+        for name, fn in order[round_ % len(order):] + order[:round_ % len(order)]:
+            torch.cuda._sleep(SLEEP_CYCLES)
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - start) / calls * 1e6)
+            torch.cuda.synchronize()
+    return samples
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+def ratio(samples: dict[str, list[float]], name: str, base: str) -> float:
+    """The median over the rounds of ``name``'s time over ``base``'s in the same round."""
+    return statistics.median(a / b for a, b in zip(samples[name], samples[base]))
 
 
 def inputs() -> tuple[Any, Any]:
@@ -56,19 +71,20 @@ def inputs() -> tuple[Any, Any]:
     return x, w
 
 
-def measure_ours(calls: int, batches: int) -> dict[str, float]:
+BARE = "cudnnBackendExecute alone (one ctypes call)"
+TORCH = "torch.nn.functional.conv2d"
+EXECUTE = "pygraph.execute (same buffers)"
+WRAPPER = "cudnn.Graph g(x, w, handle=h)"
+ALLOC = "torch.empty_strided (alone)"
+
+
+def measure_ours(calls: int, batches: int) -> dict[str, list[float]]:
     import torch
 
     import cudnn
 
     x, w = inputs()
     handle = cudnn.create_handle()
-    results: dict[str, float] = {}
-    results["torch.nn.functional.conv2d"] = timed(lambda: torch.nn.functional.conv2d(x, w, padding=1), calls, batches)
-    results["torch.empty_strided (alone)"] = timed(
-        lambda: torch.empty_strided((1, 8, 8, 8), (512, 1, 64, 8), dtype=torch.float16, device=x.device),
-        calls, batches)
-
     g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
     X, W = g.tensor_like(x), g.tensor_like(w)
     Y = g.conv_fprop(X, W, padding=[1, 1]).set_output(True)
@@ -76,27 +92,31 @@ def measure_ours(calls: int, batches: int) -> dict[str, float]:
     y = torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16, device=x.device)
     ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=x.device)
     pack = {X: x, W: w, Y: y}
-    results["pygraph.execute (same buffers)"] = timed(lambda: g.execute(pack, ws, handle), calls, batches)
+    g.execute(pack, ws, handle)
     runner = g.runner()
     entry = runner.prepare(pack, ws)
     execute, h, plan_ptr, pack_ptr = bare_execute(), int(handle), runner.plan_ptr, entry.pack_ptr
-    results["cudnnBackendExecute alone (one ctypes call)"] = timed(lambda: execute(h, plan_ptr, pack_ptr), calls,
-                                                                   batches)
-    results["pygraph.execute (new output each call)"] = timed(
-        lambda: g.execute({X: x, W: w, Y: torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16,
-                                                              device=x.device)}, ws, handle), calls, batches)
 
     with cudnn.Graph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT,
                      inputs=["c::image", "c::weight"], outputs=["c::Y"]) as graph:
         graph.conv_fprop(image=x, weight=w, padding=[1, 1], stride=[1, 1], dilation=[1, 1], name="c").set_output(True)
     torch.testing.assert_close(graph(x, w), torch.nn.functional.conv2d(x, w, padding=1), atol=5e-3, rtol=3e-3)
-    results["cudnn.Graph g(x, w, handle=h)"] = timed(lambda: graph(x, w, handle=handle), calls, batches)
-    results["cudnn.Graph g(x, w)  [default handle, torch stream]"] = timed(lambda: graph(x, w), calls, batches)
     feed = {"c::image": x, "c::weight": w}
-    results["cudnn.Graph g({...}, handle=h)  [dict]"] = timed(lambda: graph(dict(feed), handle=handle), calls, batches)
     fresh = itertools.cycle([inputs()[0] for _ in range(16)])  # the Runner checks each object once
-    results["cudnn.Graph g(x_i, w, handle=h)  [16 inputs in turn]"] = timed(
-        lambda: graph(next(fresh), w, handle=handle), calls, batches)
+    dims, strides = Y.get_dim(), Y.get_stride()
+    cases: dict[str, Callable[[], Any]] = {
+        BARE: lambda: execute(h, plan_ptr, pack_ptr),
+        TORCH: lambda: torch.nn.functional.conv2d(x, w, padding=1),
+        ALLOC: lambda: torch.empty_strided(dims, strides, dtype=torch.float16, device=x.device),
+        EXECUTE: lambda: g.execute(pack, ws, handle),
+        "pygraph.execute (new output each call)": lambda: g.execute(
+            {X: x, W: w, Y: torch.empty_strided(dims, strides, dtype=torch.float16, device=x.device)}, ws, handle),
+        WRAPPER: lambda: graph(x, w, handle=handle),
+        "cudnn.Graph g(x, w)  [default handle, torch stream]": lambda: graph(x, w),
+        "cudnn.Graph g({...}, handle=h)  [dict]": lambda: graph(dict(feed), handle=handle),
+        "cudnn.Graph g(x_i, w, handle=h)  [16 inputs in turn]": lambda: graph(next(fresh), w, handle=handle),
+    }
+    results = timed(cases, calls, batches)
     torch.cuda.synchronize()
     cudnn.destroy_handle(handle)
     return results
@@ -115,15 +135,17 @@ def bare_execute() -> Any:
     return fn
 
 
-def breakdown(calls: int, batches: int) -> dict[str, float]:
-    """Host microseconds of the pieces of a call (this checkout's cudnn): what the bare call,
-    the identity key, the handle and the output allocation cost apart."""
+def breakdown(calls: int, batches: int) -> dict[str, list[float]]:
+    """Host microseconds of the pieces of a call (this checkout's cudnn): the bare call bound
+    otherwise, the identity key, the handle and the output allocation apart."""
     import ctypes
+    import functools
 
     import torch
 
     import cudnn
     from cudnn._lib import loader
+    from cudnn.graph.execute import identity_key, torch_key
 
     x, w = inputs()
     handle = cudnn.create_handle()
@@ -131,7 +153,8 @@ def breakdown(calls: int, batches: int) -> dict[str, float]:
     X, W = g.tensor_like(x), g.tensor_like(w)
     Y = g.conv_fprop(X, W, padding=[1, 1]).set_output(True)
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    y = torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16, device=x.device)
+    dims, strides = tuple(Y.get_dim()), tuple(Y.get_stride())
+    y = torch.empty_strided(dims, strides, dtype=torch.float16, device=x.device)
     ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=x.device)
     pack = {X: x, W: w, Y: y}
     runner = g.runner()
@@ -143,51 +166,34 @@ def breakdown(calls: int, batches: int) -> dict[str, float]:
     untyped = loader.lib()["cudnnBackendExecute"]
     untyped.restype = ctypes.c_int
     dp = torch.Tensor.data_ptr
-    T = torch.Tensor
-    ident = runner.identity
-    dims, strides = tuple(Y.get_dim()), tuple(Y.get_stride())
+    key_of = torch_key(len(pack))
+    last = key_of(pack, ws, dp)
     dev = torch.device("cuda", x.device.index)
-    proto = torch.empty_strided(dims, strides, dtype=torch.float16, device=dev)
-    getter = torch._C._cuda_getCurrentRawStream
-    idx = x.device.index
-
-    def map_key() -> Any:
-        v = pack.values()
-        return (*pack, *map(id, v), *map(dp, v), id(ws), dp(ws))
-
-    def loop_key() -> Any:  # the loop the earlier Runner.run inlined
-        key = [*pack]
-        for value in pack.values():
-            key.append(id(value))
-            if isinstance(value, T):
-                key.append(value.data_ptr())
-        key.append(id(ws))
-        if isinstance(ws, T):
-            key.append(ws.data_ptr())
-        return tuple(key)
-
+    with cudnn.Graph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT,
+                     inputs=["c::image", "c::weight"], outputs=["c::Y"]) as graph:
+        graph.conv_fprop(image=x, weight=w, padding=[1, 1], name="c").set_output(True)
+    graph(x, w, handle=handle)
     pieces: dict[str, Callable[[], Any]] = {
         "bare: argtypes, int arguments": lambda: typed(h, plan_ptr, pack_ptr),
-        "bare: argtypes, prebuilt c_void_p": lambda: typed(hv, pv, kv),
         "bare: no argtypes, prebuilt c_void_p": lambda: untyped(hv, pv, kv),
-        "runner.run(pack, ws, handle)": lambda: runner.run(pack, ws, handle),
         "runner.execute(entry, handle)": lambda: runner.execute(entry, handle),
+        "runner.run(pack, ws, handle)": lambda: runner.run(pack, ws, handle),
         "g.execute(pack, ws, handle)": lambda: g.execute(pack, ws, handle),
-        "key: Python loop (host only)": loop_key,
-        "key: map (host only)": map_key,
-        "key: map + identity get (host only)": lambda: ident.get(map_key()),
-        "x.data_ptr() (host only)": lambda: x.data_ptr(),
-        "g.runner() (host only)": g.runner,
-        "current raw stream (host only)": lambda: getter(idx),
-        "alloc: torch.empty_strided(kwargs)": lambda: torch.empty_strided(dims, strides, dtype=torch.float16,
-                                                                          device=dev),
-        "alloc: proto.new_empty_strided": lambda: proto.new_empty_strided(dims, strides),
-        "alloc: torch.empty_like(proto)": lambda: torch.empty_like(proto),
-        "alloc: torch.empty(channels_last)": lambda: torch.empty(dims, dtype=torch.float16, device=dev,
-                                                                 memory_format=torch.channels_last),
-        "alloc: proto.new_empty(dims) (contiguous)": lambda: proto.new_empty(dims),
+        "graph(x, w, handle=h)": lambda: graph(x, w, handle=handle),
+        "host only: a lambda doing nothing": lambda: None,
+        "host only: identity_key (a loop)": lambda: identity_key(pack, ws, torch.Tensor),
+        "host only: torch_key(3) (straight-line)": lambda: key_of(pack, ws, dp),
+        "host only: torch_key(3) == the latest key": lambda: key_of(pack, ws, dp) == last,
+        "host only: x.data_ptr()": lambda: x.data_ptr(),
+        "host only: g.runner()": g.runner,
+        "alloc: partial(torch.empty_strided, keywords)": functools.partial(
+            torch.empty_strided, dims, strides, dtype=torch.float16, device=dev),
+        "alloc: torch.empty_strided(keywords) in a lambda": lambda: torch.empty_strided(
+            dims, strides, dtype=torch.float16, device=dev),
+        "alloc: partial(empty.new_empty_strided)": functools.partial(
+            torch.empty(0, dtype=torch.float16, device=dev).new_empty_strided, dims, strides),
     }
-    results = {name: timed(fn, calls, batches) for name, fn in pieces.items()}
+    results = timed(pieces, calls, batches)
     torch.cuda.synchronize()
     cudnn.destroy_handle(handle)
     return results
@@ -201,7 +207,7 @@ def measure_official(calls: int, batches: int) -> dict[str, float]:
 
     x, w = inputs()
     handle = cudnn.create_handle()
-    results: dict[str, float] = {}
+    cases: dict[str, Callable[[], Any]] = {}
     g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT, handle=handle)
     X, W = g.tensor_like(x), g.tensor_like(w)
     Y = g.conv_fprop(X, W, padding=[1, 1], stride=[1, 1], dilation=[1, 1]).set_output(True)
@@ -209,13 +215,14 @@ def measure_official(calls: int, batches: int) -> dict[str, float]:
     y = torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16, device=x.device)
     ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=x.device)
     pack = {X: x, W: w, Y: y}
-    results["official pygraph.execute"] = timed(lambda: g.execute(pack, ws, handle=handle), calls, batches)
+    cases["official pygraph.execute"] = lambda: g.execute(pack, ws, handle=handle)
     if hasattr(cudnn, "Graph"):
         with cudnn.Graph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT,
                          inputs=["c::image", "c::weight"], outputs=["c::Y"]) as graph:
             graph.conv_fprop(image=x, weight=w, padding=[1, 1], stride=[1, 1], dilation=[1, 1],
                              name="c").set_output(True)
-        results["official cudnn.Graph g(x, w, handle=h)"] = timed(lambda: graph(x, w, handle=handle), calls, batches)
+        cases["official cudnn.Graph g(x, w, handle=h)"] = lambda: graph(x, w, handle=handle)
+    results = {name: median(samples) for name, samples in timed(cases, calls, batches).items()}
     torch.cuda.synchronize()
     cudnn.destroy_handle(handle)
     return results
@@ -266,30 +273,32 @@ def main() -> None:
           f"libcudnn {cudnn.backend_version_string()}; {args.batches} batches of {args.calls} calls, median")
     results = measure_ours(args.calls, args.batches)
     official = "skipped (--no-other)" if args.no_other else official_in_child(args.calls, args.batches, args.other)
-    torch_us = results["torch.nn.functional.conv2d"]
-    bare_us = results["cudnnBackendExecute alone (one ctypes call)"]
     print(f"\n{'':56s} {'us/call':>8s} {'vs torch':>9s} {'vs bare':>8s}")
-    for name, us in list(results.items()) + (list(official.items()) if isinstance(official, dict) else []):
-        print(f"{name:56s} {us:8.2f} {us / torch_us:8.2f}x {us / bare_us:7.2f}x")
-    if not isinstance(official, dict):
+    for name, samples in results.items():
+        print(f"{name:56s} {median(samples):8.2f} {ratio(results, name, TORCH):8.2f}x "
+              f"{ratio(results, name, BARE):7.2f}x")
+    if isinstance(official, dict):  # another process: compared by medians
+        torch_us = median(results[TORCH])
+        for name, us in official.items():
+            print(f"{name:56s} {us:8.2f} {us / torch_us:8.2f}x {us / median(results[BARE]):7.2f}x  (other process)")
+    else:
         print(f"{'nvidia-cudnn-frontend':56s} {official}")
-    execute_us = results["pygraph.execute (same buffers)"]
-    wrapper_us = results["cudnn.Graph g(x, w, handle=h)"]
-    floor_us = bare_us + results["torch.empty_strided (alone)"]
-    print(f"\npygraph.execute: {execute_us / bare_us:.2f}x the bare cudnnBackendExecute "
+    bare_us, execute_us, wrapper_us = median(results[BARE]), median(results[EXECUTE]), median(results[WRAPPER])
+    floor = statistics.median((b + a) / b for b, a in zip(results[BARE], results[ALLOC]))
+    print(f"\npygraph.execute: {ratio(results, EXECUTE, BARE):.2f}x the bare cudnnBackendExecute "
           f"({execute_us - bare_us:.2f} us of Python per call)")
-    print(f"cudnn.Graph: {wrapper_us / bare_us:.2f}x the bare call; the floor (a cudnnBackendExecute + a "
-          f"torch.empty_strided) is {floor_us:.2f} us, so the wrapper's own Python costs "
-          f"{wrapper_us - floor_us:.2f} us")
+    print(f"cudnn.Graph: {ratio(results, WRAPPER, BARE):.2f}x the bare call; the floor (a cudnnBackendExecute + a "
+          f"torch.empty_strided) is {floor:.2f}x, so the wrapper's own Python costs "
+          f"{wrapper_us - bare_us - median(results[ALLOC]):.2f} us")
     if isinstance(official, dict) and "official cudnn.Graph g(x, w, handle=h)" in official:
         theirs = official["official cudnn.Graph g(x, w, handle=h)"]
         print(f"official cudnn.Graph: {theirs:.2f} us per call; cudnn-py takes {wrapper_us / theirs:.2f}x its time")
     if args.breakdown:
         pieces = breakdown(args.calls, args.batches)
-        bare_us = pieces["bare: argtypes, int arguments"]
+        base = "bare: argtypes, int arguments"
         print(f"\n{'pieces of a call':56s} {'us/call':>8s} {'vs bare':>8s}")
-        for name, us in pieces.items():
-            print(f"{name:56s} {us:8.2f} {us / bare_us:7.2f}x")
+        for name, samples in pieces.items():
+            print(f"{name:56s} {median(samples):8.2f} {ratio(pieces, name, base):7.2f}x")
 
 
 if __name__ == "__main__":

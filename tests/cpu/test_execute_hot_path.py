@@ -177,8 +177,8 @@ def test_an_exact_torch_tensor_needs_only_its_address(runner: Any, monkeypatch: 
         r.run({A: misaligned, B: b, C: c}, None, 1)
 
 
-def test_the_key_built_by_map_sees_every_change(runner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Once every buffer was a torch tensor, run() builds the identity key with ``map``: it is
+def test_the_straight_line_key_sees_every_change(runner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once every buffer was a torch tensor, run() builds the identity key without a loop: it is
     identity_key's tuple, and a re-pointed tensor, a replaced value, a raw pointer in place of a
     tensor, or another workspace each still reach the check and the pack of their own."""
     r, executed, prepared, (A, B, C) = runner
@@ -188,7 +188,7 @@ def test_the_key_built_by_map_sees_every_change(runner: Any, monkeypatch: pytest
     pack = {A: a, B: b, C: c}
     for _ in range(4):
         r.run(pack, ws, 1)
-    assert r.torch_only and len(prepared) == 1 and len(executed) == 4
+    assert (r.key_of is not None) and len(prepared) == 1 and len(executed) == 4
     assert identity_key(pack, ws, Tensor) in r.identity
 
     def bound() -> dict[int, int]:
@@ -201,17 +201,41 @@ def test_the_key_built_by_map_sees_every_change(runner: Any, monkeypatch: pytest
     pack[B] = Tensor()  # another object in the same dict
     r.run(pack, ws, 1)
     assert len(prepared) == 3 and executed[-1] == bound()
-    pack[A] = a.ptr  # a raw pointer where a tensor was: the map key fails over to the loop
+    pack[A] = a.ptr  # a raw pointer where a tensor was: the key falls back to the loop
     r.run(pack, ws, 1)
-    assert not r.torch_only and executed[-1] == bound()
+    assert not (r.key_of is not None) and executed[-1] == bound()
     pack[A] = a
-    r.run(pack, ws, 1)  # all tensors again: the loop notes it, the next call uses map
-    assert r.torch_only
+    r.run(pack, ws, 1)  # all tensors again: the loop notes it, the next call has no loop
+    assert (r.key_of is not None)
     ws.set_((64,))  # the workspace re-pointed
     before = len(prepared)
     r.run(pack, ws, 1)
     assert len(prepared) == before + 1
     r.run(pack, None, 1)  # no workspace: None is part of the key
     r.run(pack, None, 1)
-    assert len(prepared) == before + 2 and r.torch_only and identity_key(pack, None, Tensor) in r.identity
+    assert len(prepared) == before + 2 and (r.key_of is not None) and identity_key(pack, None, Tensor) in r.identity
     assert len(executed) == 11
+
+
+def test_the_latest_call_is_forgotten_when_a_buffer_dies(runner: Any) -> None:
+    """The remembered latest call holds weak references only: when one of its buffers dies it is
+    dropped with the identity entry, so a new object (even at the same id and address) is checked."""
+    r, executed, prepared, (A, B, C) = runner
+    c = Tensor()
+    address = c.ptr
+    pack = {A: Tensor(), B: Tensor(), C: c}
+    for _ in range(3):
+        r.run(pack, None, 1)
+    assert r.packs.last[1] is not None and len(prepared) == 1
+    del c, pack[C]  # the output's last reference
+    assert r.packs.last[1] is None and len(r.identity) == 0
+    small = Tensor((2, 4))
+    small.ptr = address  # the allocator hands the same block out again, for a smaller tensor
+    pack[C] = small
+    with pytest.raises(cudnn.ExecutionInputError, match=r"sub::OUT_0.*needs 64 bytes.*has 32"):
+        r.run(pack, None, 1)
+    pack[C] = Tensor()
+    pack[99] = Tensor()  # one more key (not of this graph, ignored): another size, checked
+    r.run(pack, None, 1)
+    r.run(pack, None, 1)
+    assert len(prepared) == 3 and executed[-1][C.get_uid()] == pack[C].ptr and r.key_of is execute.torch_key(4)

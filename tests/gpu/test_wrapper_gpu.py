@@ -161,10 +161,15 @@ def test_torch_allocation_has_the_graph_layout() -> None:
     x, w = nhwc(4, 32, 16, 16), nhwc(16, 32, 3, 3)
     with cudnn.Graph(io_data_type=HALF, compute_data_type=FLOAT, inputs=[x, w], outputs=["c::Y"]) as graph:
         Y = graph.conv_fprop(x, w, padding=[1, 1], name="c").set_output(True)
+    with torch.inference_mode():  # the allocation recipe is made here: nothing of the mode sticks to it
+        inside = graph(x, w)
+    assert inside.is_inference()
     ys = [graph(x, w) for _ in range(4)]
+    span = 2 * (1 + sum((d - 1) * s for d, s in zip(Y.get_dim(), Y.get_stride())))
     for y in ys:
         assert type(y) is torch.Tensor and y.device == x.device and y.dtype == torch.float16
         assert list(y.shape) == Y.get_dim() and list(y.stride()) == Y.get_stride()
+        assert not y.requires_grad and not y.is_inference() and y.untyped_storage().nbytes() == span
         torch.testing.assert_close(y, reference(x, w), **TOL)
     assert len({y.data_ptr() for y in ys}) == 4  # fresh tensors, never one buffer handed out twice
 
@@ -381,7 +386,7 @@ def test_bad_dict_outputs_warn() -> None:
     wrong = torch.empty(4, 16, 16, 16, device="cuda", dtype=torch.float16)  # NCHW, not channels-last
     with pytest.warns(cudnn.ExecutionInputWarning, match="c::Y"):
         graph({"c::0": x, "c::1": w, "c::Y": wrong})
-    with pytest.raises(ExecutionInputError, match="c::Y.*needs"):
+    with pytest.raises(ExecutionInputError, match=r"c::Y.*needs"):
         graph({"c::0": x, "c::1": w, "c::Y": torch.empty(4, 16, 16, 8, device="cuda", dtype=torch.float16)})
 
 

@@ -6,10 +6,10 @@ Every backend variant pack of a plan lives in its Runner's `PackCache`, at two l
   exactly what the backend is told, so an entry can never give a buffer to the wrong tensor.
   New buffer objects at known addresses (framework allocators reuse blocks) are checked,
   then find their pack here.
-- by **identity**: the dict's keys, the ids of its values, the current addresses of those that
-  are torch tensors, the workspace's id and address -> an entry of the first level. A call with
-  the same objects under the same keys builds that tuple in C (``map``) and makes one dict
-  lookup. Entries hold
+- by **identity**: the dict's keys, the id of each value followed by its current address when
+  it is a torch tensor, the workspace's id and address -> an entry of the first level. A call
+  with the same objects under the same keys builds that tuple (without a loop when they are
+  torch tensors) and compares it with the previous call's, else makes one dict lookup. Entries hold
   weak references and vanish when a buffer object dies, so an id is never taken for a newer
   object's. A tensor re-pointed in place (``set_``, a growing ``resize_``, ``.data =``) has
   another address, so it misses and takes the checked path; raw int pointers and numbers are
@@ -160,34 +160,61 @@ def tensor_type() -> Any:
 
 
 def identity_key(variant_pack: Mapping[Any, Any], workspace: Any, tensor: Any) -> tuple[Any, ...]:
-    """The identity-level key: the dict's keys, the id of each buffer object, the current address
-    of each torch tensor among them (a tensor can be re-pointed in place by ``set_``, a growing
-    ``resize_`` or ``.data =``; a moved one misses), then the workspace's id and address (None
-    for a workspace that is not a torch tensor). `Runner.run` builds the same tuple with ``map``
-    when every buffer is a torch tensor."""
-    ids = [*variant_pack]
-    ptrs = []
+    """The identity-level key: the dict's keys, the id of each buffer object followed by its
+    current address when it is a torch tensor (a tensor can be re-pointed in place by ``set_``,
+    a growing ``resize_`` or ``.data =``; a moved one misses), then the workspace's id and its
+    address (None for a workspace that is not a torch tensor)."""
+    key = [*variant_pack]
     for value in variant_pack.values():
-        ids.append(id(value))
+        key.append(id(value))
         if isinstance(value, tensor):
-            ptrs.append(value.data_ptr())
-    return (*ids, *ptrs, id(workspace), workspace.data_ptr() if isinstance(workspace, tensor) else None)
+            key.append(value.data_ptr())
+    key.append(id(workspace))
+    key.append(workspace.data_ptr() if isinstance(workspace, tensor) else None)
+    return tuple(key)
 
 
 def torch_only(variant_pack: Mapping[Any, Any], workspace: Any, tensor: Any) -> bool:
     """Whether every buffer is a ``tensor`` (torch.Tensor) and the workspace one or None: then
-    `Runner.run` builds the identity key without a Python loop."""
+    `torch_key` builds the identity key."""
     return all(isinstance(v, tensor) for v in variant_pack.values()) and (
         workspace is None or isinstance(workspace, tensor))
+
+
+KeyBuilder = Callable[[Mapping[Any, Any], Any, Callable[[Any], int]], tuple[Any, ...]]
+
+
+@functools.cache
+def torch_key(size: int) -> KeyBuilder:
+    """``key(variant_pack, workspace, data_ptr)``: `identity_key` of a pack of ``size`` torch
+    tensors and a torch (or None) workspace, as straight-line code (unpacking, no loop: this is
+    the per-call cost of an execute). A pack of another size raises ValueError, a buffer that is
+    not a torch tensor TypeError (the caller then builds the key with `identity_key`)."""
+    keys = "".join(f"k{i}, " for i in range(size))
+    values = "".join(f"v{i}, " for i in range(size))
+    pairs = "".join(f"id(v{i}), ptr(v{i}), " for i in range(size))
+    source = (f"def key(pack, ws, ptr):\n"
+              f"    [{keys}] = pack\n"
+              f"    [{values}] = pack.values()\n"
+              f"    return ({keys}{pairs}id(ws), None if ws is None else ptr(ws))\n")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, f"<identity key of {size} torch tensors>", "exec"), namespace)  # our own text
+    builder: KeyBuilder = namespace["key"]
+    return builder
+
+
+_NO_LAST: tuple[Any, ...] = ((), None, None)  # no identity key is ()
 
 
 class PackCache:
     """The prepared backend variant packs of one plan (see the module docstring); bounded."""
 
-    __slots__ = ("identity", "by_binding", "__weakref__")
+    __slots__ = ("identity", "by_binding", "last", "__weakref__")
 
     def __init__(self) -> None:
         self.identity: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()
+        # the identity key of the latest hit, its entry and its _Seen (whose weak references clear it)
+        self.last: tuple[Any, ...] = _NO_LAST
         self.by_binding: OrderedDict[tuple[Any, ...], Entry] = OrderedDict()  # read directly by hot paths
 
     def lookup_by_value(self, variant_pack: Mapping[Any, Any], workspace: Any, tensor: Any) -> Entry | None:
@@ -257,6 +284,8 @@ def _evictor(cache: PackCache, key: tuple[Any, ...]) -> Callable[[Any], None]:
         owner = ref()
         if owner is not None:
             owner.identity.pop(key, None)
+            if owner.last[0] == key:
+                owner.last = _NO_LAST
 
     return evict
 
@@ -266,7 +295,7 @@ class Runner:
 
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
                  "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
-                 "identity", "tensor", "data_ptr", "torch_only", "backend_execute", "candidate", "warned")
+                 "identity", "tensor", "data_ptr", "key_of", "backend_execute", "candidate", "warned")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
@@ -290,7 +319,7 @@ class Runner:
         self.identity = self.packs.identity  # the identity level: the hot path is one get on it
         self.tensor = tensor_type()  # torch.Tensor once torch is loaded (set again by prepare)
         self.data_ptr: Any = None  # torch.Tensor.data_ptr once a torch tensor was given
-        self.torch_only = False  # the latest call's buffers were all torch tensors: run's key is built by map
+        self.key_of: KeyBuilder | None = None  # torch_key(n) while the latest call's n buffers were torch tensors
         self.backend_execute = capi.graph.cudnnBackendExecute
         self.candidate = candidate  # the plan's Candidate (what the pipeline selected)
         self.warned: set[int] = set()  # uids a mismatch warning was given for
@@ -306,22 +335,26 @@ class Runner:
         """Execute on the buffers of ``variant_pack`` (tensor or uid -> buffer) and ``workspace``:
         the objects of an earlier call, at the addresses they had, find their pack by identity;
         anything else is checked first (`prepare`)."""
-        if self.torch_only:  # identity_key, built in C: this is the per-call cost
-            values = variant_pack.values()
-            ptr = self.data_ptr
+        key_of = self.key_of
+        if key_of is not None:
             try:
-                key = (*variant_pack, *map(id, values), *map(ptr, values), id(workspace),
-                       None if workspace is None else ptr(workspace))
-            except (TypeError, AttributeError):  # a buffer that is not a torch tensor this time
+                key = key_of(variant_pack, workspace, self.data_ptr)
+            except (TypeError, ValueError, AttributeError):  # other buffers than the latest call's torch tensors
                 key = self.identity_key(variant_pack, workspace)
         else:
             key = self.identity_key(variant_pack, workspace)
-        seen = self.identity.get(key)
-        if seen is not None:
-            entry = seen.entry  # these very objects, at the addresses they had: no check, no new pack
+        packs = self.packs
+        last = packs.last
+        if key == last[0]:
+            entry = last[1]  # the objects of the latest call, at the addresses they had
         else:
-            entry = self.packs.lookup_by_value(variant_pack, workspace, self.tensor) or \
-                self.prepare(variant_pack, workspace)
+            seen = self.identity.get(key)
+            if seen is not None:
+                entry = seen.entry  # objects of an earlier call, at the addresses they had: no check, no new pack
+                packs.last = (key, entry, seen)
+            else:
+                entry = packs.lookup_by_value(variant_pack, workspace, self.tensor) or \
+                    self.prepare(variant_pack, workspace)
         if handle is None:
             handle = self.default_handle
         try:
@@ -335,9 +368,10 @@ class Runner:
             self.failed(status, handle)
 
     def identity_key(self, variant_pack: Mapping[Any, Any], workspace: Any) -> tuple[Any, ...]:
-        """`identity_key` for this call; notes whether the next call can build it by ``map``."""
+        """`identity_key` for this call; notes whether the next one can use `torch_key`."""
         tensor = self.tensor
-        self.torch_only = self.data_ptr is not None and torch_only(variant_pack, workspace, tensor)
+        fast = self.data_ptr is not None and torch_only(variant_pack, workspace, tensor)
+        self.key_of = torch_key(len(variant_pack)) if fast else None
         return identity_key(variant_pack, workspace, tensor)
 
     def run_pointers(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int, handle: Any) -> None:
