@@ -295,6 +295,28 @@ def test_eager_path_matches_the_registered_op() -> None:
         assert torch.equal(got, torch.ops.cudnn.sdpa(q, q, q, None, True, 1 / 8, False)[0])
 
 
+def test_batch_norm_eager_paths_match_the_registered_op() -> None:
+    """Batch norm's eager paths (no grad: statistics to scratch; running statistics; no
+    weight; NCHW) give the registered op's output bit for bit, and torch's within tolerance."""
+    torch.manual_seed(0)
+    x = (2 * torch.randn(4, 24, 10, 10, device=DEV) + 0.3).to(torch.float16)
+    w, b = 1 + 0.3 * torch.randn(24, device=DEV), 0.3 * torch.randn(24, device=DEV)
+    with torch.no_grad():
+        for xl in (x, x.contiguous(memory_format=torch.channels_last)):
+            for weight, bias in ((w, b), (None, None)):
+                got = ops.batch_norm(xl, None, None, weight, bias, True)
+                want = torch.ops.cudnn.batch_norm(xl, weight, bias, None, None, True, 0.1, 1e-5)[0]
+                assert got.stride() == want.stride() and torch.equal(got, want)
+                close("Y", got, F.batch_norm(xl.double(), None, None, None if weight is None else weight.double(),
+                                             None if bias is None else bias.double(), True), torch.float16)
+            rm, rv = torch.zeros(24, device=DEV), torch.ones(24, device=DEV)
+            rm_ref, rv_ref = rm.double().clone(), rv.double().clone()
+            got = ops.batch_norm(xl, rm, rv, w, b, True, 0.1)
+            F.batch_norm(xl.double(), rm_ref, rv_ref, w.double(), b.double(), True, 0.1)
+            torch.testing.assert_close(rm.double(), rm_ref, atol=1e-3, rtol=1e-3)
+            torch.testing.assert_close(rv.double(), rv_ref, atol=1e-3, rtol=1e-3)
+
+
 def test_eager_backward_for_some_inputs_only() -> None:
     """Only the gradients asked for are computed (no dgrad for an input without grad); they
     match the float64 reference."""

@@ -70,9 +70,11 @@ def _ln_run(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Te
     if built is None:
         built = _ln_build(dev, key, x, normalized_shape, weight, bias, eps, rms, training)
     rows, d, ones, zeros = built.info
-    x2 = x if x.is_contiguous() else x.reshape(rows, d).contiguous()
+    if x.is_contiguous():
+        x2, y = x, torch.empty_like(x)  # contiguous like x
+    else:
+        x2, y = x.reshape(rows, d).contiguous(), x.new_empty(x.shape)
     w = ones if weight is None else (weight if weight.is_contiguous() else weight.reshape(1, d).contiguous())
-    y = x.new_empty(x.shape)
     # roles bound in _ln_build's order: x, scale, [bias], y, [inv], [mean]
     if zeros is not False:  # the graph has a bias
         b = zeros if bias is None else (bias if bias.is_contiguous() else bias.reshape(1, d).contiguous())
@@ -331,11 +333,12 @@ def _vec(p: torch.Tensor | None, c: int, fill: float, like: torch.Tensor) -> tor
 
 
 def _bn_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-              running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
-              eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Y (the input's layout) and the batch MEAN / INV_VARIANCE (float32, [C]) of a training
-    forward. The arguments (running statistics included) are checked when their key is first
-    built; a hit only allocates and runs."""
+              running_mean: torch.Tensor | None, running_var: torch.Tensor | None, eps: float,
+              stats: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Y (the input's layout) and the batch MEAN / INV_VARIANCE (float32, [C]; None unless
+    ``stats``: the graph then writes them to one scratch block) of a training forward. The
+    arguments (running statistics included) are checked when their key is first built; a hit
+    only allocates and runs."""
     key = ("batchnorm", x.shape, x.stride(), x.dtype, rt.sig(weight), rt.sig(bias), rt.sig(running_mean),
            rt.sig(running_var), eps)
     dev = x.get_device()
@@ -348,6 +351,12 @@ def _bn_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor |
     w = ones if weight is None else _f32(weight)
     b = zeros if bias is None else _f32(bias)
     y = torch.empty_like(xn)
+    if not stats:  # MEAN at its start, INV_VARIANCE 256-byte aligned after it
+        pad = -(-c // 64) * 64
+        scratch = x.new_empty(2 * pad, dtype=torch.float32)
+        p = scratch.data_ptr()
+        rt.run(built, dev, (xn.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), p, p + 4 * pad))
+        return (y.contiguous() if nchw else y), None, None
     mean = x.new_empty(c, dtype=torch.float32)  # the [1, C, 1, 1] statistics' memory
     inv = x.new_empty(c, dtype=torch.float32)
     rt.run(built, dev, (xn.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), mean.data_ptr(), inv.data_ptr()))
@@ -382,12 +391,15 @@ def _bn_train_build(dev: int, key: tuple, x: torch.Tensor, weight: torch.Tensor 
 
 def _bn_run(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
             running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool, momentum: float,
-            eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+            eps: float, stats: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None,
+                                                     torch.Tensor | None, torch.Tensor | None]:
     """Y, the batch MEAN / INV_VARIANCE (float32, [C]) and the updated running statistics
-    (None without running statistics)."""
+    (None without running statistics). ``stats=False``: the caller reads Y and the running
+    statistics only (MEAN / INV_VARIANCE may then be None)."""
     if training:
-        y, mean, inv = _bn_train(x, weight, bias, running_mean, running_var, eps)
-        if running_mean is None or running_var is None:
+        track = running_mean is not None and running_var is not None
+        y, mean, inv = _bn_train(x, weight, bias, running_mean, running_var, eps, stats or track)
+        if running_mean is None or running_var is None or mean is None or inv is None:
             return y, mean, inv, None, None
         # torch's update: the running variance takes the unbiased batch variance
         n = x.numel() // x.shape[1]
@@ -421,6 +433,7 @@ def _bn(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
         running_var: torch.Tensor | None, training: bool, momentum: float,
         eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     y, mean, inv, nrm, nrv = _bn_run(x, weight, bias, running_mean, running_var, training, momentum, eps)
+    assert mean is not None and inv is not None  # stats=True: always written
     return y, mean, inv, (x.new_empty(0) if nrm is None else nrm), (x.new_empty(0) if nrv is None else nrv)
 
 
@@ -558,7 +571,7 @@ def batch_norm(x: torch.Tensor, running_mean: torch.Tensor | None, running_var: 
         if torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
                                         or (bias is not None and bias.requires_grad)):
             return _BNEager.apply(*args)
-        y, _m, _v, nrm, nrv = _bn_run(*args)
+        y, _m, _v, nrm, nrv = _bn_run(*args, stats=False)
     else:
         y, _m, _v, nrm, nrv = torch.ops.cudnn.batch_norm(*args)
     if training:
