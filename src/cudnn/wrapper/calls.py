@@ -20,7 +20,6 @@ writable empty array here (JAX, Numba, raw DLPack producers) get torch tensors, 
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import sys
 import weakref
@@ -92,11 +91,8 @@ class Frame:
         """A zero-argument allocator of output ``spec`` on device ``index`` (made once)."""
         make = self._makers.get((spec, index))
         if make is None:
-            if self.out_framework == "torch":
-                make = _torch_maker(spec, index)
-            else:
-                make = interop.allocator(self.out_framework, spec.dims, spec.strides, spec.dtype, index)
-            self._makers[spec, index] = make
+            make = self._makers[spec, index] = interop.allocator(self.out_framework, spec.dims, spec.strides,
+                                                                  spec.dtype, index)
         return make
 
     def _generic_device(self, x: Any) -> int:
@@ -117,19 +113,6 @@ class Frame:
 
 
 _DLPACK_DEVICES = {1: "cpu", 2: "cuda", 3: "cuda_host", 13: "cuda_managed"}
-
-
-def _torch_maker(spec: OutSpec, index: int) -> Callable[[], Any]:
-    """``torch.empty_strided(dims, strides, dtype=..., device=cuda:index)`` of ``spec`` as the bound
-    ``new_empty_strided`` of an empty tensor of that dtype and device: the same tensor, and
-    torch parses two positional tuples per call instead of a call with keywords (the output
-    allocation is most of what a call costs beyond cuDNN's own time). The empty tensor holds no memory."""
-    import torch
-
-    from ..interop.dtypes import torch_dtype
-
-    empty = torch.empty(0, dtype=torch_dtype(spec.dtype), device=torch.device("cuda", index))
-    return functools.partial(empty.new_empty_strided, tuple(spec.dims), tuple(spec.strides))
 
 
 def _torch_device(x: Any) -> int:
