@@ -116,7 +116,7 @@ def official(other: str | None) -> dict | str:  # type: ignore[type-arg]
     """The official frontend's figures from a child process, or why there are none."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if other:
-        env["PYTHONPATH"] = other
+        env["PYTHONPATH"] = os.path.abspath(other)
     probe = subprocess.run([sys.executable, "-c", "import torch, cudnn, sys; "
                             "sys.exit(0 if hasattr(cudnn, '_compiled_module') else 3)"],
                            env=env, capture_output=True, text=True, cwd=tempfile.gettempdir())
