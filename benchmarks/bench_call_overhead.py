@@ -78,7 +78,9 @@ WRAPPER = "cudnn.Graph g(x, w, handle=h)"
 ALLOC = "torch.empty_strided (alone)"
 
 
-def measure_ours(calls: int, batches: int) -> dict[str, list[float]]:
+def conv_graph() -> tuple[Any, ...]:
+    """The measured graph (a 3x3 convolution), built, and its buffers: ``(handle, g, (X, W, Y),
+    (x, w), pack, ws)``; the pack binds a new output tensor."""
     import torch
 
     import cudnn
@@ -91,7 +93,15 @@ def measure_ours(calls: int, batches: int) -> dict[str, list[float]]:
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
     y = torch.empty_strided(Y.get_dim(), Y.get_stride(), dtype=torch.float16, device=x.device)
     ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=x.device)
-    pack = {X: x, W: w, Y: y}
+    return handle, g, (X, W, Y), (x, w), {X: x, W: w, Y: y}, ws
+
+
+def measure_ours(calls: int, batches: int) -> dict[str, list[float]]:
+    import torch
+
+    import cudnn
+
+    handle, g, (X, W, Y), (x, w), pack, ws = conv_graph()
     g.execute(pack, ws, handle)
     runner = g.runner()
     entry = runner.prepare(pack, ws)
@@ -147,16 +157,8 @@ def breakdown(calls: int, batches: int) -> dict[str, list[float]]:
     from cudnn._lib import loader
     from cudnn.graph.execute import identity_key, torch_key
 
-    x, w = inputs()
-    handle = cudnn.create_handle()
-    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
-    X, W = g.tensor_like(x), g.tensor_like(w)
-    Y = g.conv_fprop(X, W, padding=[1, 1]).set_output(True)
-    g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    handle, g, (_, _, Y), (x, w), pack, ws = conv_graph()
     dims, strides = tuple(Y.get_dim()), tuple(Y.get_stride())
-    y = torch.empty_strided(dims, strides, dtype=torch.float16, device=x.device)
-    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device=x.device)
-    pack = {X: x, W: w, Y: y}
     runner = g.runner()
     g.execute(pack, ws, handle)
     entry = runner.prepare(pack, ws)

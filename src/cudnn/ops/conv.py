@@ -175,13 +175,13 @@ def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Te
     if need_dx:
         dx = torch.empty_like(xn)
         key = ("conv_dgrad", dz.shape, dz.stride(), dz.dtype, wn.shape, wn.stride(), dx.shape, dx.stride(), conv)
-        built = rt.CACHE.lookup(dev, key) or _build_dgrad(dev, key, dz, wn, dx, x.dtype, conv)
+        built = rt.CACHE.lookup(dev, key) or _build_grad(dev, key, "dgrad", dz, wn, dx, x.dtype, conv)
         rt.run(built, dev, (dz.data_ptr(), wn.data_ptr(), dx.data_ptr()))
         dx = dx if rt.channels_last(x) else dx.contiguous()
     if need_dw:
         dw = torch.empty_like(wn)
         key = ("conv_wgrad", xn.shape, xn.stride(), xn.dtype, dz.shape, dz.stride(), dw.shape, dw.stride(), conv)
-        built = rt.CACHE.lookup(dev, key) or _build_wgrad(dev, key, xn, dz, dw, w.dtype, conv)
+        built = rt.CACHE.lookup(dev, key) or _build_grad(dev, key, "wgrad", xn, dz, dw, w.dtype, conv)
         rt.run(built, dev, (xn.data_ptr(), dz.data_ptr(), dw.data_ptr()))
         dw = dw if rt.channels_last(w) else dw.contiguous()
     db = dz.sum(dim=(0, 2, 3), dtype=torch.float32).to(w.dtype) if has_bias else None
@@ -198,30 +198,24 @@ def _build_dz(dev: int, key: tuple, dyn: torch.Tensor, sn: torch.Tensor, dz: tor
     return rt.CACHE.build(dev, key, make).bind("dy", "saved", "dz")
 
 
-def _build_dgrad(dev: int, key: tuple, dz: torch.Tensor, wn: torch.Tensor, dx: torch.Tensor, dtype: torch.dtype,
-                 conv: tuple[tuple[int, ...], ...]) -> rt.Built:
+_GRAD_ROLES = {"dgrad": ("dz", "w", "dx"), "wgrad": ("x", "dz", "dw")}
+
+
+def _build_grad(dev: int, key: tuple, which: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor,
+                dtype: torch.dtype, conv: tuple[tuple[int, ...], ...]) -> rt.Built:
+    """The data gradient (``which="dgrad"``: dz, w -> dx) or the weight gradient (``"wgrad"``:
+    x, dz -> dw) for exactly these tensors' dims and strides."""
     stride, padding, dilation = (list(v) for v in conv)
+    roles = _GRAD_ROLES[which]
 
     def make(g: pygraph) -> dict:
-        DZ, W = rt.tensor_of(g, "dz", dz), rt.tensor_of(g, "w", wn)
-        DX = g.conv_dgrad(DZ, W, padding=padding, stride=stride, dilation=dilation)
-        DX.set_output(True).set_dim(list(dx.shape)).set_stride(list(dx.stride())).set_data_type(rt.CUDNN_DTYPE[dtype])
-        return {"dz": DZ, "w": W, "dx": DX}
+        A, B = rt.tensor_of(g, roles[0], a), rt.tensor_of(g, roles[1], b)
+        op = g.conv_dgrad if which == "dgrad" else g.conv_wgrad
+        OUT = op(A, B, padding=padding, stride=stride, dilation=dilation)
+        OUT.set_output(True).set_dim(list(out.shape)).set_stride(list(out.stride())).set_data_type(rt.CUDNN_DTYPE[dtype])
+        return dict(zip(roles, (A, B, OUT)))
 
-    return rt.CACHE.build(dev, key, make).bind("dz", "w", "dx")
-
-
-def _build_wgrad(dev: int, key: tuple, xn: torch.Tensor, dz: torch.Tensor, dw: torch.Tensor, dtype: torch.dtype,
-                 conv: tuple[tuple[int, ...], ...]) -> rt.Built:
-    stride, padding, dilation = (list(v) for v in conv)
-
-    def make(g: pygraph) -> dict:
-        X, DZ = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "dz", dz)
-        DW = g.conv_wgrad(X, DZ, padding=padding, stride=stride, dilation=dilation)
-        DW.set_output(True).set_dim(list(dw.shape)).set_stride(list(dw.stride())).set_data_type(rt.CUDNN_DTYPE[dtype])
-        return {"x": X, "dz": DZ, "dw": DW}
-
-    return rt.CACHE.build(dev, key, make).bind("x", "dz", "dw")
+    return rt.CACHE.build(dev, key, make).bind(*roles)
 
 
 @torch.library.custom_op("cudnn::conv2d_bias_act_backward", mutates_args=())
