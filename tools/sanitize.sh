@@ -61,7 +61,7 @@ run_tool() {  # $1 tool, rest: tests
   timeout "${SANITIZE_TIMEOUT:-170}" compute-sanitizer --tool "$tool" "${extra[@]}" --target-processes all \
     --log-file "$log" --print-limit 100000 "${PYTEST[@]}" "$@" > "$OUT/$tool.pytest.txt" 2>&1
   local status=$?
-  grep -E ' passed| failed| error|sanitize cleanup|sanitize holders|held by|  tensors ' "$OUT/$tool.pytest.txt" | tail -12
+  grep -E ' passed| failed| error|sanitize cleanup|sanitize reset|sanitize holders|held by|  tensors ' "$OUT/$tool.pytest.txt" | tail -12
   python3 tools/sanitize_support.py report "$tool" "$log" "$status"
 }
 

@@ -166,43 +166,51 @@ def release_everything() -> str:
     return line
 
 
-def reset_context() -> str:
+def reset_context() -> tuple[bool, str]:
     """Destroy this process's CUDA context now (the CUDA runtime's ``cudaDeviceReset``, through
     the libcudart torch loaded; the driver's primary-context reset without torch): the moment
-    compute-sanitizer checks for leaks. Allocations the reset makes for itself show in the log
-    with this function in their backtrace; the report lists them apart."""
+    compute-sanitizer checks for leaks. Whether it worked, and a word on it. Allocations the
+    reset makes for itself show in the log with this function in their backtrace; the report
+    lists them apart."""
     import ctypes
 
     with open("/proc/self/maps") as maps:
         cudart = sorted({ln.split()[-1] for ln in maps if "libcudart.so" in ln})
     if cudart:
-        return f"cudaDeviceReset {ctypes.CDLL(cudart[0]).cudaDeviceReset()}"
+        status = ctypes.CDLL(cudart[0]).cudaDeviceReset()
+        return status == 0, f"cudaDeviceReset {status}"
     from cudnn._lib import cuda
 
     drv = cuda.driver()
     err, dev = drv.cuCtxGetDevice()
-    err = drv.cuDevicePrimaryCtxReset(dev) if int(err) == 0 else err
-    return f"primary context reset {getattr(err[0] if isinstance(err, tuple) else err, 'name', err)}"
+    err = drv.cuDevicePrimaryCtxReset(dev)[0] if int(err) == 0 else err
+    return int(err) == 0, f"primary context reset {getattr(err, 'name', err)}"
 
 
 def pytest_unconfigure(config: Any) -> None:
     """Release everything, reset the context (the leak check), and leave with ``os._exit`` so
-    that nothing touches the device after the reset.
+    that nothing touches the device after the reset. A failed release is reported and the reset
+    still happens, so whatever was not released counts as leaked; a failed reset leaves the
+    process to end normally.
 
     Letting the process end normally instead (CUDNN_PY_SANITIZE_RESET=0) leaves the context's
     destruction to the runtime's teardown at exit, after torch's and the libraries' own static
     destructors; under compute-sanitizer with torch loaded that teardown ends in a signal (SIGBUS
-    or SIGSEGV, whatever the tests ran) and the leak check then misses what the libraries freed
-    or lost on the way."""
-    reset = os.environ.get("CUDNN_PY_SANITIZE_RESET", "1") != "0"
+    or SIGSEGV, depending on the tests that ran) and the leak check then misses what the
+    libraries freed or lost on the way."""
     try:
         line = release_everything()
-        holders = who_holds() if os.environ.get("CUDNN_PY_SANITIZE_HOLDERS") else []
-        if reset:
-            line += ", " + reset_context()
-        line = "\n".join([line, *holders])
-    except Exception as exc:  # noqa: BLE001 - report it; the sanitizer's own figures still stand
+        if os.environ.get("CUDNN_PY_SANITIZE_HOLDERS"):
+            line = "\n".join([line, *who_holds()])
+    except Exception as exc:  # noqa: BLE001 - report it; the leak check still runs
         line = f"sanitize cleanup failed: {type(exc).__name__}: {exc}"
+    reset = False
+    if os.environ.get("CUDNN_PY_SANITIZE_RESET", "1") != "0":
+        try:
+            reset, said = reset_context()
+        except Exception as exc:  # noqa: BLE001 - then the runtime's teardown does it
+            said = f"context reset failed: {type(exc).__name__}: {exc}"
+        line += f"\nsanitize reset: {said}"
     print(line, flush=True)
     if reset:
         sys.stderr.flush()

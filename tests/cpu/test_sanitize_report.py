@@ -73,3 +73,29 @@ def test_every_other_leak_counts_with_its_owner(support, tmp_path, capsys):
 def test_a_reset_frame_elsewhere_in_a_backtrace_is_not_taken_for_the_closing_reset(support):
     assert support.owner(["cuMemAlloc_v2 in libcuda.so.1", "my_reset_context in model.py:3"]) == "other"
     assert support.owner(["reset_context in sanitize_support.py:181"]) == support.RESET
+
+
+def test_a_failed_release_still_resets_the_context(support, monkeypatch, capsys):
+    """Whatever the release left behind must reach the leak check: the reset runs anyway."""
+    def release():
+        raise RuntimeError("boom")
+
+    resets: list[int] = []
+    monkeypatch.setattr(support, "release_everything", release)
+    monkeypatch.setattr(support, "reset_context", lambda: (resets.append(1), (False, "cudaDeviceReset 999"))[1])
+    support.pytest_unconfigure(None)  # a reset that did not work: no os._exit, the process goes on
+    out = capsys.readouterr().out
+    assert "sanitize cleanup failed: RuntimeError: boom" in out
+    assert "sanitize reset: cudaDeviceReset 999" in out
+    assert resets == [1]
+
+
+def test_a_reset_that_raises_leaves_the_process_to_end_normally(support, monkeypatch, capsys):
+    def reset():
+        raise OSError("no CUDA here")
+
+    monkeypatch.setattr(support, "release_everything", lambda: "sanitize cleanup: stand-in")
+    monkeypatch.setattr(support, "reset_context", reset)
+    support.pytest_unconfigure(None)
+    out = capsys.readouterr().out
+    assert "sanitize cleanup: stand-in" in out and "context reset failed: OSError: no CUDA here" in out
