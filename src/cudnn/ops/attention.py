@@ -141,9 +141,8 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     if do.stride() != o.stride():
         do = do.transpose(1, 2).contiguous().transpose(1, 2)  # dO in O's (BSHD) layout
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    key = ("sdpa_backward", q.shape, q.stride(), q.dtype, k.shape, k.stride(), v.shape, v.stride(), o.shape,
-           o.stride(), do.stride(), stats.shape, stats.stride(), rt.sig(bias), dq.stride(), dk.stride(), dv.stride(),
-           is_causal, scale)
+    key = ("sdpa_backward", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(o), rt.sig(do), rt.sig(stats),
+           rt.sig(bias), dq.stride(), dk.stride(), dv.stride(), is_causal, scale)
     dev = q.get_device()
     built = rt.CACHE.lookup(dev, key)
     if built is None:

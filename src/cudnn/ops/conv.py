@@ -166,7 +166,7 @@ def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Te
         assert saved is not None  # Y (relu) or Z (gelu, silu): what the forward saved
         sn = _nhwc(saved)
         dz = torch.empty_like(dyn)
-        key: tuple = ("act_backward", act, dyn.shape, dyn.stride(), dyn.dtype, sn.stride(), sn.dtype)
+        key: tuple = ("act_backward", act, rt.sig(dyn), rt.sig(sn))
         built = rt.CACHE.lookup(dev, key) or _build_dz(dev, key, dyn, sn, dz, act)
         rt.run(built, dev, (dyn.data_ptr(), sn.data_ptr(), dz.data_ptr()))
     else:
@@ -174,13 +174,13 @@ def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Te
     dx = dw = None
     if need_dx:
         dx = torch.empty_like(xn)
-        key = ("conv_dgrad", dz.shape, dz.stride(), dz.dtype, wn.shape, wn.stride(), dx.shape, dx.stride(), conv)
+        key = ("conv_dgrad", rt.sig(dz), rt.sig(wn), dx.shape, dx.stride(), x.dtype, conv)
         built = rt.CACHE.lookup(dev, key) or _build_grad(dev, key, "dgrad", dz, wn, dx, x.dtype, conv)
         rt.run(built, dev, (dz.data_ptr(), wn.data_ptr(), dx.data_ptr()))
         dx = dx if rt.channels_last(x) else dx.contiguous()
     if need_dw:
         dw = torch.empty_like(wn)
-        key = ("conv_wgrad", xn.shape, xn.stride(), xn.dtype, dz.shape, dz.stride(), dw.shape, dw.stride(), conv)
+        key = ("conv_wgrad", rt.sig(xn), rt.sig(dz), dw.shape, dw.stride(), w.dtype, conv)
         built = rt.CACHE.lookup(dev, key) or _build_grad(dev, key, "wgrad", xn, dz, dw, w.dtype, conv)
         rt.run(built, dev, (xn.data_ptr(), dz.data_ptr(), dw.data_ptr()))
         dw = dw if rt.channels_last(w) else dw.contiguous()

@@ -248,12 +248,7 @@ class Executor:
                 if entry is None:  # a pack the Runner keys otherwise (graph constants): found again next call
                     return y
             known.last, known.last_out, known.last_workspace = entry, out, workspace_at
-        if type(handle) is Handle and not entry.fills:  # Runner.execute, inlined: this is the per-call cost
-            status = runner.backend_execute(handle.address, runner.plan_ptr, entry.pack_ptr)
-            if status:
-                runner.failed(status, handle)
-        else:
-            runner.execute(entry, handle)
+        runner.execute(entry, handle)
         return y
 
     # -- the checked path -------------------------------------------------------------------
