@@ -46,11 +46,23 @@ class Backend:
     def __init__(self) -> None:
         self.packs: dict[int, dict[int, int]] = {}
         self.executed: list[dict[int, int]] = []
+        self.layouts: list[tuple[int, ...]] = []
 
     def variant_pack(self, uids: list[int], ptrs: list[int], workspace: int, label: str) -> _Pack:
         pack = _Pack(len(self.packs) + 1)
         self.packs[pack.ptr] = dict(zip(uids, ptrs))
         return pack
+
+    def layout(self, uids: list[int], label: str = "") -> Any:
+        """Stands in for backend_plan.PackLayout: ``make`` records the binding it would finalize."""
+        backend, order = self, tuple(uids)
+        backend.layouts.append(order)
+
+        class Layout:
+            def make(self, ptrs: list[int], workspace: int = 0) -> _Pack:
+                return backend.variant_pack(list(order), ptrs, workspace, label)
+
+        return Layout()
 
     def execute(self, handle: int, plan: int, pack: int) -> int:
         self.executed.append(self.packs[pack])
@@ -67,6 +79,7 @@ def sub_graph(monkeypatch: pytest.MonkeyPatch) -> tuple[Runner, Backend, cudnn.t
     assign_uids(all_tensors(g.nodes))
     backend = Backend()
     monkeypatch.setattr(execute.backend_plan, "variant_pack", backend.variant_pack)
+    monkeypatch.setattr(execute.backend_plan, "PackLayout", backend.layout)
     runner = Runner("graph", _Pack(99), 0, make_bindings(g.nodes), 1, None)
     runner.backend_execute = backend.execute
     return runner, backend, A, B, C
@@ -229,3 +242,27 @@ def test_scratch_fills_of_one_repeated_unit_become_memsets() -> None:
     assert ScratchSlot(1, 0, 8, zero=True).unit is None
     assert repeated_unit(struct.pack("<4f", 0.5, 0.25, 0.125, 0.0625)) is None
     assert repeated_unit(b"") is None
+
+
+def test_raw_pointer_calls_bind_in_the_order_given(sub_graph: Any) -> None:
+    """run_pointers (the cudnn.ops path): each new set of addresses is one new pack binding
+    each uid to the address at its position; the uid order is worked out once per order."""
+    runner, backend, A, B, C = sub_graph
+    a, b, c = A.get_uid(), B.get_uid(), C.get_uid()
+    runner.run_pointers((a, b, c), (0x1000, 0x2000, 0x3000), 0, 1)
+    runner.run_pointers((b, a, c), (0x1000, 0x2000, 0x3000), 0, 1)
+    runner.run_pointers((a, b, c), (0x5000, 0x2000, 0x3000), 0, 1)
+    runner.run_pointers((a, b, c), (0x1000, 0x2000, 0x3000), 0, 1)  # cached: no new pack
+    assert backend.executed == [{a: 0x1000, b: 0x2000, c: 0x3000}, {b: 0x1000, a: 0x2000, c: 0x3000},
+                                {a: 0x5000, b: 0x2000, c: 0x3000}, {a: 0x1000, b: 0x2000, c: 0x3000}]
+    assert len(backend.packs) == 3
+    assert backend.layouts == [(a, b, c), (b, a, c)]
+
+
+def test_raw_pointer_calls_drop_unknown_uids_and_refuse_missing_ones(sub_graph: Any) -> None:
+    runner, backend, A, B, C = sub_graph
+    a, b, c = A.get_uid(), B.get_uid(), C.get_uid()
+    runner.run_pointers((a, 999, b, c), (0x1000, 0x9000, 0x2000, 0x3000), 0, 1)
+    assert backend.executed == [{a: 0x1000, b: 0x2000, c: 0x3000}]
+    with pytest.raises(cudnn.ExecutionInputError, match="lacks.*B"):
+        runner.run_pointers((a, c), (0x1000, 0x3000), 0, 1)

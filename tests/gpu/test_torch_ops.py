@@ -317,6 +317,34 @@ def test_batch_norm_eager_paths_match_the_registered_op() -> None:
             torch.testing.assert_close(rv.double(), rv_ref, atol=1e-3, rtol=1e-3)
 
 
+@pytest.mark.parametrize("shape", [(8, 64, 28, 28), (32, 256, 14, 14), (16, 2048, 7, 7), (2, 24, 5, 5)])
+def test_batch_norm_running_statistics_in_place(shape: tuple[int, ...]) -> None:
+    """The eager path lets cuDNN's graph write the next running statistics over the old ones
+    (float32 buffers). Over five steps they equal, bit for bit, what the registered op writes to
+    memory of its own, and torch's update within tolerance; float16 buffers (copied back) too."""
+    torch.manual_seed(0)
+    c = shape[1]
+    rm, rv = 0.1 * torch.randn(c, device=DEV), 1 + 0.1 * torch.rand(c, device=DEV)
+    rm_op, rv_op = rm.clone(), rv.clone()
+    rm_ref, rv_ref = rm.double(), rv.double()
+    rm_half, rv_half = rm.half(), rv.half()
+    w, b = 1 + 0.3 * torch.randn(c, device=DEV), 0.3 * torch.randn(c, device=DEV)
+    for _ in range(5):
+        x = (2 * torch.randn(*shape, device=DEV) + 0.3).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+        with torch.no_grad():
+            y = ops.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5)
+            ops.batch_norm(x, rm_half, rv_half, w, b, True, 0.1, 1e-5)
+        y_op, _m, _v, nrm, nrv = torch.ops.cudnn.batch_norm(x, w, b, rm_op, rv_op, True, 0.1, 1e-5)
+        rm_op, rv_op = nrm, nrv
+        F.batch_norm(x.double(), rm_ref, rv_ref, w.double(), b.double(), True, 0.1, 1e-5)
+        assert torch.equal(y, y_op)
+        assert torch.equal(rm, rm_op) and torch.equal(rv, rv_op)
+    torch.testing.assert_close(rm.double(), rm_ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(rv.double(), rv_ref, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(rm_half.double(), rm_ref, atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(rv_half.double(), rv_ref, atol=2e-3, rtol=2e-3)
+
+
 def test_eager_backward_for_some_inputs_only() -> None:
     """Only the gradients asked for are computed (no dgrad for an input without grad); they
     match the float64 reference."""

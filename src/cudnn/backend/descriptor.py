@@ -164,6 +164,19 @@ class Descriptor:
                 self._children.append(child)
         return self
 
+    def set_c_array(self, attr: Attr, attr_type: AttrType, array: Any, count: int) -> Descriptor:
+        """Set one attribute from a C array whose elements are already of ``attr_type``'s C type
+        (hot paths that build it themselves: no conversion of values, no type inference). Not
+        for descriptor-valued attributes, whose children `set` keeps alive."""
+        ptr = self.ptr
+        if self.finalized:
+            raise DescriptorClosedError(
+                f"{self._what()} is finalized; {attr_label(attr)} can no longer be set")
+        status = marshal.set_attribute(ptr, int(attr), attr_type, array, count)
+        if status:
+            raise_status(status, lambda: self._context("setting", attr))
+        return self
+
     def get(self, attr: Attr | int | str, attr_type: AttrType | int | str,
             descriptor_type: DescType | int | str | None = None) -> Any:
         """Read a one-element attribute as a Python value (int, float, enum, Descriptor)."""

@@ -7,6 +7,7 @@ pointers prepared ahead, which is what keeps the per-call cost of a graph near t
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 
 from .._lib import capi
@@ -16,6 +17,8 @@ from .._lib.enums import cudnnBackendDescriptorType_t as D
 from .._lib.errors import raise_status
 from .descriptor import Descriptor
 from .handle import Handle
+
+_INT64, _POINTER = ctypes.c_int64, ctypes.c_void_p
 
 
 def execution_plan(handle: Handle | int, engine_config: Descriptor, label: str = "",
@@ -60,16 +63,35 @@ def plan_json(plan: Descriptor) -> str:
     return values[0] if values else ""
 
 
+class PackLayout:
+    """The uids of a plan's variant packs, fixed once (their C array built once), so a pack for
+    new addresses (every call, when an allocator hands out other blocks) is one descriptor,
+    three attributes and a finalize. Pointers are ints (or None for NULL): anything else
+    raises TypeError."""
+
+    __slots__ = ("uids", "label", "_uid_array")
+
+    def __init__(self, uids: Sequence[int], label: str = "") -> None:
+        self.uids = tuple(uids)
+        self.label = label
+        self._uid_array = (_INT64 * len(self.uids))(*self.uids)
+
+    def make(self, pointers: Sequence[int], workspace: int = 0) -> Descriptor:
+        """A finalized VARIANT_PACK binding the uids, in order, to ``pointers``."""
+        n = len(self.uids)
+        if len(pointers) != n:
+            raise ValueError(f"{n} uids but {len(pointers)} pointers")
+        pack = Descriptor(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, self.label)
+        pack.set_c_array(A.CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, T.CUDNN_TYPE_INT64, self._uid_array, n)
+        pack.set_c_array(A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, T.CUDNN_TYPE_VOID_PTR, (_POINTER * n)(*pointers), n)
+        pack.set_c_array(A.CUDNN_ATTR_VARIANT_PACK_WORKSPACE, T.CUDNN_TYPE_VOID_PTR, (_POINTER * 1)(workspace), 1)
+        return pack.finalize()
+
+
 def variant_pack(uids: Sequence[int], pointers: Sequence[int], workspace: int = 0,
                  label: str = "") -> Descriptor:
     """A finalized VARIANT_PACK binding tensor uids to device pointers."""
-    if len(uids) != len(pointers):
-        raise ValueError(f"{len(uids)} uids but {len(pointers)} pointers")
-    pack = Descriptor(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, label)
-    pack.set(A.CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, [int(u) for u in uids], T.CUDNN_TYPE_INT64)
-    pack.set(A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, [int(p) for p in pointers], T.CUDNN_TYPE_VOID_PTR)
-    pack.set(A.CUDNN_ATTR_VARIANT_PACK_WORKSPACE, int(workspace), T.CUDNN_TYPE_VOID_PTR)
-    return pack.finalize()
+    return PackLayout(uids, label).make(pointers, workspace)
 
 
 def populate_cuda_graph(handle: Handle | int, plan: Descriptor, pack: Descriptor, cuda_graph: int,

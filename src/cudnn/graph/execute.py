@@ -290,12 +290,25 @@ def _evictor(cache: PackCache, key: tuple[Any, ...]) -> Callable[[Any], None]:
     return evict
 
 
+class _PointerLayout:
+    """`Runner.run_pointers`' fixed part for one order of uids: the given positions the graph
+    reads (None: all), the backend uid layout, the graph constants' addresses and owners."""
+
+    __slots__ = ("picks", "pack", "constants", "keep")
+
+    def __init__(self, picks: tuple[int, ...] | None, pack: Any, constants: list[int], keep: list[Any]) -> None:
+        self.picks = picks
+        self.pack = pack
+        self.constants = constants
+        self.keep = keep
+
+
 class Runner:
     """Runs one execution plan; made when the plan is first executed, used by every execute()."""
 
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
                  "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
-                 "identity", "tensor", "data_ptr", "key_of", "backend_execute", "candidate", "warned")
+                 "identity", "tensor", "data_ptr", "key_of", "backend_execute", "candidate", "warned", "layouts")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
@@ -323,6 +336,7 @@ class Runner:
         self.backend_execute = capi.graph.cudnnBackendExecute
         self.candidate = candidate  # the plan's Candidate (what the pipeline selected)
         self.warned: set[int] = set()  # uids a mismatch warning was given for
+        self.layouts: dict[tuple[int, ...], _PointerLayout] = {}  # run_pointers: per uid order
 
     @property
     def workspace_size(self) -> int:
@@ -385,16 +399,38 @@ class Runner:
         self.execute(entry, self.default_handle if handle is None else handle)
 
     def _pointer_entry(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int) -> Entry:
-        bound = [(u, p) for u, p in zip(uids, pointers) if u in self.by_uid]  # unused tensors are not given
-        given = {u for u, _ in bound}
+        layout = self.layouts.get(uids)
+        if layout is None:
+            layout = self._pointer_layout(uids)
+        if self.workspace_size and not workspace:
+            raise ExecutionInputError(f"{self.label}: the plan needs a workspace of {self.workspace_size} bytes")
+        ptrs = list(pointers) if layout.picks is None else [pointers[i] for i in layout.picks]
+        ptrs += layout.constants
+        fills: tuple[tuple[int, ScratchSlot], ...] = ()
+        if self.slots:
+            ptrs += [workspace + slot.offset for slot in self.slots]
+            fills = tuple((workspace + slot.offset, slot) for slot in self.slots if slot.fill is not None or slot.zero)
+        plan_ws = workspace + self.scratch_bytes if self.plan_workspace else 0
+        entry = Entry(layout.pack.make(ptrs, plan_ws), layout.keep, fills)
+        self.packs.store((uids, pointers, workspace), entry)
+        return entry
+
+    def _pointer_layout(self, uids: tuple[int, ...]) -> _PointerLayout:
+        """What every pack for ``uids`` shares, worked out (and checked) once: which of the given
+        uids the graph reads, its constants, its scratch slots, the uid array cuDNN is given."""
+        picks = [i for i, u in enumerate(uids) if u in self.by_uid]  # unused tensors are not given
+        given = {uids[i] for i in picks}
         missing = [b.label for b in self.required if b.uid not in given]
         if missing:
             raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing))
-        if self.workspace_size and not workspace:
-            raise ExecutionInputError(f"{self.label}: the plan needs a workspace of {self.workspace_size} bytes")
-        entry = self._make_entry([u for u, _ in bound], [p for _, p in bound], {}, given, workspace)
-        self.packs.store((uids, pointers, workspace), entry)
-        return entry
+        constants = [b for b in self.by_uid.values() if b.constant is not None and b.uid not in given]
+        order = [uids[i] for i in picks] + [b.uid for b in constants] + [slot.uid for slot in self.slots]
+        layout = _PointerLayout(None if len(picks) == len(uids) else tuple(picks),
+                                backend_plan.PackLayout(order, self.label),
+                                [b.constant.ptr for b in constants],  # type: ignore[union-attr]
+                                [b.constant for b in constants])
+        self.layouts[uids] = layout
+        return layout
 
     def execute(self, entry: Entry, handle: Any) -> None:
         """One ``cudnnBackendExecute`` of ``entry`` on ``handle`` (a Handle or an int)."""

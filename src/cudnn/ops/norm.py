@@ -333,34 +333,75 @@ def _vec(p: torch.Tensor | None, c: int, fill: float, like: torch.Tensor) -> tor
 
 
 def _bn_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-              running_mean: torch.Tensor | None, running_var: torch.Tensor | None, eps: float,
-              stats: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Y (the input's layout) and the batch MEAN / INV_VARIANCE (float32, [C]; None unless
-    ``stats``: the graph then writes them to one scratch block) of a training forward. The
-    arguments (running statistics included) are checked when their key is first built; a hit
-    only allocates and runs."""
+              running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float, eps: float,
+              stats: tuple[int, ...]) -> torch.Tensor:
+    """Run the training graph; returns Y (the input's layout). ``stats``: where the graph writes
+    the batch MEAN and INV_VARIANCE and, with running statistics, their next values (float32
+    [C] each): the running statistics go into the graph and come out of it, torch's update
+    with the unbiased batch variance. The arguments are checked when their key is first built;
+    a hit only allocates and runs."""
+    track = running_mean is not None and running_var is not None
     key = ("batchnorm", x.shape, x.stride(), x.dtype, rt.sig(weight), rt.sig(bias), rt.sig(running_mean),
-           rt.sig(running_var), eps)
+           rt.sig(running_var), eps, momentum if track else None)
     dev = x.get_device()
     built = rt.CACHE.lookup(dev, key)
     if built is None:
-        built = _bn_train_build(dev, key, x, weight, bias, running_mean, running_var, eps)
+        built = _bn_train_build(dev, key, x, weight, bias, running_mean, running_var, momentum, eps)
     nchw, ones, zeros = built.info
     xn = x.contiguous(memory_format=torch.channels_last) if nchw else x
-    c = x.shape[1]
     w = ones if weight is None else _f32(weight)
     b = zeros if bias is None else _f32(bias)
     y = torch.empty_like(xn)
-    if not stats:  # MEAN at its start, INV_VARIANCE 256-byte aligned after it
-        pad = -(-c // 64) * 64
-        scratch = x.new_empty(2 * pad, dtype=torch.float32)
-        p = scratch.data_ptr()
-        rt.run(built, dev, (xn.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), p, p + 4 * pad))
-        return (y.contiguous() if nchw else y), None, None
-    mean = x.new_empty(c, dtype=torch.float32)  # the [1, C, 1, 1] statistics' memory
-    inv = x.new_empty(c, dtype=torch.float32)
-    rt.run(built, dev, (xn.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), mean.data_ptr(), inv.data_ptr()))
-    return (y.contiguous() if nchw else y), mean, inv
+    if track:
+        assert running_mean is not None and running_var is not None
+        rm, rv = _f32(running_mean), _f32(running_var)  # float32 copies must live until the launch
+        rt.run(built, dev, (xn.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), stats[0], stats[1],
+                            rm.data_ptr(), rv.data_ptr(), stats[2], stats[3]))
+    else:
+        rt.run(built, dev, (xn.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), stats[0], stats[1]))
+    return y.contiguous() if nchw else y
+
+
+def _bn_train_fresh(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                    running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float,
+                    eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None,
+                                         torch.Tensor | None]:
+    """Y, MEAN, INV_VARIANCE and the next running statistics (None without running
+    statistics), each in memory of its own: a registered op's outputs alias nothing."""
+    c = x.shape[1]
+    track = running_mean is not None and running_var is not None
+    out = [x.new_empty(c, dtype=torch.float32) for _ in range(4 if track else 2)]
+    y = _bn_train(x, weight, bias, running_mean, running_var, momentum, eps, tuple(t.data_ptr() for t in out))
+    return (y, out[0], out[1], out[2], out[3]) if track else (y, out[0], out[1], None, None)
+
+
+def _bn_train_eager(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                    running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float,
+                    eps: float, keep: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Y and, when ``keep`` (for the backward), MEAN / INV_VARIANCE; the running statistics
+    are updated in place. The statistics share one block; float32 running statistics are the
+    graph's next-statistics outputs themselves (each channel's new value is written by the
+    step that read the old one), others are written to the block and copied."""
+    c = x.shape[1]
+    pad = -(-c // 64) * 64  # each statistic 256-byte aligned in the block
+    track = running_mean is not None and running_var is not None
+    direct = track and _f32(running_mean) is running_mean and _f32(running_var) is running_var
+    block = x.new_empty((2 if direct or not track else 4, pad), dtype=torch.float32)
+    p = block.data_ptr()
+    if not track:
+        stats: tuple[int, ...] = (p, p + 4 * pad)
+    elif direct:
+        stats = (p, p + 4 * pad, running_mean.data_ptr(), running_var.data_ptr())  # type: ignore[union-attr]
+    else:
+        stats = (p, p + 4 * pad, p + 8 * pad, p + 12 * pad)
+    y = _bn_train(x, weight, bias, running_mean, running_var, momentum, eps, stats)
+    if track and not direct:
+        with torch.no_grad():
+            running_mean.copy_(block[2, :c].reshape(running_mean.shape))  # type: ignore[union-attr]
+            running_var.copy_(block[3, :c].reshape(running_var.shape))  # type: ignore[union-attr]
+    if not keep:
+        return y, None, None
+    return y, block[0, :c], block[1, :c]
 
 
 def _f32(p: torch.Tensor) -> torch.Tensor:
@@ -369,9 +410,11 @@ def _f32(p: torch.Tensor) -> torch.Tensor:
 
 
 def _bn_train_build(dev: int, key: tuple, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
-                    running_mean: torch.Tensor | None, running_var: torch.Tensor | None, eps: float) -> rt.Built:
+                    running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float,
+                    eps: float) -> rt.Built:
     """Check the arguments, then build and cache the training graph (NHWC) for ``key``."""
     c = _bn_check(x, {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var})
+    track = running_mean is not None and running_var is not None
     xn = x.contiguous(memory_format=torch.channels_last)
     w, b = _vec(weight, c, 1.0, x), _vec(bias, c, 0.0, x)
     y = torch.empty_like(xn)
@@ -379,10 +422,16 @@ def _bn_train_build(dev: int, key: tuple, x: torch.Tensor, weight: torch.Tensor 
 
     def make(g: pygraph) -> dict:
         X, W, B = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "scale", w), rt.tensor_of(g, "bias", b)
-        Y, M, V, _, _ = g.batchnorm(X, W, B, None, None, eps, None)
-        return {"x": X, "scale": W, "bias": B, "y": _out(Y, y), "mean": _out(M, stats), "inv": _out(V, stats)}
+        RM, RV = (rt.tensor_of(g, "running_mean", stats), rt.tensor_of(g, "running_var", stats)) if track \
+            else (None, None)
+        Y, M, V, NRM, NRV = g.batchnorm(X, W, B, RM, RV, eps, momentum if track else None)
+        ports = {"x": X, "scale": W, "bias": B, "y": _out(Y, y), "mean": _out(M, stats), "inv": _out(V, stats)}
+        if RM is not None and RV is not None and NRM is not None and NRV is not None:
+            ports.update(rm=RM, rv=RV, nrm=_out(NRM, stats), nrv=_out(NRV, stats))
+        return ports
 
-    built = rt.CACHE.build(dev, key, make).bind("x", "scale", "bias", "y", "mean", "inv")
+    built = rt.CACHE.build(dev, key, make)
+    built.bind("x", "scale", "bias", "y", "mean", "inv", *(("rm", "rv", "nrm", "nrv") if track else ()))
     # NCHW inputs run through an NHWC copy; ones / zeros stand for an absent weight / bias
     built.info = (not x.is_contiguous(memory_format=torch.channels_last), w.reshape(c) if weight is None else None,
                   b.reshape(c) if bias is None else None)
@@ -391,22 +440,11 @@ def _bn_train_build(dev: int, key: tuple, x: torch.Tensor, weight: torch.Tensor 
 
 def _bn_run(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
             running_mean: torch.Tensor | None, running_var: torch.Tensor | None, training: bool, momentum: float,
-            eps: float, stats: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None,
-                                                     torch.Tensor | None, torch.Tensor | None]:
+            eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Y, the batch MEAN / INV_VARIANCE (float32, [C]) and the updated running statistics
-    (None without running statistics). ``stats=False``: the caller reads Y and the running
-    statistics only (MEAN / INV_VARIANCE may then be None)."""
+    (None without running statistics or outside training), each a tensor of its own."""
     if training:
-        track = running_mean is not None and running_var is not None
-        y, mean, inv = _bn_train(x, weight, bias, running_mean, running_var, eps, stats or track)
-        if running_mean is None or running_var is None or mean is None or inv is None:
-            return y, mean, inv, None, None
-        # torch's update: the running variance takes the unbiased batch variance
-        n = x.numel() // x.shape[1]
-        var = (inv.reciprocal().square() - eps).clamp_min(0) * (n / max(n - 1, 1))
-        nrm = running_mean.float() * (1 - momentum) + mean * momentum
-        nrv = running_var.float() * (1 - momentum) + var * momentum
-        return y, mean, inv, nrm, nrv
+        return _bn_train_fresh(x, weight, bias, running_mean, running_var, momentum, eps)
     c = _bn_check(x, {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var})
     if running_mean is None or running_var is None:
         raise rt.OpError("cudnn.ops.batch_norm: running_mean / running_var: needed when training=False")
@@ -433,7 +471,6 @@ def _bn(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
         running_var: torch.Tensor | None, training: bool, momentum: float,
         eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     y, mean, inv, nrm, nrv = _bn_run(x, weight, bias, running_mean, running_var, training, momentum, eps)
-    assert mean is not None and inv is not None  # stats=True: always written
     return y, mean, inv, (x.new_empty(0) if nrm is None else nrm), (x.new_empty(0) if nrv is None else nrv)
 
 
@@ -538,14 +575,17 @@ _bn.register_autograd(_bn_backward, setup_context=_bn_setup)
 
 
 class _BNEager(torch.autograd.Function):
-    """The eager path of batch norm with a gradient wanted (see `_runtime`); it updates the
-    running statistics in place itself and returns Y alone."""
+    """The eager path of batch norm with a gradient wanted (see `_runtime`); in training it
+    updates the running statistics in place itself. Returns Y alone."""
 
     @staticmethod
     def forward(ctx, *inputs):  # type: ignore[no-untyped-def]
-        out = _bn_run(*inputs)
+        x, weight, bias, running_mean, running_var, training, momentum, eps = inputs
+        if training:
+            out = (*_bn_train_eager(x, weight, bias, running_mean, running_var, momentum, eps, True), None, None)
+        else:
+            out = _bn_run(*inputs)
         _bn_setup(ctx, inputs, out)
-        _update_running(inputs[3], inputs[4], out[3], out[4])
         return out[0]
 
     backward = staticmethod(_bn_backward)
@@ -571,9 +611,10 @@ def batch_norm(x: torch.Tensor, running_mean: torch.Tensor | None, running_var: 
         if torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
                                         or (bias is not None and bias.requires_grad)):
             return _BNEager.apply(*args)
-        y, _m, _v, nrm, nrv = _bn_run(*args, stats=False)
-    else:
-        y, _m, _v, nrm, nrv = torch.ops.cudnn.batch_norm(*args)
+        if training:
+            return _bn_train_eager(x, weight, bias, running_mean, running_var, args[6], args[7], False)[0]
+        return _bn_run(*args)[0]
+    y, _m, _v, nrm, nrv = torch.ops.cudnn.batch_norm(*args)
     if training:
         _update_running(running_mean, running_var, nrm, nrv)
     return y
