@@ -164,19 +164,6 @@ class Descriptor:
                 self._children.append(child)
         return self
 
-    def set_c_array(self, attr: Attr, attr_type: AttrType, array: Any, count: int) -> Descriptor:
-        """Set one attribute from a C array whose elements are already of ``attr_type``'s C type
-        (hot paths that build it themselves: no conversion of values, no type inference). Not
-        for descriptor-valued attributes, whose children `set` keeps alive."""
-        ptr = self.ptr
-        if self.finalized:
-            raise DescriptorClosedError(
-                f"{self._what()} is finalized; {attr_label(attr)} can no longer be set")
-        status = marshal.set_attribute(ptr, int(attr), attr_type, array, count)
-        if status:
-            raise_status(status, lambda: self._context("setting", attr))
-        return self
-
     def get(self, attr: Attr | int | str, attr_type: AttrType | int | str,
             descriptor_type: DescType | int | str | None = None) -> Any:
         """Read a one-element attribute as a Python value (int, float, enum, Descriptor)."""
@@ -287,6 +274,27 @@ def _to_array(items: list[Any], attr_type: AttrType, context: Callable[[], str])
         return marshal.pack(items, attr_type)
     except (TypeError, ValueError, OverflowError) as exc:
         raise TypeError(f"{context()} as {attr_type.name}: {exc}") from None
+
+
+class BareDescriptor:
+    """A backend descriptor its maker sets from ready C arrays and finalizes at once: no label,
+    children or deferred close; the C descriptor is destroyed with the object. For descriptors
+    made on hot paths (a variant pack for every new set of addresses), where `Descriptor`'s
+    bookkeeping would cost more than the backend calls. Counted in `live_count`."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, desc_type: DescType) -> None:
+        self.ptr = 0
+        status, ptr = marshal.create_descriptor(int(desc_type))
+        if status:
+            raise_status(status, f"creating {type_label(desc_type)}")
+        self.ptr = ptr
+        _live[0] += 1
+
+    def __del__(self) -> None:
+        if self.ptr:
+            _destroy(self.ptr, [])
 
 
 _live = [0]  # C descriptors created and not yet destroyed

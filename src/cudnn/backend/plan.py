@@ -15,10 +15,13 @@ from .._lib.enums import cudnnBackendAttributeName_t as A
 from .._lib.enums import cudnnBackendAttributeType_t as T
 from .._lib.enums import cudnnBackendDescriptorType_t as D
 from .._lib.errors import raise_status
-from .descriptor import Descriptor
+from .descriptor import BareDescriptor, Descriptor
 from .handle import Handle
 
 _INT64, _POINTER = ctypes.c_int64, ctypes.c_void_p
+_UIDS, _POINTERS = int(A.CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS), int(A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS)
+_WORKSPACE = int(A.CUDNN_ATTR_VARIANT_PACK_WORKSPACE)
+_T_INT64, _T_POINTER = int(T.CUDNN_TYPE_INT64), int(T.CUDNN_TYPE_VOID_PTR)
 
 
 def execution_plan(handle: Handle | int, engine_config: Descriptor, label: str = "",
@@ -65,36 +68,43 @@ def plan_json(plan: Descriptor) -> str:
 
 class PackLayout:
     """The uids of a plan's variant packs, fixed once (their C array built once), so a pack for
-    new addresses (every call, when an allocator hands out other blocks) is one descriptor,
-    three attributes and a finalize. Pointers are ints (or None for NULL): anything else
-    raises TypeError."""
+    new addresses (every call, when an allocator hands out other blocks) is four backend calls:
+    create, two attributes and the workspace, finalize. Pointers are ints (or None for NULL):
+    anything else raises TypeError."""
 
-    __slots__ = ("uids", "label", "_uid_array")
+    __slots__ = ("uids", "label", "_uid_array", "_set", "_finalize")
 
     def __init__(self, uids: Sequence[int], label: str = "") -> None:
         self.uids = tuple(uids)
         self.label = label
         self._uid_array = (_INT64 * len(self.uids))(*self.uids)
+        self._set = capi.graph.cudnnBackendSetAttribute
+        self._finalize = capi.graph.cudnnBackendFinalize
 
-    def make(self, pointers: Sequence[int], workspace: int = 0) -> Descriptor:
+    def make(self, pointers: Sequence[int], workspace: int = 0) -> BareDescriptor:
         """A finalized VARIANT_PACK binding the uids, in order, to ``pointers``."""
         n = len(self.uids)
         if len(pointers) != n:
             raise ValueError(f"{n} uids but {len(pointers)} pointers")
-        pack = Descriptor(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, self.label)
-        pack.set_c_array(A.CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, T.CUDNN_TYPE_INT64, self._uid_array, n)
-        pack.set_c_array(A.CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, T.CUDNN_TYPE_VOID_PTR, (_POINTER * n)(*pointers), n)
-        pack.set_c_array(A.CUDNN_ATTR_VARIANT_PACK_WORKSPACE, T.CUDNN_TYPE_VOID_PTR, (_POINTER * 1)(workspace), 1)
-        return pack.finalize()
+        pack = BareDescriptor(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
+        ptr, set_ = pack.ptr, self._set
+        status = (set_(ptr, _UIDS, _T_INT64, n, self._uid_array)
+                  or set_(ptr, _POINTERS, _T_POINTER, n, (_POINTER * n)(*pointers))
+                  or set_(ptr, _WORKSPACE, _T_POINTER, 1, ctypes.byref(_POINTER(workspace)))
+                  or self._finalize(ptr))
+        if status:
+            where = f"{self.label}: " if self.label else ""
+            raise_status(status, f"{where}making a VARIANT_PACK descriptor for {n} tensors")
+        return pack
 
 
 def variant_pack(uids: Sequence[int], pointers: Sequence[int], workspace: int = 0,
-                 label: str = "") -> Descriptor:
+                 label: str = "") -> BareDescriptor:
     """A finalized VARIANT_PACK binding tensor uids to device pointers."""
     return PackLayout(uids, label).make(pointers, workspace)
 
 
-def populate_cuda_graph(handle: Handle | int, plan: Descriptor, pack: Descriptor, cuda_graph: int,
+def populate_cuda_graph(handle: Handle | int, plan: Descriptor, pack: Descriptor | BareDescriptor, cuda_graph: int,
                         update: bool = False, label: str = "") -> None:
     """Add the plan's kernels to a CUDA graph (or update them with a new pack's pointers)."""
     fn = capi.graph.cudnnBackendUpdateCudaGraph if update else capi.graph.cudnnBackendPopulateCudaGraph
@@ -104,7 +114,7 @@ def populate_cuda_graph(handle: Handle | int, plan: Descriptor, pack: Descriptor
         raise_status(status, f"{label + ': ' if label else ''}{doing} a CUDA graph")
 
 
-def execute(handle: Handle | int, plan: Descriptor, pack: Descriptor, label: str = "") -> None:
+def execute(handle: Handle | int, plan: Descriptor, pack: Descriptor | BareDescriptor, label: str = "") -> None:
     """Run ``plan`` on the handle's stream with the pointers of ``pack``."""
     status = capi.graph.cudnnBackendExecute(int(handle), plan.ptr, pack.ptr)
     if status:
