@@ -47,6 +47,7 @@ class Backend:
         self.packs: dict[int, dict[int, int]] = {}
         self.executed: list[dict[int, int]] = []
         self.layouts: list[tuple[int, ...]] = []
+        self.destroyed: list[int] = []
 
     def variant_pack(self, uids: list[int], ptrs: list[int], workspace: int, label: str) -> _Pack:
         pack = _Pack(len(self.packs) + 1)
@@ -59,8 +60,8 @@ class Backend:
         backend.layouts.append(order)
 
         class Layout:
-            def make(self, ptrs: list[int], workspace: int = 0) -> _Pack:
-                return backend.variant_pack(list(order), ptrs, workspace, label)
+            def make(self, ptrs: list[int], workspace: int = 0) -> int:
+                return backend.variant_pack(list(order), ptrs, workspace, label).ptr
 
         return Layout()
 
@@ -80,6 +81,7 @@ def sub_graph(monkeypatch: pytest.MonkeyPatch) -> tuple[Runner, Backend, cudnn.t
     backend = Backend()
     monkeypatch.setattr(execute.backend_plan, "variant_pack", backend.variant_pack)
     monkeypatch.setattr(execute.backend_plan, "PackLayout", backend.layout)
+    monkeypatch.setattr(execute.backend_plan, "destroy_pack", backend.destroyed.append)
     runner = Runner("graph", _Pack(99), 0, make_bindings(g.nodes), 1, None)
     runner.backend_execute = backend.execute
     return runner, backend, A, B, C
@@ -266,3 +268,21 @@ def test_raw_pointer_calls_drop_unknown_uids_and_refuse_missing_ones(sub_graph: 
     assert backend.executed == [{a: 0x1000, b: 0x2000, c: 0x3000}]
     with pytest.raises(cudnn.ExecutionInputError, match="lacks.*B"):
         runner.run_pointers((a, c), (0x1000, 0x3000), 0, 1)
+
+
+def test_raw_pointer_packs_are_bounded_and_destroyed(sub_graph: Any) -> None:
+    """Beyond the bound the oldest run_pointers pack is destroyed, and the rest with the Runner;
+    what the cache holds is ints and tuples only (nothing the cyclic GC keeps tracking)."""
+    fixture_runner, backend, A, B, C = sub_graph
+    runner = Runner("graph", _Pack(98), 0, list(fixture_runner.by_uid.values()), 1, None)
+    runner.backend_execute = backend.execute
+    uids = (A.get_uid(), B.get_uid(), C.get_uid())
+    for i in range(70):
+        runner.run_pointers(uids, (0x1000 * (i + 1), 0x2000, 0x3000), 0, 1)
+    assert len(backend.packs) == 70 and backend.destroyed == [1, 2, 3, 4, 5, 6]
+    gc.collect()
+    gc.collect()  # a tuple is untracked once the tuples in it are: the outer ones at the second pass
+    assert not [(k, v) for k, v in runner.packs.by_pointers.items() if gc.is_tracked(k) or gc.is_tracked(v)]
+    del runner
+    gc.collect()
+    assert sorted(backend.destroyed) == list(range(1, 71))

@@ -276,25 +276,35 @@ def _to_array(items: list[Any], attr_type: AttrType, context: Callable[[], str])
         raise TypeError(f"{context()} as {attr_type.name}: {exc}") from None
 
 
+def create_raw(desc_type: DescType) -> int:
+    """A new C descriptor as a bare address, for hot paths that keep no Python object per
+    descriptor (a variant pack for every new set of addresses: Python objects that live a
+    while each would feed the cyclic garbage collector). Its owner destroys it with
+    `destroy_raw`. Counted in `live_count`."""
+    status, ptr = marshal.create_descriptor(int(desc_type))
+    if status:
+        raise_status(status, f"creating {type_label(desc_type)}")
+    _live[0] += 1
+    return ptr
+
+
+def destroy_raw(ptr: int) -> None:
+    """Destroy a descriptor made by `create_raw`."""
+    _destroy(ptr, [])
+
+
 class BareDescriptor:
-    """A backend descriptor its maker sets from ready C arrays and finalizes at once: no label,
-    children or deferred close; the C descriptor is destroyed with the object. For descriptors
-    made on hot paths (a variant pack for every new set of addresses), where `Descriptor`'s
-    bookkeeping would cost more than the backend calls. Counted in `live_count`."""
+    """Owns a `create_raw` descriptor as an object: no label, children or deferred close; the C
+    descriptor is destroyed with the object."""
 
     __slots__ = ("ptr",)
 
-    def __init__(self, desc_type: DescType) -> None:
-        self.ptr = 0
-        status, ptr = marshal.create_descriptor(int(desc_type))
-        if status:
-            raise_status(status, f"creating {type_label(desc_type)}")
+    def __init__(self, ptr: int) -> None:
         self.ptr = ptr
-        _live[0] += 1
 
     def __del__(self) -> None:
         if self.ptr:
-            _destroy(self.ptr, [])
+            destroy_raw(self.ptr)
 
 
 _live = [0]  # C descriptors created and not yet destroyed

@@ -15,7 +15,7 @@ from .._lib.enums import cudnnBackendAttributeName_t as A
 from .._lib.enums import cudnnBackendAttributeType_t as T
 from .._lib.enums import cudnnBackendDescriptorType_t as D
 from .._lib.errors import raise_status
-from .descriptor import BareDescriptor, Descriptor
+from .descriptor import BareDescriptor, Descriptor, create_raw, destroy_raw
 from .handle import Handle
 
 _INT64, _POINTER = ctypes.c_int64, ctypes.c_void_p
@@ -81,27 +81,36 @@ class PackLayout:
         self._set = capi.graph.cudnnBackendSetAttribute
         self._finalize = capi.graph.cudnnBackendFinalize
 
-    def make(self, pointers: Sequence[int], workspace: int = 0) -> BareDescriptor:
-        """A finalized VARIANT_PACK binding the uids, in order, to ``pointers``."""
+    def make(self, pointers: Sequence[int], workspace: int = 0) -> int:
+        """The address of a finalized VARIANT_PACK binding the uids, in order, to ``pointers``;
+        the caller owns it and destroys it with `destroy_pack`."""
         n = len(self.uids)
         if len(pointers) != n:
             raise ValueError(f"{n} uids but {len(pointers)} pointers")
-        pack = BareDescriptor(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
-        ptr, set_ = pack.ptr, self._set
-        status = (set_(ptr, _UIDS, _T_INT64, n, self._uid_array)
-                  or set_(ptr, _POINTERS, _T_POINTER, n, (_POINTER * n)(*pointers))
-                  or set_(ptr, _WORKSPACE, _T_POINTER, 1, ctypes.byref(_POINTER(workspace)))
-                  or self._finalize(ptr))
+        ptr = create_raw(D.CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR)
+        set_ = self._set
+        try:
+            status = (set_(ptr, _UIDS, _T_INT64, n, self._uid_array)
+                      or set_(ptr, _POINTERS, _T_POINTER, n, (_POINTER * n)(*pointers))
+                      or set_(ptr, _WORKSPACE, _T_POINTER, 1, ctypes.byref(_POINTER(workspace)))
+                      or self._finalize(ptr))
+        except BaseException:
+            destroy_raw(ptr)
+            raise
         if status:
+            destroy_raw(ptr)
             where = f"{self.label}: " if self.label else ""
             raise_status(status, f"{where}making a VARIANT_PACK descriptor for {n} tensors")
-        return pack
+        return ptr
+
+
+destroy_pack = destroy_raw  # what `PackLayout.make` gives back is destroyed with this
 
 
 def variant_pack(uids: Sequence[int], pointers: Sequence[int], workspace: int = 0,
                  label: str = "") -> BareDescriptor:
-    """A finalized VARIANT_PACK binding tensor uids to device pointers."""
-    return PackLayout(uids, label).make(pointers, workspace)
+    """A finalized VARIANT_PACK binding tensor uids to device pointers, destroyed with the object."""
+    return BareDescriptor(PackLayout(uids, label).make(pointers, workspace))
 
 
 def populate_cuda_graph(handle: Handle | int, plan: Descriptor, pack: Descriptor | BareDescriptor, cuda_graph: int,

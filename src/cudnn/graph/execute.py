@@ -209,13 +209,20 @@ _NO_LAST: tuple[Any, ...] = ((), None, None)  # no identity key is ()
 class PackCache:
     """The prepared backend variant packs of one plan (see the module docstring); bounded."""
 
-    __slots__ = ("identity", "by_binding", "last", "__weakref__")
+    __slots__ = ("identity", "by_binding", "last", "by_pointers", "_destroy", "__weakref__")
 
     def __init__(self) -> None:
         self.identity: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()
         # the identity key of the latest hit, its entry and its _Seen (whose weak references clear it)
         self.last: tuple[Any, ...] = _NO_LAST
         self.by_binding: OrderedDict[tuple[Any, ...], Entry] = OrderedDict()  # read directly by hot paths
+        # run_pointers' packs: (uids, pointers, workspace) -> (pack address, scratch fills). Only
+        # ints and tuples, which the cyclic GC stops tracking: in training every call brings new
+        # addresses, and an object per pack living a few steps would be promoted to the oldest
+        # generation and make full collections frequent. The packs are destroyed here.
+        self.by_pointers: OrderedDict[tuple[Any, ...], tuple[int, tuple[Any, ...]]] = OrderedDict()
+        self._destroy = backend_plan.destroy_pack
+        weakref.finalize(self, _destroy_packs, self.by_pointers, self._destroy)
 
     def lookup_by_value(self, variant_pack: Mapping[Any, Any], workspace: Any, tensor: Any) -> Entry | None:
         """After an identity miss: packs holding raw pointers or numbers are found by their values
@@ -254,8 +261,23 @@ class PackCache:
         while len(self.by_binding) > _BY_BINDING:
             self.by_binding.popitem(last=False)
 
+    def store_pointers(self, key: tuple[Any, ...], entry: tuple[int, tuple[Any, ...]]) -> None:
+        """Keep a run_pointers pack (its address and fills); the oldest beyond the bound is destroyed."""
+        packs = self.by_pointers
+        packs[key] = entry
+        while len(packs) > _BY_BINDING:
+            self._destroy(packs.popitem(last=False)[1][0])
+
     def __len__(self) -> int:
-        return len(self.by_binding)
+        return len(self.by_binding) + len(self.by_pointers)
+
+
+def _destroy_packs(packs: OrderedDict[tuple[Any, ...], tuple[int, tuple[Any, ...]]],
+                   destroy: Callable[[int], None]) -> None:
+    """Finalizer of a PackCache: destroy the run_pointers packs it still holds."""
+    for address, _ in packs.values():
+        destroy(address)
+    packs.clear()
 
 
 def _value_key(variant_pack: Mapping[Any, Any], values: tuple[Any, ...], kinds: set[type],
@@ -376,7 +398,7 @@ class Runner:
         except AttributeError:
             h = as_handle_ptr(handle)  # a clear TypeError for anything else
         if entry.fills:
-            self._fill(entry, h)
+            self._fill(entry.fills, h)
         status = self.backend_execute(h, self.plan_ptr, entry.pack_ptr)
         if status:
             self.failed(status, handle)
@@ -393,12 +415,13 @@ class Runner:
         for integrations that allocate every buffer for this graph's exact dims, strides and
         types (``cudnn.ops``). Packs are found by ``(uids, pointers, workspace)``, so changing
         addresses (an allocator handing out other blocks) cost one backend pack each, once."""
-        entry = self.packs.bound((uids, pointers, workspace))
+        entry = self.packs.by_pointers.get((uids, pointers, workspace))
         if entry is None:
             entry = self._pointer_entry(uids, pointers, workspace)
-        self.execute(entry, self.default_handle if handle is None else handle)
+        self.launch(entry[0], entry[1], self.default_handle if handle is None else handle)
 
-    def _pointer_entry(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int) -> Entry:
+    def _pointer_entry(self, uids: tuple[int, ...], pointers: tuple[int, ...],
+                       workspace: int) -> tuple[int, tuple[Any, ...]]:
         layout = self.layouts.get(uids)
         if layout is None:
             layout = self._pointer_layout(uids)
@@ -411,8 +434,8 @@ class Runner:
             ptrs += [workspace + slot.offset for slot in self.slots]
             fills = tuple((workspace + slot.offset, slot) for slot in self.slots if slot.fill is not None or slot.zero)
         plan_ws = workspace + self.scratch_bytes if self.plan_workspace else 0
-        entry = Entry(layout.pack.make(ptrs, plan_ws), layout.keep, fills)
-        self.packs.store((uids, pointers, workspace), entry)
+        entry = (layout.pack.make(ptrs, plan_ws), fills)
+        self.packs.store_pointers((uids, pointers, workspace), entry)
         return entry
 
     def _pointer_layout(self, uids: tuple[int, ...]) -> _PointerLayout:
@@ -434,13 +457,18 @@ class Runner:
 
     def execute(self, entry: Entry, handle: Any) -> None:
         """One ``cudnnBackendExecute`` of ``entry`` on ``handle`` (a Handle or an int)."""
+        self.launch(entry.pack_ptr, entry.fills, handle)
+
+    def launch(self, pack: int, fills: tuple[tuple[int, ScratchSlot], ...], handle: Any) -> None:
+        """Write the scratch ``fills``, then one ``cudnnBackendExecute`` of the pack at address
+        ``pack`` on ``handle`` (a Handle or an int)."""
         try:
             h = handle if type(handle) is int else handle.address
         except AttributeError:
             h = as_handle_ptr(handle)  # a clear TypeError for anything else
-        if entry.fills:
-            self._fill(entry, h)
-        status = self.backend_execute(h, self.plan_ptr, entry.pack_ptr)
+        if fills:
+            self._fill(fills, h)
+        status = self.backend_execute(h, self.plan_ptr, pack)
         if status:
             self.failed(status, handle)
 
@@ -450,9 +478,9 @@ class Runner:
             raise handle_closed_error()
         raise_status(status, f"{self.label}: executing the plan")
 
-    def _fill(self, entry: Entry, handle: int) -> None:
+    def _fill(self, fills: tuple[tuple[int, ScratchSlot], ...], handle: int) -> None:
         stream = get_stream(handle)
-        for address, slot in entry.fills:
+        for address, slot in fills:
             if slot.fill is None:
                 cuda.memset_async(address, 0, slot.nbytes, stream)
             elif (unit := slot.unit) is not None and address % unit[0] == 0:
