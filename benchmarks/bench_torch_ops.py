@@ -7,7 +7,8 @@ eager and (with --compile) torch.compile side by side, and the Python overhead p
 GPU time: CUDA events around 20 back-to-back calls, median of the repeats (includes the host
 time when the host is slower than the GPU, as a training step does). Overhead: the wall time
 of one call on a tiny input, synchronized every 200 calls, so the host side dominates
-(without grad, and for the "fwd+bwd" rows a forward and backward with grad); --profile CASE
+(without grad, and for the "fwd+bwd" rows a forward and backward with grad; the "new x" rows
+take another input each call, as training does, so cuDNN needs a new variant pack); --profile CASE
 prints a cProfile of one such case.
 Ratios are torch time / cudnn time (above 1: cudnn-py faster). Never asserts on time.
 """
@@ -15,6 +16,7 @@ Ratios are torch time / cudnn time (above 1: cudnn-py faster). Never asserts on 
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from collections.abc import Callable
 
@@ -139,6 +141,8 @@ def overhead_pairs() -> dict[str, tuple[Callable[[], object], Callable[[], objec
     gx, gwl, gb = (t.detach().clone().requires_grad_() for t in (tiny_x, tiny_wl, tiny_b))
     gt, glw = (t.detach().clone().requires_grad_() for t in (tiny_t, tiny_lw))
     gq = tiny_q.detach().clone().requires_grad_()
+    # new input addresses on every call, as in training (more of them than a plan keeps packs for)
+    many = itertools.cycle([tiny_x.clone() for _ in range(80)])
     return {
         "conv2d_bias_act": (lambda: ops.conv2d_bias_act(tiny_x, tiny_w, tiny_b, 1, 1, 1, 1, "relu"),
                             lambda: F.relu(F.conv2d(tiny_x, tiny_w, tiny_b, 1, 1))),
@@ -150,6 +154,10 @@ def overhead_pairs() -> dict[str, tuple[Callable[[], object], Callable[[], objec
                      lambda: F.rms_norm(tiny_t, (64,), tiny_lw, 1e-6)),
         "batch_norm train": (lambda: ops.batch_norm(tiny_x, None, None, bn_w, bn_b, True),
                              lambda: F.batch_norm(tiny_x, None, None, bn_w, bn_b, True)),
+        "conv2d_bias_act new x": (lambda: ops.conv2d_bias_act(next(many), tiny_wl, tiny_b, 1, 1, 1, 1, "relu"),
+                                  lambda: F.relu(F.conv2d(next(many), tiny_wl, tiny_b, 1, 1))),
+        "batch_norm train new x": (lambda: ops.batch_norm(next(many), None, None, bn_w, bn_b, True),
+                                   lambda: F.batch_norm(next(many), None, None, bn_w, bn_b, True)),
         "sdpa": (lambda: ops.scaled_dot_product_attention(tiny_q, tiny_q, tiny_q),
                  lambda: F.scaled_dot_product_attention(tiny_q, tiny_q, tiny_q)),
         "conv2d_bias_act fwd+bwd": (lambda: ops.conv2d_bias_act(gx, gwl, gb, 1, 1, 1, 1, "relu").sum().backward(),
