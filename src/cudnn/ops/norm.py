@@ -604,8 +604,8 @@ def batch_norm(x: torch.Tensor, running_mean: torch.Tensor | None, running_var: 
                weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> torch.Tensor:
     """``torch.nn.functional.batch_norm`` (4-D input) through cuDNN; in training the running
-    statistics are updated in place as torch does (the unbiased batch variance), from the
-    MEAN / INV_VARIANCE cuDNN's graph wrote."""
+    statistics are updated in place as torch does (the unbiased batch variance) by the same
+    cuDNN graph (float32 buffers directly, others through a float32 copy)."""
     args = (x, weight, bias, running_mean, running_var, bool(training), float(momentum), float(eps))
     if rt.eager(x, weight, bias, running_mean, running_var):
         if torch.is_grad_enabled() and (x.requires_grad or (weight is not None and weight.requires_grad)
