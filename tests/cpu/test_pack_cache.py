@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gc
 import itertools
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -286,3 +288,38 @@ def test_raw_pointer_packs_are_bounded_and_destroyed(sub_graph: Any) -> None:
     del runner
     gc.collect()
     assert sorted(backend.destroyed) == list(range(1, 71))
+
+
+def test_a_pack_in_use_is_not_destroyed_by_another_thread(sub_graph: Any) -> None:
+    """Threads sharing a plan (cudnn.ops caches graphs per device, not per thread): a pack one
+    thread looked up is never destroyed by another thread's eviction before its execute."""
+    fixture_runner, backend, A, B, C = sub_graph
+    runner = Runner("graph", _Pack(97), 0, list(fixture_runner.by_uid.values()), 1, None)
+    destroyed: set[int] = set()
+    used_after_destroy: list[int] = []
+    backend_destroy = backend.destroyed.append
+
+    def destroy(ptr: int) -> None:
+        destroyed.add(ptr)
+        backend_destroy(ptr)
+
+    def execute(handle: int, plan: int, pack: int) -> int:
+        time.sleep(0)  # let another thread run between the lookup and the use
+        if pack in destroyed:
+            used_after_destroy.append(pack)
+        return 0
+
+    runner.packs._destroy = destroy
+    runner.backend_execute = execute
+    uids = (A.get_uid(), B.get_uid(), C.get_uid())
+
+    def work(t: int) -> None:  # thread 0 hits one entry until it is the oldest; the others bring new ones
+        for i in range(300):
+            runner.run_pointers(uids, (0x1000 * (1 if t == 0 else t * 1000 + i), 0x2000, 0x3000), 0, 1)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not used_after_destroy and len(runner.packs.by_pointers) == 64

@@ -304,7 +304,10 @@ class BareDescriptor:
 
     def __del__(self) -> None:
         if self.ptr:
-            destroy_raw(self.ptr)
+            try:
+                destroy_raw(self.ptr)
+            except Exception:  # noqa: BLE001 - a finalizer must not raise (interpreter shutdown)
+                pass
 
 
 _live = [0]  # C descriptors created and not yet destroyed

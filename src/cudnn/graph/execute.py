@@ -31,6 +31,7 @@ import functools
 import logging
 import os
 import sys
+import threading
 import warnings
 import weakref
 from collections import OrderedDict
@@ -209,7 +210,7 @@ _NO_LAST: tuple[Any, ...] = ((), None, None)  # no identity key is ()
 class PackCache:
     """The prepared backend variant packs of one plan (see the module docstring); bounded."""
 
-    __slots__ = ("identity", "by_binding", "last", "by_pointers", "_destroy", "__weakref__")
+    __slots__ = ("identity", "by_binding", "last", "by_pointers", "lock", "_destroy", "__weakref__")
 
     def __init__(self) -> None:
         self.identity: OrderedDict[tuple[Any, ...], _Seen] = OrderedDict()
@@ -221,6 +222,7 @@ class PackCache:
         # addresses, and an object per pack living a few steps would be promoted to the oldest
         # generation and make full collections frequent. The packs are destroyed here.
         self.by_pointers: OrderedDict[tuple[Any, ...], tuple[int, tuple[Any, ...]]] = OrderedDict()
+        self.lock = threading.Lock()  # held from a by_pointers lookup to the execute of what it found
         self._destroy = backend_plan.destroy_pack
         weakref.finalize(self, _destroy_packs, self.by_pointers, self._destroy)
 
@@ -415,10 +417,12 @@ class Runner:
         for integrations that allocate every buffer for this graph's exact dims, strides and
         types (``cudnn.ops``). Packs are found by ``(uids, pointers, workspace)``, so changing
         addresses (an allocator handing out other blocks) cost one backend pack each, once."""
-        entry = self.packs.by_pointers.get((uids, pointers, workspace))
-        if entry is None:
-            entry = self._pointer_entry(uids, pointers, workspace)
-        self.launch(entry[0], entry[1], self.default_handle if handle is None else handle)
+        packs = self.packs
+        with packs.lock:  # another thread's eviction destroys a pack at once: not between lookup and use
+            entry = packs.by_pointers.get((uids, pointers, workspace))
+            if entry is None:
+                entry = self._pointer_entry(uids, pointers, workspace)
+            self.launch(entry[0], entry[1], self.default_handle if handle is None else handle)
 
     def _pointer_entry(self, uids: tuple[int, ...], pointers: tuple[int, ...],
                        workspace: int) -> tuple[int, tuple[Any, ...]]:

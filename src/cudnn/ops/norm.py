@@ -379,9 +379,10 @@ def _bn_train_eager(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
                     running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float,
                     eps: float, keep: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Y and, when ``keep`` (for the backward), MEAN / INV_VARIANCE; the running statistics
-    are updated in place. The statistics share one block; float32 running statistics are the
-    graph's next-statistics outputs themselves (each channel's new value is written by the
-    step that read the old one), others are written to the block and copied."""
+    are updated in place. The statistics share one block. Float32 running statistics are also
+    the graph's next-statistics outputs, updated in place as the classic API's
+    cudnnBatchNormalizationForwardTraining does with the same kernels (a GPU test checks this
+    bit for bit against separate outputs); others are written to the block and copied."""
     c = x.shape[1]
     pad = -(-c // 64) * 64  # each statistic 256-byte aligned in the block
     track = running_mean is not None and running_var is not None
