@@ -1,7 +1,7 @@
 """The execute hot path: a repeated call with the same buffers is found by identity (no check,
 no new pack), and a torch tensor re-pointed in place (same object, new address) is not.
 
-No GPU and no torch here: the backend calls are recorders (as in test_pack_cache), and
+No GPU and no torch here: the backend calls are recorders (fake_backend), and
 ``torch`` is a stand-in module whose ``Tensor`` has what the hot path reads (``data_ptr``)
 and what the checks read (``__cuda_array_interface__``).
 """
@@ -14,12 +14,12 @@ import types
 from typing import Any
 
 import pytest
+from fake_backend import Backend, sub_graph
 
 import cudnn
 from cudnn._lib.layout import row_major
 from cudnn.graph import execute
 from cudnn.graph.execute import Runner, identity_key
-from cudnn.graph.pipeline import all_tensors, assign_uids, make_bindings
 
 SHAPE = (4, 4)
 _addresses = itertools.count(0x7C0000000000, 0x10000)
@@ -42,34 +42,14 @@ class Tensor:
         return {"data": (self.ptr, False), "shape": self.shape, "typestr": "<f4", "strides": None, "version": 3}
 
 
-class _Pack:
-    def __init__(self, ptr: int) -> None:
-        self.ptr = ptr
-
-
 @pytest.fixture
 def runner(monkeypatch: pytest.MonkeyPatch) -> tuple[Runner, list[dict[int, int]], list[int], Any]:
     """C = A - B with recording backend calls; ``torch`` stands in while the test runs."""
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=Tensor))
-    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
-    A, B = g.tensor(list(SHAPE), name="A"), g.tensor(list(SHAPE), name="B")
-    C = g.sub(A, B, name="sub").set_output(True)
-    g.validate()
-    assign_uids(all_tensors(g.nodes))
-    packs: dict[int, dict[int, int]] = {}
-    executed: list[dict[int, int]] = []
+    g, A, B, C = sub_graph(SHAPE)
+    backend = Backend()
+    backend.install(monkeypatch)
     prepared: list[int] = []
-
-    def variant_pack(uids: list[int], ptrs: list[int], workspace: int, label: str) -> _Pack:
-        pack = _Pack(len(packs) + 1)
-        packs[pack.ptr] = dict(zip(uids, ptrs))
-        return pack
-
-    def backend_execute(handle: int, plan: int, pack: int) -> int:
-        executed.append(packs[pack])
-        return 0
-
-    monkeypatch.setattr(execute.backend_plan, "variant_pack", variant_pack)
     prepare = Runner.prepare
 
     def counted(self: Runner, *args: Any) -> Any:
@@ -77,9 +57,7 @@ def runner(monkeypatch: pytest.MonkeyPatch) -> tuple[Runner, list[dict[int, int]
         return prepare(self, *args)
 
     monkeypatch.setattr(Runner, "prepare", counted)
-    r = Runner("graph", _Pack(99), 0, make_bindings(g.nodes), 1, None)
-    r.backend_execute = backend_execute
-    return r, executed, prepared, (A, B, C)
+    return backend.runner(g), backend.executed, prepared, (A, B, C)
 
 
 def test_the_same_buffers_are_found_by_identity(runner: Any) -> None:

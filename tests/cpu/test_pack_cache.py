@@ -15,6 +15,8 @@ import time
 from typing import Any
 
 import pytest
+from fake_backend import Backend, Pack
+from fake_backend import sub_graph as fake_graph
 
 import cudnn
 from cudnn.graph import execute
@@ -37,56 +39,13 @@ class DeviceArray:
         return {"data": (self.ptr, False), "shape": self.shape, "typestr": "<f4", "strides": None, "version": 3}
 
 
-class _Pack:
-    def __init__(self, ptr: int) -> None:
-        self.ptr = ptr
-
-
-class Backend:
-    """Stands in for cudnnBackendFinalize(VARIANT_PACK) and cudnnBackendExecute: records bindings."""
-
-    def __init__(self) -> None:
-        self.packs: dict[int, dict[int, int]] = {}
-        self.executed: list[dict[int, int]] = []
-        self.layouts: list[tuple[int, ...]] = []
-        self.destroyed: list[int] = []
-
-    def variant_pack(self, uids: list[int], ptrs: list[int], workspace: int, label: str) -> _Pack:
-        pack = _Pack(len(self.packs) + 1)
-        self.packs[pack.ptr] = dict(zip(uids, ptrs))
-        return pack
-
-    def layout(self, uids: list[int], label: str = "") -> Any:
-        """Stands in for backend_plan.PackLayout: ``make`` records the binding it would finalize."""
-        backend, order = self, tuple(uids)
-        backend.layouts.append(order)
-
-        class Layout:
-            def make(self, ptrs: list[int], workspace: int = 0) -> int:
-                return backend.variant_pack(list(order), ptrs, workspace, label).ptr
-
-        return Layout()
-
-    def execute(self, handle: int, plan: int, pack: int) -> int:
-        self.executed.append(self.packs[pack])
-        return 0
-
-
 @pytest.fixture
 def sub_graph(monkeypatch: pytest.MonkeyPatch) -> tuple[Runner, Backend, cudnn.tensor, cudnn.tensor, cudnn.tensor]:
     """C = A - B, its Runner wired to the recording backend."""
-    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
-    A, B = g.tensor(list(SHAPE), name="A"), g.tensor(list(SHAPE), name="B")
-    C = g.sub(A, B, name="sub").set_output(True)
-    g.validate()
-    assign_uids(all_tensors(g.nodes))
+    g, A, B, C = fake_graph(SHAPE)
     backend = Backend()
-    monkeypatch.setattr(execute.backend_plan, "variant_pack", backend.variant_pack)
-    monkeypatch.setattr(execute.backend_plan, "PackLayout", backend.layout)
-    monkeypatch.setattr(execute.backend_plan, "destroy_pack", backend.destroyed.append)
-    runner = Runner("graph", _Pack(99), 0, make_bindings(g.nodes), 1, None)
-    runner.backend_execute = backend.execute
-    return runner, backend, A, B, C
+    backend.install(monkeypatch)
+    return backend.runner(g), backend, A, B, C
 
 
 def test_swapped_keys_swap_the_binding(sub_graph: Any) -> None:
@@ -140,7 +99,7 @@ def add_graph() -> tuple[Runner, cudnn.tensor, cudnn.tensor, cudnn.tensor]:
     C = g.add(A, B, name="add").set_output(True)
     g.validate()
     assign_uids(all_tensors(g.nodes))
-    return Runner("graph", _Pack(99), 0, make_bindings(g.nodes), 1, None), A, B, C
+    return Runner("graph", Pack(99), 0, make_bindings(g.nodes), 1, None), A, B, C
 
 
 def test_one_buffer_for_two_tensors_of_different_shapes(sub_graph: Any, checks: Any) -> None:
@@ -268,7 +227,7 @@ def test_raw_pointer_calls_drop_unknown_uids_and_refuse_missing_ones(sub_graph: 
     a, b, c = A.get_uid(), B.get_uid(), C.get_uid()
     runner.run_pointers((a, 999, b, c), (0x1000, 0x9000, 0x2000, 0x3000), 0, 1)
     assert backend.executed == [{a: 0x1000, b: 0x2000, c: 0x3000}]
-    with pytest.raises(cudnn.ExecutionInputError, match="lacks.*B"):
+    with pytest.raises(cudnn.ExecutionInputError, match=r"lacks.*B"):
         runner.run_pointers((a, c), (0x1000, 0x3000), 0, 1)
 
 
@@ -276,7 +235,7 @@ def test_raw_pointer_packs_are_bounded_and_destroyed(sub_graph: Any) -> None:
     """Beyond the bound the oldest run_pointers pack is destroyed, and the rest with the Runner;
     what the cache holds is ints and tuples only (nothing the cyclic GC keeps tracking)."""
     fixture_runner, backend, A, B, C = sub_graph
-    runner = Runner("graph", _Pack(98), 0, list(fixture_runner.by_uid.values()), 1, None)
+    runner = Runner("graph", Pack(98), 0, list(fixture_runner.by_uid.values()), 1, None)
     runner.backend_execute = backend.execute
     uids = (A.get_uid(), B.get_uid(), C.get_uid())
     for i in range(70):
@@ -294,7 +253,7 @@ def test_a_pack_in_use_is_not_destroyed_by_another_thread(sub_graph: Any) -> Non
     """Threads sharing a plan (cudnn.ops caches graphs per device, not per thread): a pack one
     thread looked up is never destroyed by another thread's eviction before its execute."""
     fixture_runner, backend, A, B, C = sub_graph
-    runner = Runner("graph", _Pack(97), 0, list(fixture_runner.by_uid.values()), 1, None)
+    runner = Runner("graph", Pack(97), 0, list(fixture_runner.by_uid.values()), 1, None)
     destroyed: set[int] = set()
     used_after_destroy: list[int] = []
     backend_destroy = backend.destroyed.append

@@ -103,6 +103,10 @@ class PackLayout:
             raise_status(status, f"{where}making a VARIANT_PACK descriptor for {n} tensors")
         return ptr
 
+    def make_owned(self, pointers: Sequence[int], workspace: int = 0) -> BareDescriptor:
+        """`make`, the pack owned by the returned object (destroyed with it)."""
+        return BareDescriptor(self.make(pointers, workspace))
+
 
 destroy_pack = destroy_raw  # what `PackLayout.make` gives back is destroyed with this
 
@@ -110,7 +114,7 @@ destroy_pack = destroy_raw  # what `PackLayout.make` gives back is destroyed wit
 def variant_pack(uids: Sequence[int], pointers: Sequence[int], workspace: int = 0,
                  label: str = "") -> BareDescriptor:
     """A finalized VARIANT_PACK binding tensor uids to device pointers, destroyed with the object."""
-    return BareDescriptor(PackLayout(uids, label).make(pointers, workspace))
+    return PackLayout(uids, label).make_owned(pointers, workspace)
 
 
 def populate_cuda_graph(handle: Handle | int, plan: Descriptor, pack: Descriptor | BareDescriptor, cuda_graph: int,

@@ -314,9 +314,9 @@ def _evictor(cache: PackCache, key: tuple[Any, ...]) -> Callable[[Any], None]:
     return evict
 
 
-class _PointerLayout:
-    """`Runner.run_pointers`' fixed part for one order of uids: the given positions the graph
-    reads (None: all), the backend uid layout, the graph constants' addresses and owners."""
+class _Layout:
+    """What every pack for one order of given uids shares: the given positions the graph reads
+    (None: all), the backend uid layout, the graph constants' addresses and owners."""
 
     __slots__ = ("picks", "pack", "constants", "keep")
 
@@ -360,7 +360,7 @@ class Runner:
         self.backend_execute = capi.graph.cudnnBackendExecute
         self.candidate = candidate  # the plan's Candidate (what the pipeline selected)
         self.warned: set[int] = set()  # uids a mismatch warning was given for
-        self.layouts: dict[tuple[int, ...], _PointerLayout] = {}  # run_pointers: per uid order
+        self.layouts: dict[tuple[int, ...], _Layout] = {}  # per order of given uids
 
     @property
     def workspace_size(self) -> int:
@@ -426,25 +426,32 @@ class Runner:
 
     def _pointer_entry(self, uids: tuple[int, ...], pointers: tuple[int, ...],
                        workspace: int) -> tuple[int, tuple[Any, ...]]:
-        layout = self.layouts.get(uids)
-        if layout is None:
-            layout = self._pointer_layout(uids)
+        layout = self._layout(uids)
         if self.workspace_size and not workspace:
             raise ExecutionInputError(f"{self.label}: the plan needs a workspace of {self.workspace_size} bytes")
-        ptrs = list(pointers) if layout.picks is None else [pointers[i] for i in layout.picks]
-        ptrs += layout.constants
-        fills: tuple[tuple[int, ScratchSlot], ...] = ()
-        if self.slots:
-            ptrs += [workspace + slot.offset for slot in self.slots]
-            fills = tuple((workspace + slot.offset, slot) for slot in self.slots if slot.fill is not None or slot.zero)
-        plan_ws = workspace + self.scratch_bytes if self.plan_workspace else 0
+        given = list(pointers) if layout.picks is None else [pointers[i] for i in layout.picks]
+        ptrs, plan_ws, fills = self._pack_pointers(layout, given, workspace)
         entry = (layout.pack.make(ptrs, plan_ws), fills)
         self.packs.store_pointers((uids, pointers, workspace), entry)
         return entry
 
-    def _pointer_layout(self, uids: tuple[int, ...]) -> _PointerLayout:
+    def _pack_pointers(self, layout: _Layout, given: list[int], workspace: int) -> tuple[
+            list[int], int, tuple[tuple[int, ScratchSlot], ...]]:
+        """The pointers of a pack in ``layout``'s uid order (the given ones, the graph's constants,
+        its scratch slots in ``workspace``), the plan's workspace pointer and the scratch to fill."""
+        ptrs = given + layout.constants
+        fills: tuple[tuple[int, ScratchSlot], ...] = ()
+        if self.slots:
+            ptrs += [workspace + slot.offset for slot in self.slots]
+            fills = tuple((workspace + slot.offset, slot) for slot in self.slots if slot.fill is not None or slot.zero)
+        return ptrs, (workspace + self.scratch_bytes if self.plan_workspace else 0), fills
+
+    def _layout(self, uids: tuple[int, ...]) -> _Layout:
         """What every pack for ``uids`` shares, worked out (and checked) once: which of the given
         uids the graph reads, its constants, its scratch slots, the uid array cuDNN is given."""
+        layout = self.layouts.get(uids)
+        if layout is not None:
+            return layout
         picks = [i for i, u in enumerate(uids) if u in self.by_uid]  # unused tensors are not given
         given = {uids[i] for i in picks}
         missing = [b.label for b in self.required if b.uid not in given]
@@ -452,10 +459,9 @@ class Runner:
             raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing))
         constants = [b for b in self.by_uid.values() if b.constant is not None and b.uid not in given]
         order = [uids[i] for i in picks] + [b.uid for b in constants] + [slot.uid for slot in self.slots]
-        layout = _PointerLayout(None if len(picks) == len(uids) else tuple(picks),
-                                backend_plan.PackLayout(order, self.label),
-                                [b.constant.ptr for b in constants],  # type: ignore[union-attr]
-                                [b.constant for b in constants])
+        layout = _Layout(None if len(picks) == len(uids) else tuple(picks), backend_plan.PackLayout(order, self.label),
+                         [b.constant.ptr for b in constants],  # type: ignore[union-attr]
+                         [b.constant for b in constants])
         self.layouts[uids] = layout
         return layout
 
@@ -527,30 +533,18 @@ class Runner:
         key = (tuple(uids), tuple(ptrs), workspace_ptr)
         entry = self.packs.bound(key)
         if entry is None:
-            entry = self._make_entry(uids, ptrs, scalars, seen, workspace_ptr)
+            entry = self._make_entry(uids, ptrs, scalars, workspace_ptr)
             self.packs.store(key, entry)
         self.packs.remember(variant_pack, workspace, entry, self.tensor)
         return entry
 
-    def _make_entry(self, uids: list[int], ptrs: list[Any], scalars: dict[int, HostScalar], given: set[int],
+    def _make_entry(self, uids: list[int], ptrs: list[Any], scalars: dict[int, HostScalar],
                     workspace_ptr: int) -> Entry:
         """A finalized backend pack: the user's buffers, graph constants, scratch in the workspace."""
-        keep: list[Any] = list(scalars.values())
-        uids, ptrs = list(uids), [scalars[u].ptr if isinstance(p, tuple) else p for u, p in zip(uids, ptrs)]
-        for b in self.by_uid.values():
-            if b.constant is not None and b.uid not in given:
-                uids.append(b.uid)
-                ptrs.append(b.constant.ptr)
-                keep.append(b.constant)
-        fills = []
-        for slot in self.slots:
-            uids.append(slot.uid)
-            ptrs.append(workspace_ptr + slot.offset)
-            if slot.fill is not None or slot.zero:
-                fills.append((workspace_ptr + slot.offset, slot))
-        plan_ws = workspace_ptr + self.scratch_bytes if self.plan_workspace else 0
-        pack = backend_plan.variant_pack(uids, ptrs, plan_ws, self.label)
-        return Entry(pack, keep, tuple(fills))
+        layout = self._layout(tuple(uids))
+        given = [scalars[u].ptr if isinstance(p, tuple) else p for u, p in zip(uids, ptrs)]
+        pointers, plan_ws, fills = self._pack_pointers(layout, given, workspace_ptr)
+        return Entry(layout.pack.make_owned(pointers, plan_ws), [*scalars.values(), *layout.keep], fills)
 
     def _binding(self, key: Any, mode: str) -> Binding | None:
         """The binding a variant-pack key names; None for a key to ignore (not of this graph)."""

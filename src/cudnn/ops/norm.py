@@ -386,7 +386,7 @@ def _bn_train_eager(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
     c = x.shape[1]
     pad = -(-c // 64) * 64  # each statistic 256-byte aligned in the block
     track = running_mean is not None and running_var is not None
-    direct = track and _f32(running_mean) is running_mean and _f32(running_var) is running_var
+    direct = track and _is_f32(running_mean) and _is_f32(running_var)
     block = x.new_empty((2 if direct or not track else 4, pad), dtype=torch.float32)
     p = block.data_ptr()
     if not track:
@@ -405,9 +405,14 @@ def _bn_train_eager(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
     return y, block[0, :c], block[1, :c]
 
 
+def _is_f32(p: torch.Tensor) -> bool:
+    """Whether a per-channel parameter's memory is already C contiguous float32 values."""
+    return p.dtype is torch.float32 and p.is_contiguous()
+
+
 def _f32(p: torch.Tensor) -> torch.Tensor:
     """A per-channel parameter's memory as C contiguous float32 values (itself when it is that)."""
-    return p if p.dtype is torch.float32 and p.is_contiguous() else p.float().contiguous()
+    return p if _is_f32(p) else p.float().contiguous()
 
 
 def _bn_train_build(dev: int, key: tuple, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,

@@ -1,0 +1,75 @@
+"""The backend calls a Runner makes, replaced by recorders (no GPU): making a variant pack
+(`PackLayout`), destroying one, and cudnnBackendExecute. Each test then sees exactly which
+uid -> address binding would reach cuDNN. Also the graph most of those tests run: C = A - B."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import cudnn
+from cudnn.graph import execute
+from cudnn.graph.execute import Runner
+from cudnn.graph.pipeline import all_tensors, assign_uids, make_bindings
+
+
+class Pack:
+    """Stands in for a backend descriptor: an address."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+
+class Backend:
+    """Records every pack made (address -> its uid -> pointer binding), destroyed and executed."""
+
+    def __init__(self) -> None:
+        self.packs: dict[int, dict[int, int]] = {}
+        self.executed: list[dict[int, int]] = []
+        self.layouts: list[tuple[int, ...]] = []
+        self.destroyed: list[int] = []
+
+    def variant_pack(self, uids: list[int], ptrs: list[int]) -> Pack:
+        pack = Pack(len(self.packs) + 1)
+        self.packs[pack.ptr] = dict(zip(uids, ptrs))
+        return pack
+
+    def layout(self, uids: list[int], label: str = "") -> Any:
+        """Stands in for backend_plan.PackLayout: its packs record the binding they would finalize."""
+        backend, order = self, list(uids)
+        backend.layouts.append(tuple(order))
+
+        class Layout:
+            def make(self, ptrs: list[int], workspace: int = 0) -> int:
+                return backend.variant_pack(order, ptrs).ptr
+
+            def make_owned(self, ptrs: list[int], workspace: int = 0) -> Pack:
+                return backend.variant_pack(order, ptrs)
+
+        return Layout()
+
+    def execute(self, handle: int, plan: int, pack: int) -> int:
+        self.executed.append(self.packs[pack])
+        return 0
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Make the Runners created from now on (until the test ends) use these recorders."""
+        monkeypatch.setattr(execute.backend_plan, "PackLayout", self.layout)
+        monkeypatch.setattr(execute.backend_plan, "destroy_pack", self.destroyed.append)
+
+    def runner(self, graph: cudnn.pygraph) -> Runner:
+        """A Runner of ``graph``'s tensors whose executes are recorded here."""
+        r = Runner("graph", Pack(99), 0, make_bindings(graph.nodes), 1, None)
+        r.backend_execute = self.execute
+        return r
+
+
+def sub_graph(shape: tuple[int, ...]) -> tuple[cudnn.pygraph, cudnn.tensor, cudnn.tensor, cudnn.tensor]:
+    """C = A - B over float32 tensors of ``shape``, validated, with uids."""
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+    A, B = g.tensor(list(shape), name="A"), g.tensor(list(shape), name="B")
+    C = g.sub(A, B, name="sub").set_output(True)
+    g.validate()
+    assign_uids(all_tensors(g.nodes))
+    return g, A, B, C
