@@ -2,6 +2,7 @@
 or (``--fsdp``) FSDP's ``fully_shard``: the GPT stack of examples/torch_models.py (cudnn layer
 norm and attention; d_model 2048, 16 heads, seq 2048) and its ResNet-50 (cudnn convolution and
 batch-norm graphs, 224x224 images), bf16 autocast over float32 weights, AdamW.
+``--torch-modules`` trains the same models built from torch's own modules, to compare.
 
     torchrun --nproc-per-node 1 examples/torch_ddp_train.py [--fsdp] --jsonl runs.jsonl   # one GPU
     torchrun --nproc-per-node 2 examples/torch_ddp_train.py [--fsdp] --jsonl runs.jsonl   # two GPUs
@@ -12,6 +13,11 @@ same whatever the world size (seeded per step); each of the N processes trains o
 So the loss curves of the one- and N-GPU runs agree up to rounding (and, for ResNet, batch norm
 statistics taken per GPU), and the median step time shows the scaling. NCCL does all
 communication (gradient all-reduce, FSDP's all-gather / reduce-scatter); cudnn-py adds none.
+
+Scaling shows where each GPU's share of the batch keeps it busy. A step launches a few hundred
+kernels from Python; with a small share per GPU (ResNet-50 at 128 images) the step takes as
+long as that host work, with torch's modules as with cudnn's, and a second GPU saves little.
+The defaults (1024 images, 32 sequences) give each GPU enough work for the GPU to set the pace.
 """
 
 from __future__ import annotations
@@ -51,11 +57,12 @@ def batches(kind: str, steps: int, global_batch: int, rank: int, world: int, dev
             yield images[part].contiguous(memory_format=torch.channels_last), labels[part]
 
 
-def build(kind: str, layers: int, fsdp: bool, device: torch.device) -> nn.Module:
-    """The model on ``device``, the same initial weights on every rank and world size, wrapped
-    for data parallelism: DDP, or fully_shard per block and then the root."""
+def build(kind: str, layers: int, fsdp: bool, device: torch.device, cudnn: bool = True) -> nn.Module:
+    """The model on ``device`` (cudnn-py inside, or torch's modules), the same initial weights on
+    every rank and world size, wrapped for data parallelism: DDP, or fully_shard per block and
+    then the root."""
     torch.manual_seed(0)
-    model: nn.Module = GPT(VOCAB, 2048, 16, layers, SEQ) if kind == "gpt" else ResNet50()
+    model: nn.Module = GPT(VOCAB, 2048, 16, layers, SEQ, cudnn=cudnn) if kind == "gpt" else ResNet50(cudnn=cudnn)
     model = model.to(device)
     if not fsdp:
         if kind == "resnet":  # NHWC weights, as the images; FSDP shards only contiguous parameters
@@ -73,7 +80,7 @@ def build(kind: str, layers: int, fsdp: bool, device: torch.device) -> nn.Module
 def train(kind: str, args: argparse.Namespace, rank: int, world: int, device: torch.device) -> dict:
     """Train ``args.steps`` steps; the mean loss of every step and the median step time."""
     global_batch = args.gpt_batch if kind == "gpt" else args.resnet_batch
-    model = build(kind, args.layers, args.fsdp, device)
+    model = build(kind, args.layers, args.fsdp, device, cudnn=not args.torch_modules)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     times, losses = [], []
     for step, (x, y) in enumerate(batches(kind, args.steps, global_batch, rank, world, device, args.image)):
@@ -93,38 +100,55 @@ def train(kind: str, args: argparse.Namespace, rank: int, world: int, device: to
         if rank == 0 and (step % 5 == 0 or step == args.steps - 1):
             print(f"{kind} step {step:3d} loss {losses[-1]:.4f}  step {times[-1] * 1e3:.1f} ms", flush=True)
     warm = times[min(5, len(times) - 1):]  # the first steps build cuDNN graphs and warm the allocator
-    result = {"model": kind, "wrap": "fsdp" if args.fsdp else "ddp", "world": world, "global_batch": global_batch,
+    result = {"model": kind, "modules": "torch" if args.torch_modules else "cudnn",
+              "wrap": "fsdp" if args.fsdp else "ddp", "world": world, "global_batch": global_batch,
               "layers": args.layers if kind == "gpt" else None, "image": args.image if kind == "resnet" else None,
               "median_step_ms": statistics.median(warm) * 1e3, "losses": losses,
               "max_memory_gib": torch.cuda.max_memory_allocated(device) / 2**30}
     if rank == 0:
-        print(f"{kind}: {result['wrap']}, world {world}, global batch {global_batch}, median step "
-              f"{result['median_step_ms']:.2f} ms, peak memory {result['max_memory_gib']:.1f} GiB", flush=True)
+        print(f"{kind} ({result['modules']} modules): {result['wrap']}, world {world}, global batch {global_batch}, "
+              f"median step {result['median_step_ms']:.2f} ms, peak memory {result['max_memory_gib']:.1f} GiB",
+              flush=True)
     del model, opt
     torch.cuda.empty_cache()
     return result
 
 
-def report(path: str) -> None:
-    """Per model and wrapper: step time 1 GPU vs N (the scaling) and the largest loss difference
-    between the curves, relative to the one-GPU loss."""
+def compare(path: str) -> list[dict]:
+    """Per model, modules and wrapper, one row per world size: the median step time, the scaling
+    (one-GPU step time over this one's) and the largest loss difference between the curves,
+    relative to the one-GPU loss (both None for the one-GPU row, or without one)."""
     runs: dict[tuple, dict[int, dict]] = defaultdict(dict)
     with open(path) as f:
         for line in f:
             r = json.loads(line)
-            runs[(r["model"], r["wrap"], r["global_batch"])][r["world"]] = r
-    print(f"{'model':7} {'wrap':5} {'batch':>5} {'world':>5} {'step ms':>9} {'scaling':>8} {'max |dloss|/loss':>17}")
-    for (model, wrap, batch), by_world in sorted(runs.items()):
+            runs[(r["model"], r.get("modules", "cudnn"), r["wrap"], r["global_batch"])][r["world"]] = r
+    rows = []
+    for (model, modules, wrap, batch), by_world in sorted(runs.items()):
         one = by_world.get(1)
         for world, r in sorted(by_world.items()):
-            scaling = diff = ""
+            scaling = diff = None
             if one is not None and world != 1:
-                scaling = f"{one['median_step_ms'] / r['median_step_ms']:.2f}x"
+                scaling = one["median_step_ms"] / r["median_step_ms"]
                 n = min(len(one["losses"]), len(r["losses"]))
-                diff = f"{max(abs(a - b) / abs(a) for a, b in zip(one['losses'][:n], r['losses'][:n])):.2e}"
-            print(f"{model:7} {wrap:5} {batch:5d} {world:5d} {r['median_step_ms']:9.2f} {scaling:>8} {diff:>17}")
-        if one is not None:
-            print(f"  {model} loss curve (1 GPU): " + " ".join(f"{v:.3f}" for v in one["losses"][::5]))
+                diff = max(abs(a - b) / abs(a) for a, b in zip(one["losses"][:n], r["losses"][:n]))
+            rows.append({"model": model, "modules": modules, "wrap": wrap, "global_batch": batch, "world": world,
+                         "median_step_ms": r["median_step_ms"], "scaling": scaling, "max_rel_dloss": diff,
+                         "losses": r["losses"]})
+    return rows
+
+
+def report(path: str) -> None:
+    """Print `compare`'s rows and each one-GPU loss curve."""
+    print(f"{'model':7} {'modules':7} {'wrap':5} {'batch':>5} {'world':>5} {'step ms':>9} {'scaling':>8} "
+          f"{'max |dloss|/loss':>17}")
+    for r in compare(path):
+        scaling = "" if r["scaling"] is None else f"{r['scaling']:.2f}x"
+        diff = "" if r["max_rel_dloss"] is None else f"{r['max_rel_dloss']:.2e}"
+        print(f"{r['model']:7} {r['modules']:7} {r['wrap']:5} {r['global_batch']:5d} {r['world']:5d} "
+              f"{r['median_step_ms']:9.2f} {scaling:>8} {diff:>17}")
+        if r["world"] == 1:
+            print("  loss curve: " + " ".join(f"{v:.3f}" for v in r["losses"][::5]))
 
 
 def main() -> None:
@@ -133,9 +157,10 @@ def main() -> None:
     ap.add_argument("--models", default="gpt,resnet")
     ap.add_argument("--fsdp", action="store_true", help="FSDP (fully_shard per block) instead of DDP")
     ap.add_argument("--layers", type=int, default=4, help="GPT blocks")
-    ap.add_argument("--gpt-batch", type=int, default=16, help="global batch of 2048-token sequences")
-    ap.add_argument("--resnet-batch", type=int, default=256, help="global batch of images")
+    ap.add_argument("--gpt-batch", type=int, default=32, help="global batch of 2048-token sequences")
+    ap.add_argument("--resnet-batch", type=int, default=1024, help="global batch of images")
     ap.add_argument("--image", type=int, default=224, help="image side for ResNet-50")
+    ap.add_argument("--torch-modules", action="store_true", help="the models from torch's modules, not cudnn's")
     ap.add_argument("--jsonl", help="append one JSON line per model (rank 0) to this file")
     ap.add_argument("--report", metavar="JSONL", help="print the 1-vs-N comparison of a log and exit")
     args = ap.parse_args()
