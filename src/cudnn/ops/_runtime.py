@@ -200,6 +200,11 @@ _tls = threading.local()  # this thread's default handle per device, as `default
 
 def handle(device: int) -> Handle:
     """This thread's cuDNN handle for ``device``, set to torch's current stream there."""
+    return _handle_and_stream(device)[0]
+
+
+def _handle_and_stream(device: int) -> tuple[Handle, int]:
+    """`handle`, and the raw address of the stream it was set to (torch's current one)."""
     try:
         h = _tls.handles[device]
     except (AttributeError, KeyError):
@@ -213,7 +218,18 @@ def handle(device: int) -> Handle:
         else int(torch.cuda.current_stream(device).cuda_stream)
     if h.last_stream != stream:
         h.set_stream(stream)
-    return h
+    return h, stream
+
+
+# torch's caching allocator without a tensor per block: a workspace is a raw block taken on
+# the stream the graph runs on and handed back once the execute is enqueued (the allocator
+# reuses it in that stream's order, and under CUDA-graph capture takes it from the graph's
+# pool, exactly as for a tensor). Tiny workspaces are common (a norm plan's is ~100 bytes),
+# and a tensor for each would cost more than the execute around it.
+_raw_alloc = getattr(torch._C, "_cuda_cudaCachingAllocator_raw_alloc", None)
+_raw_delete = getattr(torch._C, "_cuda_cudaCachingAllocator_raw_delete", None)
+_current_device = getattr(torch._C, "_cuda_getDevice", None)
+_RAW_BLOCKS = _raw_alloc is not None and _raw_delete is not None and _current_device is not None
 
 
 def run(built: Built, device: int, pointers: tuple[int, ...]) -> None:
@@ -222,11 +238,23 @@ def run(built: Built, device: int, pointers: tuple[int, ...]) -> None:
     it). The graph was built for exactly these shapes and strides, so the Runner binds the
     addresses unchecked and finds its backend pack by (uids, addresses) in one lookup. The
     caller keeps the tensors alive until this returns (the allocator orders reuse on the stream)."""
-    if built.workspace:
-        ws = torch.empty(built.workspace, dtype=torch.uint8, device=built.device)
-        built.runner.run_pointers(built.uids, pointers, ws.data_ptr(), handle(device))
-    else:
-        built.runner.run_pointers(built.uids, pointers, 0, handle(device))
+    _run_uids(built, device, built.uids, pointers)
+
+
+def _run_uids(built: Built, device: int, uids: tuple[int, ...], pointers: tuple[int, ...]) -> None:
+    h, stream = _handle_and_stream(device)
+    size = built.workspace
+    if not size:
+        built.runner.run_pointers(uids, pointers, 0, h)
+    elif _RAW_BLOCKS and _current_device() == device:  # type: ignore[misc]
+        ws = _raw_alloc(size, stream)  # type: ignore[misc]
+        try:
+            built.runner.run_pointers(uids, pointers, ws, h)
+        finally:
+            _raw_delete(ws)  # type: ignore[misc]
+    else:  # another device is current (the raw allocator takes the current one), or an old torch
+        block = torch.empty(size, dtype=torch.uint8, device=built.device)
+        built.runner.run_pointers(uids, pointers, block.data_ptr(), h)
 
 
 def execute(built: Built, device: int, pack: dict[str, torch.Tensor]) -> None:
@@ -237,12 +265,7 @@ def execute(built: Built, device: int, pack: dict[str, torch.Tensor]) -> None:
 
 def launch(built: Built, device: int, variant: dict[Tensor, int]) -> None:
     """Run ``built`` on raw addresses keyed by graph tensor (``variant``: tensor -> data_ptr)."""
-    uids, pointers = tuple(t.get_uid() for t in variant), tuple(variant.values())
-    if built.workspace:
-        ws = torch.empty(built.workspace, dtype=torch.uint8, device=built.device)
-        built.runner.run_pointers(uids, pointers, ws.data_ptr(), handle(device))
-    else:
-        built.runner.run_pointers(uids, pointers, 0, handle(device))
+    _run_uids(built, device, tuple(t.get_uid() for t in variant), tuple(variant.values()))
 
 
 # -- the eager fast path -----------------------------------------------------------------------

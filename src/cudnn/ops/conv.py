@@ -5,7 +5,7 @@ Forward: one graph, conv_fprop -> add bias -> act (none / relu / gelu / silu). W
 silu and gradients wanted, the graph also writes the pre-activation Z (the backward needs it).
 Backward: dZ = act_backward(dY, Y or Z) as a cuDNN pointwise graph (relu reads Y: Y > 0
 exactly where Z > 0), dX by a conv_dgrad graph, dW by a conv_wgrad graph; dBias is dZ summed
-over N, H, W by torch (in float32), the one step not made by cuDNN.
+over N, H, W by torch (accumulated in float32), the one step not made by cuDNN.
 Graphs run NHWC (cuDNN's fused engines want it): NCHW inputs are copied to NHWC and the
 output copied back, so the result has the input's layout either way.
 """
@@ -184,7 +184,7 @@ def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Te
         built = rt.CACHE.lookup(dev, key) or _build_grad(dev, key, "wgrad", xn, dz, dw, w.dtype, conv)
         rt.run(built, dev, (xn.data_ptr(), dz.data_ptr(), dw.data_ptr()))
         dw = dw if rt.channels_last(w) else dw.contiguous()
-    db = dz.sum(dim=(0, 2, 3), dtype=torch.float32).to(w.dtype) if has_bias else None
+    db = dz.sum(dim=(0, 2, 3)) if has_bias else None  # torch sums half types in float32, rounds once
     return dx, dw, db
 
 
