@@ -108,6 +108,37 @@ def test_layer_norm(dtype: torch.dtype) -> None:
         close("Y (inference)", ops.layer_norm(x, [768], w, b, 1e-5), ref, dtype)
 
 
+@pytest.mark.parametrize("rms", [False, True], ids=["layer", "rms"])
+def test_norm_strided_input_gradient_and_2d_shape(rms: bool) -> None:
+    """A transposed input, a transposed and a broadcast gradient, and a normalized shape of two
+    dims (the weight 2-D): the graph reads row-major copies, the weight's gradient has its shape."""
+    torch.manual_seed(0)
+    dtype = torch.bfloat16
+    x = (2 * torch.randn(16, 4, 8, 32, device=DEV) + 0.3).to(dtype).transpose(0, 1)  # [4, 16, 8, 32], strided
+    w = (1 + 0.3 * torch.randn(8, 32, device=DEV)).to(dtype)
+    b = (0.3 * torch.randn(8, 32, device=DEV)).to(dtype)
+    assert not x.is_contiguous()
+    params = [w] if rms else [w, b]
+
+    def ours(x_, *p):  # type: ignore[no-untyped-def]
+        return ops.rms_norm(x_, [8, 32], p[0], 1e-6) if rms else ops.layer_norm(x_, [8, 32], p[0], p[1], 1e-5)
+
+    def theirs(x_, *p):  # type: ignore[no-untyped-def]
+        return F.rms_norm(x_, (8, 32), p[0], 1e-6) if rms else F.layer_norm(x_, (8, 32), p[0], p[1], 1e-5)
+
+    for dy in (torch.randn(16, 4, 8, 32, device=DEV).to(dtype).transpose(0, 1),
+               torch.ones((), device=DEV, dtype=dtype).expand(4, 16, 8, 32)):
+        xs, *ps = leaves(x, *params)
+        y = ours(xs, *ps)
+        y.backward(dy)
+        ref, dx, *dps = ref_grads(theirs, [x, *params], dy)
+        close("Y", y, ref, dtype)
+        close("dX", xs.grad, dx, dtype, 2)
+        for name, p, got, want in zip(("dWeight", "dBias"), params, ps, dps):
+            assert got.grad is not None and got.grad.shape == p.shape, name
+            close(name, got.grad, want, dtype, 2)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_rms_norm(dtype: torch.dtype) -> None:
     torch.manual_seed(0)

@@ -73,7 +73,7 @@ def _ln_run(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Te
     if x.is_contiguous():
         x2, y = x, torch.empty_like(x)  # contiguous like x
     else:
-        x2, y = x.reshape(rows, d).contiguous(), x.new_empty(x.shape)
+        x2, y = x.contiguous(), x.new_empty(x.shape)  # row-major x's shape: the [rows, d] the graph reads
     w = ones if weight is None else (weight if weight.is_contiguous() else weight.reshape(1, d).contiguous())
     # roles bound in _ln_build's order: x, scale, [bias], y, [inv], [mean]
     if zeros is not False:  # the graph has a bias
@@ -162,9 +162,8 @@ def _ln_bwd_run(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[in
     built = rt.CACHE.lookup(dev, key)
     if built is None:
         built = _ln_bwd_build(dev, key, dy, x, normalized_shape, weight, mean, inv, rms, has_bias)
-    rows, d, ones = built.info
-    x2 = x if x.is_contiguous() else x.reshape(rows, d).contiguous()
-    dy2 = dy if dy.is_contiguous() else dy.reshape(rows, d).contiguous()
+    _, d, ones = built.info
+    x2, dy2 = x.contiguous(), dy.contiguous()  # row-major: the [rows, d] the graph reads
     w = ones if weight is None else (weight if weight.is_contiguous() else weight.reshape(1, d).contiguous())
     dx = x.new_empty(x.shape)
     dw = w.new_empty(d)
@@ -272,7 +271,9 @@ class _LNEager(torch.autograd.Function):
             raise RuntimeError("cudnn.ops.layer_norm / rms_norm: this call ran with training=False (no statistics "
                                "saved); call with training=True to differentiate it")
         dx, dw, db = _ln_bwd_run(dy, x, normalized_shape, weight, mean, inv, rms, has_bias)
-        return (dx, None, None if weight is None else dw.reshape(weight.shape), db if has_bias else None,
+        if weight is not None and weight.dim() != 1:
+            dw = dw.reshape(weight.shape)
+        return (dx, None, dw if weight is not None else None, db if has_bias else None,
                 None, None, None)
 
 
