@@ -231,19 +231,20 @@ def _(dy, x, normalized_shape, weight, mean, inv, rms, has_bias):  # type: ignor
 def _ln_setup(ctx, inputs, output):  # type: ignore[no-untyped-def]
     x, normalized_shape, weight, bias, _eps, rms, training = inputs
     _y, mean, inv = output
-    ctx.ln = (list(normalized_shape), rms, bias is not None, weight is not None, training)
+    ctx.ln = (list(normalized_shape), rms, None if bias is None else bias.shape, weight is not None, training)
     ctx.save_for_backward(x, weight, mean, inv)
 
 
 def _ln_backward(ctx, dy, _dmean, _dinv):  # type: ignore[no-untyped-def]
     x, weight, mean, inv = ctx.saved_tensors
-    normalized_shape, rms, has_bias, has_weight, training = ctx.ln
+    normalized_shape, rms, bias_shape, has_weight, training = ctx.ln
     if not training:
         raise RuntimeError("cudnn.ops.layer_norm / rms_norm: this call ran with training=False (no statistics "
                            "saved); call with training=True to differentiate it")
-    dx, dw, db = torch.ops.cudnn.layer_norm_backward(dy, x, normalized_shape, weight, mean, inv, rms, has_bias)
+    dx, dw, db = torch.ops.cudnn.layer_norm_backward(dy, x, normalized_shape, weight, mean, inv, rms,
+                                                     bias_shape is not None)
     return (dx, None, dw.reshape(weight.shape) if has_weight else None,
-            db if has_bias else None, None, None, None)
+            None if bias_shape is None else db.reshape(bias_shape), None, None, None)
 
 
 _ln.register_autograd(_ln_backward, setup_context=_ln_setup)
@@ -259,21 +260,24 @@ class _LNEager(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, normalized_shape, weight, bias, eps, rms, training):  # type: ignore[no-untyped-def]
         y, mean, inv = _ln_run(x, normalized_shape, weight, bias, eps, rms, training)
-        ctx.ln = (normalized_shape, rms, bias is not None, training)
+        ctx.ln = (normalized_shape, rms, None if bias is None else bias.shape, training)
         ctx.save_for_backward(x, weight, mean, inv)
         return y
 
     @staticmethod
     def backward(ctx, dy):  # type: ignore[no-untyped-def]
         x, weight, mean, inv = ctx.saved_tensors
-        normalized_shape, rms, has_bias, training = ctx.ln
+        normalized_shape, rms, bias_shape, training = ctx.ln
         if not training:
             raise RuntimeError("cudnn.ops.layer_norm / rms_norm: this call ran with training=False (no statistics "
                                "saved); call with training=True to differentiate it")
-        dx, dw, db = _ln_bwd_run(dy, x, normalized_shape, weight, mean, inv, rms, has_bias)
+        dx, dw, db = _ln_bwd_run(dy, x, normalized_shape, weight, mean, inv, rms, bias_shape is not None)
+        # dWeight and dBias come out flat ([features]); a parameter of several dims gets its shape back
         if weight is not None and weight.dim() != 1:
             dw = dw.reshape(weight.shape)
-        return (dx, None, dw if weight is not None else None, db if has_bias else None,
+        if bias_shape is not None and len(bias_shape) != 1:
+            db = db.reshape(bias_shape)
+        return (dx, None, dw if weight is not None else None, db if bias_shape is not None else None,
                 None, None, None)
 
 
