@@ -28,8 +28,10 @@ and for bf16 layer norm inference at 16384 x 4096 the time of every candidate pl
    eng5). The layout of X (2-D, 3-D, 4-D) made no difference there.
 
 Layer norm of bf16 X 16384x4096 with fp32 scale/bias, every lowering tried (H200, cuDNN 9.19,
-inference | training; PyTorch F.layer_norm with the weights in bf16: 103.7 to 104.7 us; PyTorch
-refuses fp32 weights with a bf16 input; errors against float64, "ideal" = rounding it to bf16):
+inference | training; PyTorch F.layer_norm with the weights in bf16: 103.7 to 104.7 us, error 2x
+ideal; PyTorch refuses fp32 weights with a bf16 input, and computing the same result in float32
+takes it 469 us (F.layer_norm(x.float(), ...).bfloat16(); under autocast, float32 out, 375 us);
+errors against float64, "ideal" = rounding it to bf16):
   single NORM_FORWARD with fp32 scale/bias ("norm")    310 | 310 us (eng1 alone), error ideal
   scale/bias in bf16 (not equivalent: a lower bound)   77 | 77 us best plan (default plan 98),
                                                        error 1.39x ideal
@@ -167,8 +169,8 @@ def new_graph() -> cudnn.pygraph:
 
 
 def plan_name(g: cudnn.pygraph) -> str:
-    selected = getattr(getattr(g, "_plans", None), "selected", None)
-    return getattr(selected, "name", "?")
+    """The selected plan's engine name (from the graph's plan report)."""
+    return next((row.name for row in g.describe_plans() if row.status == "selected"), "?")
 
 
 def runners(g: cudnn.pygraph, inputs: dict[cudnn.tensor, str], outs: list[cudnn.tensor],
@@ -350,6 +352,17 @@ class Case:
         return (lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True)), "autograd"
 
 
+def same_numerics(op: str, s: dict[str, torch.Tensor]) -> Callable[[], Any]:
+    """PyTorch computing what cudnn-py does with fp32 scale/bias and a half-precision input: the
+    norm in float32 (as autocast runs it), the result rounded to the input's dtype."""
+    x = s["x"]
+    d = x.shape[-1]
+    w, b = s["w"].reshape(d).float(), s["b"].reshape(d).float()
+    if op == "layernorm":
+        return lambda: F.layer_norm(x.float(), (d,), w, b, EPS).to(x.dtype)
+    return lambda: F.rms_norm(x.float(), (d,), w, EPS).to(x.dtype)
+
+
 def cases(quick: bool, only: set[str] | None) -> list[Case]:
     bf16, fp16 = torch.bfloat16, torch.float16
     transformer = [((16384, 4096), bf16), ((8192, 8192), bf16), ((16384, 4096), fp16)]
@@ -383,12 +396,18 @@ def bench_cases(args: argparse.Namespace, peak: float) -> None:
         gbs = [moved / (us * 1e-6) / 1e9 for us in (c_us, t_us)]
         print(f"  {case.label:48s} {c_us:11.1f} {gbs[0]:6.0f} {100 * gbs[0] / peak:4.0f}%  {t_us:9.1f} "
               f"{gbs[1]:6.0f} {100 * gbs[1] / peak:4.0f}% {t_us / c_us:6.2f}x  {what} | {plan}")
+        if case.fp32_params and case.lowering == "auto":
+            same_us = gpu_us([same_numerics(case.op, s) for s in sets], args.repeats)
+            print(f"  {'  PyTorch with the same numerics (in float32)':48s} {'':11s} {'':6s} {'':5s}  {same_us:9.1f} "
+                  f"{'':6s} {'':5s} {same_us / c_us:6.2f}x  F.{case.op.replace('norm', '_norm')}(x.float(), "
+                  f"fp32 weights).to(x.dtype)")
         del sets, c_fns, t_fns
         torch.cuda.empty_cache()
     print("  * fp32 scale/bias with a bf16 input: the single norm [norm] gets only eng1, cuDNN 9.19's generic "
           "engine;\n    the default splits off the fp32 affine step (nodes/norm_affine.py); PyTorch runs with the "
-          "weights cast\n    to bf16 (it refuses fp32 weights with a bf16 input). Instance norm: forward ~7% of "
-          "peak for both,\n    backward ~0.71x PyTorch on an H200 (noted, not pursued).")
+          "weights cast\n    to bf16 (it refuses fp32 weights with a bf16 input), and in float32 (the same "
+          "numerics) on the\n    line below. Instance norm: forward ~7% of peak for both, backward ~0.71x PyTorch "
+          "on an H200\n    (noted, not pursued).")
 
 
 # -- every plan of layer norm inference 16384 x 4096 bf16 ----------------------------------------------
@@ -436,7 +455,7 @@ def bench_plans(args: argparse.Namespace, peak: float) -> None:
                     g.create_execution_plans([mode])
                 except cudnn.CudnnError as exc:
                     print(f"    heuristics {mode.name}: {exc.status_name}")
-            sources = {c.name: c.source for c in getattr(getattr(g, "_plans", None), "all", [])}
+            sources = {row.name: row.source for row in g.describe_plans()}
             g.build_plans(cudnn.build_plan_policy.ALL)
         except Exception as exc:  # noqa: BLE001 - reported
             print(f"    refused: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
