@@ -200,11 +200,6 @@ _tls = threading.local()  # this thread's default handle per device, as `default
 
 def handle(device: int) -> Handle:
     """This thread's cuDNN handle for ``device``, set to torch's current stream there."""
-    return _handle_and_stream(device)[0]
-
-
-def _handle_and_stream(device: int) -> tuple[Handle, int]:
-    """`handle`, and the raw address of the stream it was set to (torch's current one)."""
     try:
         h = _tls.handles[device]
     except (AttributeError, KeyError):
@@ -218,7 +213,7 @@ def _handle_and_stream(device: int) -> tuple[Handle, int]:
         else int(torch.cuda.current_stream(device).cuda_stream)
     if h.last_stream != stream:
         h.set_stream(stream)
-    return h, stream
+    return h
 
 
 # torch's caching allocator without a tensor per block: a workspace is a raw block taken on
@@ -232,22 +227,20 @@ _current_device = getattr(torch._C, "_cuda_getDevice", None)
 _RAW_BLOCKS = _raw_alloc is not None and _raw_delete is not None and _current_device is not None
 
 
-def run(built: Built, device: int, pointers: tuple[int, ...]) -> None:
-    """Run ``built`` on raw addresses, one per role of ``built.uids`` in that order, on torch's
-    current stream with a workspace from torch's caching allocator (so CUDA-graph capture pools
-    it). The graph was built for exactly these shapes and strides, so the Runner binds the
-    addresses unchecked and finds its backend pack by (uids, addresses) in one lookup. The
-    caller keeps the tensors alive until this returns (the allocator orders reuse on the stream)."""
-    _run_uids(built, device, built.uids, pointers)
-
-
-def _run_uids(built: Built, device: int, uids: tuple[int, ...], pointers: tuple[int, ...]) -> None:
-    h, stream = _handle_and_stream(device)
+def run(built: Built, device: int, pointers: tuple[int, ...], uids: tuple[int, ...] | None = None) -> None:
+    """Run ``built`` on raw addresses, one per role of ``built.uids`` in that order (or of
+    ``uids``), on torch's current stream with a workspace from torch's caching allocator (so
+    CUDA-graph capture pools it). The graph was built for exactly these shapes and strides, so
+    the Runner binds the addresses unchecked and finds its backend pack by (uids, addresses) in
+    one lookup. The caller keeps the tensors alive until this returns (the allocator orders
+    reuse on the stream)."""
+    h = handle(device)
+    uids = built.uids if uids is None else uids
     size = built.workspace
     if not size:
         built.runner.run_pointers(uids, pointers, 0, h)
     elif _RAW_BLOCKS and _current_device() == device:  # type: ignore[misc]
-        ws = _raw_alloc(size, stream)  # type: ignore[misc]
+        ws = _raw_alloc(size, h.last_stream)  # type: ignore[misc]  # the stream `handle` set
         try:
             built.runner.run_pointers(uids, pointers, ws, h)
         finally:
@@ -265,7 +258,7 @@ def execute(built: Built, device: int, pack: dict[str, torch.Tensor]) -> None:
 
 def launch(built: Built, device: int, variant: dict[Tensor, int]) -> None:
     """Run ``built`` on raw addresses keyed by graph tensor (``variant``: tensor -> data_ptr)."""
-    _run_uids(built, device, tuple(t.get_uid() for t in variant), tuple(variant.values()))
+    run(built, device, tuple(variant.values()), tuple(t.get_uid() for t in variant))
 
 
 # -- the eager fast path -----------------------------------------------------------------------
