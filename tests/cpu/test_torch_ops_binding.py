@@ -44,8 +44,8 @@ class Tracker(TorchDispatchMode):
         out = func(*args, **(kwargs or {}))
         fresh = str(func) in FRESH
         for o in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(o, torch.Tensor) and o.numel() and (o.data_ptr() not in self.seen or not func.is_view):
-                self.seen[o.data_ptr()] = (o, fresh)  # a view keeps what its base was
+            if isinstance(o, torch.Tensor) and o.numel() and not func.is_view:
+                self.seen[o.data_ptr()] = (o, fresh)  # a view makes no memory: its address is its base's, or inside it
         return out
 
 
@@ -89,8 +89,11 @@ def bound(monkeypatch: pytest.MonkeyPatch) -> Bound:
     return state
 
 
-def check(state: Bound, fn: Any, *inputs: torch.Tensor | None) -> None:
+def check(state: Bound, fn: Any, *inputs: torch.Tensor | None, in_place: tuple[torch.Tensor, ...] = ()) -> None:
+    """Run ``fn`` and check every address it bound; ``in_place``: inputs the op updates in place
+    (batch norm's float32 running statistics), which outputs may be bound to."""
     log, seen = state.log, state.seen
+    updated = {t.data_ptr() for t in in_place}
     seen.update({t.data_ptr(): (t, False) for t in inputs if t is not None})
     with Tracker(seen):
         fn()
@@ -102,16 +105,20 @@ def check(state: Bound, fn: Any, *inputs: torch.Tensor | None) -> None:
             t = graph.query_tensor_attributes_of_uid(uid)
             output = "::" in t.get_name()  # named by the node that writes it
             if ptr not in seen:  # an address inside a fresh scratch block (batch norm's statistics)
-                assert output and any(base <= ptr < base + o.numel() * o.element_size() and fresh
-                                      for base, (o, fresh) in seen.items()), t.get_name()
-                written.add(ptr)
+                assert any(base <= ptr < base + o.numel() * o.element_size() and fresh
+                           for base, (o, fresh) in seen.items()), t.get_name()
+                if output:
+                    written.add(ptr)
+                else:
+                    assert ptr in written, f"input {t.get_name()} bound to an unwritten allocation"
                 continue
             tensor, fresh = seen[ptr]
             assert rt.CUDNN_DTYPE[tensor.dtype] == t.get_data_type(), t.get_name()
             n = math.prod(t.get_dim())
-            assert tensor.numel() == n or (output and fresh and tensor.numel() >= 2 * n), t.get_name()
+            # or the start of a fresh block of statistics (batch norm's), which an input reads once written
+            assert tensor.numel() == n or (fresh and tensor.numel() >= 2 * n), t.get_name()
             if output:
-                assert fresh, f"output {t.get_name()} bound to a tensor that is not a new allocation"
+                assert fresh or ptr in updated, f"output {t.get_name()} bound to a tensor that is not a new allocation"
                 written.add(ptr)
             else:
                 assert not fresh or ptr in written, f"input {t.get_name()} bound to an unwritten allocation"
@@ -165,10 +172,11 @@ def test_batch_norm(bound: Bound, layout: str) -> None:
     rm, rv = torch.zeros(8), torch.ones(8)
     with torch.no_grad():
         check(bound, lambda: ops.batch_norm(x, None, None, w, b, True), x, w, b)
-        check(bound, lambda: ops.batch_norm(x, rm, rv, None, None, True), x, rm, rv)
+        check(bound, lambda: ops.batch_norm(x, rm, rv, None, None, True), x, rm, rv, in_place=(rm, rv))
         check(bound, lambda: ops.batch_norm(x, rm, rv, w, b, False), x, rm, rv, w, b)
     xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
-    check(bound, lambda: ops.batch_norm(xg, rm, rv, wg, bg, True).sum().backward(), xg, wg, bg, rm, rv)
+    check(bound, lambda: ops.batch_norm(xg, rm, rv, wg, bg, True).sum().backward(), xg, wg, bg, rm, rv,
+          in_place=(rm, rv))
 
 
 @pytest.mark.parametrize("masked", [False, True])
