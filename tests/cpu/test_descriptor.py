@@ -111,3 +111,47 @@ def test_getting_a_descriptor_attribute_needs_its_type() -> None:
     d = _tensor()
     with pytest.raises(TypeError, match="descriptor_type"):
         d.get_array(A.CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, T.CUDNN_TYPE_BACKEND_DESCRIPTOR, 1)
+
+
+def test_plain_values_and_their_refusals_take_the_same_types() -> None:
+    """Ints, bools, enums and descriptors are set without the general conversion; anything it
+    does not take (a mixed list, an int out of range, a type given that the values do not
+    imply) still gets the general path's checks and messages."""
+    d = Descriptor("CUDNN_BACKEND_POINTWISE_DESCRIPTOR", "pw")
+    from cudnn._lib import enums
+
+    d.set(A.CUDNN_ATTR_POINTWISE_MODE, enums.cudnnPointwiseMode_t.CUDNN_POINTWISE_ADD)  # a C enum: POINTWISE_MODE
+    d.set(A.CUDNN_ATTR_POINTWISE_MODE, cudnn.pointwise_mode.ADD, T.CUDNN_TYPE_POINTWISE_MODE)  # the type it implies
+    with pytest.raises(cudnn.CudnnBadParamError, match="CUDNN_ATTR_POINTWISE_MODE"):
+        d.set(A.CUDNN_ATTR_POINTWISE_MODE, cudnn.pointwise_mode.ADD, T.CUDNN_TYPE_INT64)  # told INT64: set as such
+    with pytest.raises(TypeError, match=r"pw: setting POINTWISE descriptor \(CUDNN_ATTR_POINTWISE_AXIS\) as "
+                                        r"CUDNN_TYPE_INT64: int too big"):
+        d.set(A.CUDNN_ATTR_POINTWISE_AXIS, 2**70)  # ctypes would have wrapped it silently
+    with pytest.raises(TypeError, match="as CUDNN_TYPE_INT32: .*out of the range of a 32-bit int"):
+        d.set(A.CUDNN_ATTR_POINTWISE_AXIS, 2**40, T.CUDNN_TYPE_INT32)
+    with pytest.raises(TypeError, match="expected int values, got bool"):
+        d.set(A.CUDNN_ATTR_POINTWISE_AXIS, [1, True])  # mixed kinds: checked one by one
+    t = _tensor()
+    with pytest.raises(cudnn.CudnnBadParamError, match="CUDNN_ATTR_TENSOR_UNIQUE_ID"):
+        t.set(A.CUDNN_ATTR_TENSOR_UNIQUE_ID, True)  # a bool is BOOLEAN, not INT64
+    t.set(A.CUDNN_ATTR_TENSOR_IS_VIRTUAL, True)
+    t.set(A.CUDNN_ATTR_TENSOR_DIMENSIONS, (4, 5))  # a tuple as a list
+
+
+def test_setting_an_enum_builds_no_other_enum() -> None:
+    """The attribute type of an enum value is found by its class's name: setting one enum
+    attribute leaves the rest of the generated enums unbuilt (they cost time at first use)."""
+    code = ("import cudnn\n"
+            "from cudnn._lib import enums\n"
+            "from cudnn.backend import Descriptor\n"
+            "from cudnn._lib.enums import cudnnBackendAttributeName_t as A\n"
+            "d = Descriptor('CUDNN_BACKEND_POINTWISE_DESCRIPTOR')\n"
+            "d.set(A.CUDNN_ATTR_POINTWISE_MODE, cudnn.pointwise_mode.ADD)\n"
+            "d.set(A.CUDNN_ATTR_POINTWISE_MATH_PREC, cudnn.data_type.FLOAT)\n"
+            "print(sorted(n for n in ('cudnnResampleMode_t', 'cudnnBackendNormMode_t', 'cudnnSignalMode_t',"
+            " 'cudnnPointwiseMode_t') if n in vars(enums)))\n")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -83,6 +83,31 @@ def test_every_candidate_plan_runs_correctly(make) -> None:  # type: ignore[no-u
         g.get_plan_name_at_index(count)
 
 
+@pytest.mark.parametrize("make", [conv_bias_relu, matmul_graph], ids=["conv_bias_relu", "matmul"])
+def test_plan_names_carry_the_knob_choices_of_each_config(make) -> None:  # type: ignore[no-untyped-def]
+    """Heuristics rank many configs of one engine that differ only in knob values: each is its
+    own candidate, named by its choices, which are knobs the engine has and values in their
+    range; a mode asked twice, or one whose configs another mode gave, adds nothing."""
+    g, _, _, _ = make()
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A])
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    assert len(set(names)) == len(names), names
+    assert any("_k" in n for n in names), f"no config chose a knob value: {names}"
+    for name in names:
+        engine, *choices = name.split("_")
+        infos = {int(k.type): k for k in g.get_knobs_for_engine(int(engine.removeprefix("eng")))}
+        for choice in choices:
+            knob, value = (int(part) for part in choice.removeprefix("k").split("="))
+            assert knob in infos and infos[knob].allows(value), f"{name}: knob {knob}={value} vs {infos}"
+    g.create_execution_plans([cudnn.heur_mode.A])
+    assert g.get_execution_plan_count() == len(names)
+    g.create_execution_plans([cudnn.heur_mode.FALLBACK])
+    after = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    assert after[:len(names)] == names and len(set(after)) == len(after)
+
+
 def test_instant_mode_where_available() -> None:
     g, pack, out, ref = conv_bias_relu()
     g.build([cudnn.heur_mode.INSTANT, cudnn.heur_mode.FALLBACK])
@@ -96,8 +121,11 @@ def test_knobs_and_a_hand_picked_engine_config() -> None:
     g.build_operation_graph()
     g.create_execution_plans([cudnn.heur_mode.A])
     g.build_plans()
-    engine_id = int(g.get_plan_name_at_index(0).split("_")[0].removeprefix("eng"))
+    name = g.get_plan_name_at_index(0)
+    engine_id = int(name.split("_")[0].removeprefix("eng"))
     knobs = g.get_knobs_for_engine(engine_id)
+    if "_k" in name:  # the heuristics' config chose knob values, so the engine has knobs
+        assert knobs, f"{name}: the engine reports no knobs"
     assert all(k.min_value <= k.max_value and k.stride >= 1 for k in knobs)
     choice = {k.type: k.min_value for k in knobs[:1]}
     g.create_execution_plan(engine_id, choice)

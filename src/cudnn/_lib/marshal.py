@@ -7,6 +7,7 @@ deals in Python values only.
 
 from __future__ import annotations
 
+import array
 import ctypes
 from enum import IntEnum
 from typing import Any
@@ -77,6 +78,12 @@ ELEMENT: _Elements = _Elements({
 })
 
 
+def enum_attribute_types() -> dict[str, AttrType]:
+    """C enum name -> the attribute type whose values it holds, without building the enums."""
+    return {enum if isinstance(enum, str) else enum.__name__: attr_type
+            for attr_type, (_, enum) in dict.items(ELEMENT) if enum is not None}
+
+
 def pack(items: list[Any], attr_type: AttrType) -> tuple[Any, int]:
     """(C array, element count) for ``items``; descriptors come as pointer ints.
 
@@ -96,7 +103,12 @@ def pack(items: list[Any], attr_type: AttrType) -> tuple[Any, int]:
         for item in items:
             if isinstance(item, bool) or (not isinstance(item, int) and not hasattr(item, "__index__")):
                 raise TypeError(f"expected int values, got {type(item).__name__} {item!r}")
-        return (elem * n)(*[int(i) for i in items]), n
+        values = [int(i) for i in items]
+        bound = 1 << (8 * ctypes.sizeof(elem) - 1)
+        for v in values:  # ctypes would wrap an out-of-range value silently
+            if not -bound <= v < bound:
+                raise OverflowError(f"{v} is out of the range of a {8 * ctypes.sizeof(elem)}-bit int")
+        return (elem * n)(*values), n
     if elem in (ctypes.c_float, ctypes.c_double):
         for item in items:
             if not isinstance(item, (int, float)) or isinstance(item, bool):
@@ -105,6 +117,20 @@ def pack(items: list[Any], attr_type: AttrType) -> tuple[Any, int]:
     if elem is ctypes.c_bool:
         return (elem * n)(*[bool(i) for i in items]), n
     return (elem * n)(*[int(i) for i in items]), n  # pointers: handles, void pointers, descriptors
+
+
+# the array typecode of the attribute types `set_plain` takes that are not C-int enums
+_TYPECODE = {int(AttrType.CUDNN_TYPE_INT64): "q", int(AttrType.CUDNN_TYPE_BOOLEAN): "B",
+             int(AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR): "Q"}
+
+
+def set_plain(ptr: int, attr: int, attr_type: int, values: list[int] | tuple[int, ...]) -> int:
+    """Set an attribute of 64-bit ints, bools, descriptor pointers or a C-int enum type from
+    Python ints, without the checks of `pack`: the caller has made sure of the values' kind.
+    Raises OverflowError for a value out of the element's range. (An ``array`` is the cheapest
+    buffer to build per call, and most attributes of a graph are these.)"""
+    buffer = array.array(_TYPECODE.get(attr_type, "i"), values)
+    return capi.graph.cudnnBackendSetAttribute(ptr, attr, attr_type, len(buffer), buffer.buffer_info()[0])
 
 
 def create_descriptor(desc_type: int) -> tuple[int, int]:

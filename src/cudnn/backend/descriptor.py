@@ -9,6 +9,7 @@ descriptor still held by an open parent is deferred until that parent goes.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from enum import IntEnum
@@ -21,9 +22,8 @@ from .._lib.enums import cudnnBackendDescriptorType_t as DescType
 from .._lib.errors import DescriptorClosedError, raise_status
 from .._lib.marshal import Fraction
 
-# Python enum class (C or public) -> the attribute type its values are set with; made on the
-# first set() that infers the type of an enum value (it builds some 30 enums).
-_TYPE_OF_ENUM: dict[type, AttrType] = {}
+# Public enum name -> the attribute type its values are set with (the C enums' are in
+# marshal.ELEMENT).
 _PUBLIC_ENUM_TYPES = {
     "data_type": "CUDNN_TYPE_DATA_TYPE", "heur_mode": "CUDNN_TYPE_HEUR_MODE", "knob_type": "CUDNN_TYPE_KNOB_TYPE",
     "numerical_note": "CUDNN_TYPE_NUMERICAL_NOTE", "behavior_note": "CUDNN_TYPE_BEHAVIOR_NOTE",
@@ -34,15 +34,30 @@ _PUBLIC_ENUM_TYPES = {
     "norm_forward_phase": "CUDNN_TYPE_NORM_FWD_PHASE", "rng_distribution": "CUDNN_TYPE_RNG_DISTRIBUTION",
     "reshape_mode": "CUDNN_TYPE_RESHAPE_MODE",
 }
+_TYPE_OF_CLASS: dict[type, int] = {}  # Python type -> attribute type (0: none), filled as types are seen
+
+
+def _enum_attribute_type(cls: type) -> int:
+    """The attribute type (as an int) that values of ``cls`` are set as when it is one of our
+    enums (C or public), else 0. Found by the class's name, so no other enum gets built."""
+    found = _TYPE_OF_CLASS.get(cls)
+    if found is None:
+        found = 0
+        name = getattr(cls, "__name__", "")
+        if getattr(cls, "__module__", None) == enums.__name__ and getattr(enums, name, None) is cls:
+            type_name = _PUBLIC_ENUM_TYPES.get(name)
+            attr_type = AttrType[type_name] if type_name else marshal.enum_attribute_types().get(name)
+            found = int(attr_type) if attr_type is not None else 0
+        _TYPE_OF_CLASS[cls] = found
+    return found
 
 
 def _type_of_enum(cls: type) -> AttrType:
     """The attribute type values of enum ``cls`` are set with (KeyError if none)."""
-    if not _TYPE_OF_ENUM:
-        table = {c: t for t, (_, c) in marshal.ELEMENT.items() if c is not None}
-        table.update({getattr(enums, name): AttrType[t] for name, t in _PUBLIC_ENUM_TYPES.items()})
-        _TYPE_OF_ENUM.update(table)
-    return _TYPE_OF_ENUM[cls]
+    found = _enum_attribute_type(cls)
+    if not found:
+        raise KeyError(cls)
+    return AttrType(found)
 
 
 Value = Union[int, float, bool, IntEnum, "Descriptor", Fraction, str, bytes]
@@ -145,11 +160,27 @@ class Descriptor:
     def set(self, attr: Attr | int | str, values: Value | Sequence[Value],
             attr_type: AttrType | int | str | None = None) -> Descriptor:
         """Set one attribute (a value or a sequence); returns self for chaining."""
-        attr = _coerce_enum(Attr, attr)
+        if type(attr) is not Attr:
+            attr = _coerce_enum(Attr, attr)
         ptr = self.ptr
         if self.finalized:
             raise DescriptorClosedError(
                 f"{self._what()} is finalized; {attr_label(attr)} can no longer be set")
+        fast = _plain_type(values, attr_type)  # ints, bools, enums, descriptors: most of a graph's attributes
+        if fast:
+            items = values if type(values) is list or type(values) is tuple else (values,)
+            try:
+                status = marshal.set_plain(ptr, attr, fast,  # type: ignore[arg-type]  # an Attr by now
+                                           [d.ptr for d in items] if fast == _DESCRIPTOR else items)
+            except OverflowError as exc:
+                raise TypeError(f"{self._context('setting', attr)} as {AttrType(fast).name}: {exc}") from None
+            if status:
+                raise_status(status, lambda: self._context("setting", attr))
+            if fast == _DESCRIPTOR:
+                for child in items:
+                    child._holders += 1
+                    self._children.append(child)
+            return self
         items = _as_list(values)
         if attr_type is None:
             attr_type = _infer_type(items, lambda: self._context("setting", attr))
@@ -209,6 +240,36 @@ class Descriptor:
         enum_cls = marshal.ELEMENT[attr_type][1]
         return [_to_enum(enum_cls, v) for v in values] if enum_cls is not None else values
 
+    def get_records(self, attr: Attr | int, descriptor_type: DescType | int, capacity: int,
+                    fields: Sequence[tuple[Attr, AttrType]], grow: bool = True) -> list[tuple[Any, ...]]:
+        """Read a descriptor-valued attribute whose elements are only looked at: per element
+        cuDNN fills, its one-element ``fields`` (raw values) as a tuple. ``capacity`` elements
+        are offered; with ``grow``, for attributes whose length the backend does not report (an
+        engine's knobs, a config's knob choices), twice as many again while all come back.
+        The elements are read into bare descriptors that are reused by every such read."""
+        attr = _coerce_enum(Attr, attr)
+        desc_type = _coerce_enum(DescType, descriptor_type)
+        ptr = self.ptr
+        with _scratch_lock:
+            while True:
+                targets = _scratch_descriptors(desc_type, capacity)
+                status, filled = marshal.get_descriptors(ptr, int(attr), targets)
+                if status:
+                    raise_status(status, lambda: self._context("getting", attr))
+                if filled < capacity or not grow:
+                    break
+                capacity *= 2
+            records = []
+            for target in targets[:filled]:
+                record = []
+                for field, field_type in fields:
+                    status, values = marshal.get_attribute(target, int(field), field_type, 1)
+                    if status:
+                        raise_status(status, lambda f=field: self._context("getting", f))  # type: ignore[misc]
+                    record.append(values[0] if values else None)
+                records.append(tuple(record))
+            return records
+
     def finalize(self) -> Descriptor:
         """Validate and freeze the descriptor (cudnnBackendFinalize); returns self."""
         status = capi.graph.cudnnBackendFinalize(self.ptr)
@@ -216,6 +277,26 @@ class Descriptor:
             raise_status(status, lambda: self._context("finalizing"))
         self.finalized = True
         return self
+
+
+def _plain_type(values: Any, attr_type: Any) -> int:
+    """`Descriptor.set`'s fast path: the attribute type (as an int) when ``values`` (one value,
+    or a non-empty list or tuple of one type) are plain ints set as INT64, bools as BOOLEAN,
+    Descriptors, or members of the enum that ``attr_type`` takes (or implies, when None); 0
+    sends everything else the long way."""
+    kind = type(values)
+    if kind is list or kind is tuple:
+        if not values:
+            return 0
+        kind = type(values[0])
+        for v in values:
+            if type(v) is not kind:
+                return 0
+    implied = _PLAIN.get(kind) or _enum_attribute_type(kind)
+    return implied if attr_type is None or attr_type == implied else 0
+
+
+_DESCRIPTOR = int(AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR)
 
 
 def _to_enum(cls: type[IntEnum], value: int) -> Any:
@@ -312,6 +393,24 @@ class BareDescriptor:
 
 _live = [0]  # C descriptors created and not yet destroyed
 
+# Bare descriptors that `Descriptor.get_records` reads elements into, per descriptor type: made
+# once, filled again by every read (a config's knob choices would otherwise take dozens of
+# descriptors made and destroyed per read). They last as long as the process and are not
+# counted in `live_count`.
+_scratch: dict[DescType, list[int]] = {}
+_scratch_lock = threading.Lock()
+
+
+def _scratch_descriptors(desc_type: DescType, count: int) -> list[int]:
+    """``count`` reusable descriptors of ``desc_type`` (the caller holds ``_scratch_lock``)."""
+    pool = _scratch.setdefault(desc_type, [])
+    while len(pool) < count:
+        status, ptr = marshal.create_descriptor(int(desc_type))
+        if status:
+            raise_status(status, f"creating {type_label(desc_type)}")
+        pool.append(ptr)
+    return pool[:count]
+
 
 def live_count() -> int:
     """How many backend descriptors exist right now (for leak checks)."""
@@ -331,3 +430,8 @@ def _destroy(ptr: int, children: list[Descriptor]) -> None:
         if child._holders == 0 and child._closing:
             child._finalizer()
     children.clear()
+
+
+# Python value type -> the attribute type `Descriptor.set` sets it as without being told
+_PLAIN: dict[type, int] = {int: int(AttrType.CUDNN_TYPE_INT64), bool: int(AttrType.CUDNN_TYPE_BOOLEAN),
+                           Descriptor: _DESCRIPTOR}

@@ -11,7 +11,12 @@ from collections.abc import Sequence
 
 from .._lib.enums import cudnnBackendAttributeName_t as A
 from .._lib.enums import cudnnBackendAttributeType_t as T
-from .._lib.enums import cudnnBackendBehaviorNote_t, cudnnBackendNumericalNote_t, knob_type
+from .._lib.enums import (
+    cudnnBackendBehaviorNote_t,
+    cudnnBackendKnobType_t,
+    cudnnBackendNumericalNote_t,
+    knob_type,
+)
 from .._lib.enums import cudnnBackendDescriptorType_t as D
 from .descriptor import Descriptor
 from .handle import Handle
@@ -90,6 +95,13 @@ def engine_config(eng: Descriptor, knobs: dict[int, int] | None = None, label: s
 def config_engine(cfg: Descriptor) -> Descriptor:
     """The ENGINE descriptor an engine config was made from."""
     return cfg.get(A.CUDNN_ATTR_ENGINECFG_ENGINE, T.CUDNN_TYPE_BACKEND_DESCRIPTOR, D.CUDNN_BACKEND_ENGINE_DESCRIPTOR)
+
+
+def config_engine_index(cfg: Descriptor) -> int:
+    """The global index of an engine config's engine (read without an ENGINE object of its own)."""
+    records = cfg.get_records(A.CUDNN_ATTR_ENGINECFG_ENGINE, D.CUDNN_BACKEND_ENGINE_DESCRIPTOR, 1,
+                              [(A.CUDNN_ATTR_ENGINE_GLOBAL_INDEX, T.CUDNN_TYPE_INT64)], grow=False)
+    return int(records[0][0])
 
 
 def global_index(eng: Descriptor) -> int:
@@ -190,27 +202,25 @@ class KnobInfo:
 
 
 def knob_infos(eng: Descriptor) -> list[KnobInfo]:
-    infos = eng.get_array(A.CUDNN_ATTR_ENGINE_KNOB_INFO, T.CUDNN_TYPE_BACKEND_DESCRIPTOR, None,
-                          D.CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR)
-    out = []
-    for info in infos:
-        out.append(KnobInfo(
-            int(info.get(A.CUDNN_ATTR_KNOB_INFO_TYPE, T.CUDNN_TYPE_KNOB_TYPE)),
-            max_value=int(info.get(A.CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, T.CUDNN_TYPE_INT64)),
-            min_value=int(info.get(A.CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, T.CUDNN_TYPE_INT64)),
-            stride=int(info.get(A.CUDNN_ATTR_KNOB_INFO_STRIDE, T.CUDNN_TYPE_INT64)),
-        ))
-        info.close()
-    return out
+    """The tunable knobs of an engine (type, bounds, stride)."""
+    records = eng.get_records(A.CUDNN_ATTR_ENGINE_KNOB_INFO, D.CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, _knob_slots(),
+                              [(A.CUDNN_ATTR_KNOB_INFO_TYPE, T.CUDNN_TYPE_KNOB_TYPE),
+                               (A.CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, T.CUDNN_TYPE_INT64),
+                               (A.CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, T.CUDNN_TYPE_INT64),
+                               (A.CUDNN_ATTR_KNOB_INFO_STRIDE, T.CUDNN_TYPE_INT64)])
+    return [KnobInfo(int(t), max_value=int(hi), min_value=int(lo), stride=int(step)) for t, hi, lo, step in records]
 
 
 def knob_choices(cfg: Descriptor) -> dict[int, int]:
     """Knob type -> value chosen in an engine config."""
-    choices = cfg.get_array(A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, T.CUDNN_TYPE_BACKEND_DESCRIPTOR, None,
-                            D.CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR)
-    out = {}
-    for c in choices:
-        out[int(c.get(A.CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, T.CUDNN_TYPE_KNOB_TYPE))] = int(
-            c.get(A.CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, T.CUDNN_TYPE_INT64))
-        c.close()
-    return out
+    records = cfg.get_records(A.CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, D.CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR,
+                              _knob_slots(), [(A.CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, T.CUDNN_TYPE_KNOB_TYPE),
+                                              (A.CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, T.CUDNN_TYPE_INT64)])
+    return {int(t): int(v) for t, v in records}
+
+
+def _knob_slots() -> int:
+    """How many knob descriptors to offer when reading an engine's knobs or a config's choices:
+    one per knob type. cuDNN answers a count query for these attributes with 0, so a caller that
+    asks first reads no knobs at all."""
+    return int(cudnnBackendKnobType_t.CUDNN_KNOB_TYPE_COUNTS)

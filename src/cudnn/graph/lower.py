@@ -7,6 +7,7 @@ a message that names the node and the version needed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .._lib import enums
@@ -20,6 +21,20 @@ from .tensor import NOT_SET, Tensor
 _SINCE_TYPE = enums.SINCE.get("cudnnBackendDescriptorType_t", {})
 _SINCE_ATTR = enums.SINCE.get("cudnnBackendAttributeName_t", {})
 _SINCE_DTYPE = enums.SINCE.get("cudnnDataType_t", {})
+
+
+_SINCE_OF: dict[tuple[int, Any], int | None] = {}  # (table, enum member) -> @since, looked up by name once
+
+
+def _since(table: dict[str, int], member: Any) -> int | None:
+    """The header's @since version of an enum member (None when it has always been there)."""
+    key = (id(table), member)
+    try:
+        return _SINCE_OF[key]
+    except KeyError:
+        name = member.name if table is not _SINCE_DTYPE else f"CUDNN_DATA_{member.name}"
+        since = _SINCE_OF[key] = table.get(name)
+        return since
 
 
 MIN_RANK = 3
@@ -51,18 +66,19 @@ class Lowering:
         self._tensors: dict[int, Descriptor] = {}
         self.tensor_objects: list[Tensor] = []
 
-    def require(self, what: str, since: int | None) -> None:
-        """Raise FeatureUnavailableError when the loaded cuDNN predates ``since``."""
+    def require(self, what: str | Callable[[], str], since: int | None) -> None:
+        """Raise FeatureUnavailableError when the loaded cuDNN predates ``since`` (``what``
+        names the feature; a callable is asked only then)."""
         if since and self.version < since:
-            raise FeatureUnavailableError(what, since, self.version)
+            raise FeatureUnavailableError(what if isinstance(what, str) else what(), since, self.version)
 
     def descriptor(self, desc_type: D, label: str) -> Descriptor:
-        self.require(f"{label}: {type_label(desc_type)}", _SINCE_TYPE.get(desc_type.name))
+        self.require(lambda: f"{label}: {type_label(desc_type)}", _since(_SINCE_TYPE, desc_type))
         return Descriptor(desc_type, label)
 
     def set(self, desc: Descriptor, attr: A, value: Any, attr_type: T | None = None) -> Descriptor:
         """``desc.set`` with the attribute gated on the loaded version."""
-        self.require(f"{desc.label}: {attr.name}", _SINCE_ATTR.get(attr.name))
+        self.require(lambda: f"{desc.label}: {attr.name}", _since(_SINCE_ATTR, attr))
         return desc.set(attr, value, attr_type)
 
     def tensor(self, t: Tensor) -> Descriptor:
@@ -70,10 +86,10 @@ class Lowering:
         desc = self._tensors.get(id(t))
         if desc is not None:
             return desc
-        if t.get_data_type() == NOT_SET:
+        dtype = t.get_data_type()
+        if dtype == NOT_SET:
             raise ValueError(f"tensor {t.label()} reached lowering without a data type")
-        self.require(f"tensor {t.label()}: data type {t.get_data_type().name}",
-                     _SINCE_DTYPE.get(f"CUDNN_DATA_{t.get_data_type().name}"))
+        self.require(lambda: f"tensor {t.label()}: data type {dtype.name}", _since(_SINCE_DTYPE, dtype))
         dims, strides = backend_layout(t.get_dim(), t.get_stride())
         pad = len(dims) - len(t.get_dim())  # leading unit dims backend_layout added
         desc = Descriptor(D.CUDNN_BACKEND_TENSOR_DESCRIPTOR, t.get_name())

@@ -20,22 +20,73 @@ from ..backend.descriptor import Descriptor
 from .errors import GraphStateError
 
 
-@dataclass
 class Candidate:
-    """One engine config and, once built, its execution plan."""
+    """One engine config and, once built, its execution plan.
 
-    config: Descriptor | None  # None for a plan restored from serialized data
-    engine_index: int
-    knobs: dict[int, int]
-    numerical_notes: list[Any]
-    behavior_notes: list[Any]
-    source: str  # the heuristic mode that proposed it, or "manual"
-    plan: Descriptor | None = None
-    error: CudnnError | None = None
-    workspace: int | None = None
-    restored_name: str = ""
-    device_property: Descriptor | None = None  # DEVICEPROP the plan is built for (None: the handle's GPU)
-    refused: str = ""  # why a guard keeps this engine off this graph (graph/guards.py); never built
+    What the config says of itself (engine index, knob choices, notes) is read from the backend
+    when first asked for: heuristics offer dozens of configs, most are never looked at, and
+    reading a config's knob choices takes a descriptor per knob type."""
+
+    __slots__ = ("config", "_engine_index", "_knobs", "_numerical_notes", "_behavior_notes", "source", "plan",
+                 "error", "workspace", "restored_name", "device_property", "refused")
+
+    def __init__(self, config: Descriptor | None, engine_index: int | None = None,
+                 knobs: dict[int, int] | None = None, numerical_notes: list[Any] | None = None,
+                 behavior_notes: list[Any] | None = None, source: str = "", plan: Descriptor | None = None,
+                 error: CudnnError | None = None, workspace: int | None = None, restored_name: str = "",
+                 device_property: Descriptor | None = None, refused: str = "") -> None:
+        self.config = config  # None for a plan restored from serialized data
+        self._engine_index = engine_index
+        self._knobs = knobs
+        self._numerical_notes = numerical_notes
+        self._behavior_notes = behavior_notes
+        self.source = source  # the heuristic mode that proposed it, or "manual"
+        self.plan = plan
+        self.error = error
+        self.workspace = workspace
+        self.restored_name = restored_name
+        self.device_property = device_property  # DEVICEPROP the plan is built for (None: the handle's GPU)
+        self.refused = refused  # why a guard keeps this engine off this graph (graph/guards.py); never built
+
+    def _read_engine(self) -> None:
+        """The notes of the config's engine (none for a restored plan)."""
+        if self.config is None:
+            self._numerical_notes = self._numerical_notes or []
+            self._behavior_notes = self._behavior_notes or []
+            return
+        engine = eng.config_engine(self.config)
+        try:
+            if self._numerical_notes is None:
+                self._numerical_notes = eng.numerical_notes(engine)
+            if self._behavior_notes is None:
+                self._behavior_notes = eng.behavior_notes(engine)
+        finally:
+            engine.close()
+
+    @property
+    def engine_index(self) -> int:
+        if self._engine_index is None:
+            self._engine_index = -1 if self.config is None else eng.config_engine_index(self.config)
+        return self._engine_index
+
+    @property
+    def numerical_notes(self) -> list[Any]:
+        if self._numerical_notes is None:
+            self._read_engine()
+        return self._numerical_notes  # type: ignore[return-value]
+
+    @property
+    def behavior_notes(self) -> list[Any]:
+        if self._behavior_notes is None:
+            self._read_engine()
+        return self._behavior_notes  # type: ignore[return-value]
+
+    @property
+    def knobs(self) -> dict[int, int]:
+        """Knob type -> value this config chose."""
+        if self._knobs is None:
+            self._knobs = {} if self.config is None else eng.knob_choices(self.config)
+        return self._knobs
 
     @property
     def name(self) -> str:
@@ -43,6 +94,9 @@ class Candidate:
         if self.restored_name:
             return self.restored_name
         return f"eng{self.engine_index}" + "".join(f"_k{k}={v}" for k, v in sorted(self.knobs.items()))
+
+    def __repr__(self) -> str:
+        return f"<Candidate {self.name} from {self.source or '?'}{' built' if self.plan is not None else ''}>"
 
     def build(self, handle: int, label: str, kernel_cache: Descriptor | None = None) -> Descriptor:
         """Finalize the plan once; a failure is remembered and re-raised."""
@@ -62,12 +116,8 @@ class Candidate:
 
 
 def candidate_from_config(config: Descriptor, source: str) -> Candidate:
-    engine = eng.config_engine(config)
-    try:
-        return Candidate(config, eng.global_index(engine), eng.knob_choices(config),
-                         eng.numerical_notes(engine), eng.behavior_notes(engine), source)
-    finally:
-        engine.close()
+    """A candidate of ``config`` (its engine, knobs and notes are read when first needed)."""
+    return Candidate(config, source=source)
 
 
 @dataclass
@@ -82,13 +132,18 @@ class Filters:
     max_workspace: int | None = None
 
     def keeps(self, c: Candidate) -> bool:
-        num = {int(n) for n in c.numerical_notes}
-        beh = {int(n) for n in c.behavior_notes}
-        if not self.numeric_select <= num or num & self.numeric_deselect:
-            return False
-        if not self.behavior_select <= beh or beh & self.behavior_deselect:
-            return False
-        if c.name in self.engines_deselect or f"eng{c.engine_index}" in self.engines_deselect:
+        """Whether ``c`` passes every filter set (a candidate's notes and name are read only
+        for the filters that look at them)."""
+        if self.numeric_select or self.numeric_deselect:
+            num = {int(n) for n in c.numerical_notes}
+            if not self.numeric_select <= num or num & self.numeric_deselect:
+                return False
+        if self.behavior_select or self.behavior_deselect:
+            beh = {int(n) for n in c.behavior_notes}
+            if not self.behavior_select <= beh or beh & self.behavior_deselect:
+                return False
+        if self.engines_deselect and (f"eng{c.engine_index}" in self.engines_deselect
+                                      or c.name in self.engines_deselect):
             return False
         if self.max_workspace is not None:
             size = c.workspace
@@ -126,13 +181,16 @@ class PlanSet:
         return [c for c in self.all if not c.refused and self.filters.keeps(c)]
 
     def add(self, configs: Iterable[Descriptor], source: str) -> None:
-        seen = {c.name for c in self.all}
+        """Append the configs one heuristic mode ranked, less those an earlier mode already gave
+        (same engine and knob choices; knobs are compared only between configs of one engine)."""
+        earlier: dict[int, list[Candidate]] = {}
+        for old in self.all:
+            earlier.setdefault(old.engine_index, []).append(old)
         for cfg in configs:
             c = candidate_from_config(cfg, source)
-            if c.name in seen:
+            if earlier and any(old.knobs == c.knobs for old in earlier.get(c.engine_index, ())):
                 cfg.close()
                 continue
-            seen.add(c.name)
             c.device_property = self.device_property
             c.refused = (self.guard(c) or "") if self.guard is not None else ""
             self.all.append(c)
