@@ -35,6 +35,7 @@ import cudnn
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]  # build(modes): validate -> plans ready to run
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+COLD_BUILDS = 9  # fresh graphs per cold median: one build varies by a few ms with the host
 
 
 def conv_bias_relu(n: int, c: int, h: int, k: int, r: int):  # type: ignore[no-untyped-def]
@@ -102,11 +103,11 @@ def child(case: str) -> None:
 
 def official_child() -> None:
     """In a process whose ``cudnn`` is the official frontend: per case, the first build, the
-    median of three builds of fresh graphs (the same measure as cudnn-py's cold column) and the
+    median of COLD_BUILDS builds of fresh graphs (the same measure as cudnn-py's cold column) and the
     GPU time of the plan it picked; one JSON object on stdout."""
     out: dict[str, dict[str, float]] = {}
     for name, make in CASES.items():
-        times = [ms(functools.partial(make()[0].build, HEUR)) for _ in range(3)]
+        times = [ms(functools.partial(make()[0].build, HEUR)) for _ in range(COLD_BUILDS)]
         g, pack = make()
         g.build(HEUR)
         out[name] = {"first": times[0], "cold": statistics.median(times), "gpu_us": gpu_us(g, pack)}
@@ -144,7 +145,7 @@ def main() -> None:
     print(f"\n{'case':40s} {'cold ms':>8s} {'warm ms':>8s} {'disk ms':>8s} {'heur us':>8s} {'tuned us':>9s} {'gain':>6s}")
     for name, make in CASES.items():
         cudnn.plan_cache.enabled = False
-        cold = statistics.median(ms(functools.partial(make()[0].build, HEUR)) for _ in range(3))
+        cold = statistics.median(ms(functools.partial(make()[0].build, HEUR)) for _ in range(COLD_BUILDS))
         cudnn.plan_cache.enabled = True
         g, pack = make()
         g.build(HEUR)  # fills the cache (memory and disk)

@@ -36,7 +36,7 @@ def plan_set() -> PlanSet:
     b = Candidate(None, 3, {}, [cudnn.numerical_note.TENSOR_CORE], [], "A", workspace=0)
     c = Candidate(None, 7, {}, [], [], "FALLBACK")
     c.error = cudnn.cudnnGraphNotSupportedError(3000, "graph 'g': eng7", "no")
-    ps.all += [a, b, c]
+    ps.all.extend([a, b, c])
     a.plan = b.plan = object()  # type: ignore[assignment]  # built (the report only asks whether)
     ps.selected = b
     return ps

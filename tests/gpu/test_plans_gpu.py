@@ -108,6 +108,31 @@ def test_plan_names_carry_the_knob_choices_of_each_config(make) -> None:  # type
     assert after[:len(names)] == names and len(set(after)) == len(after)
 
 
+def test_a_build_reads_only_the_configs_it_needs_and_picks_what_the_full_list_ranks_first() -> None:
+    """cuDNN makes each ranked config as it is read; a build reads the best one alone, and the
+    rest only when that one is filtered out or does not build. The choice is the same as
+    from the whole list."""
+    g, pack, out, ref = conv_bias_relu()
+    g.build(HEUR)
+    chosen = g.runner().candidate.name  # the selected plan
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]  # reads the whole list
+    assert len(names) > 1 and names[0] == chosen
+    g.execute(pack, workspace_for(g))
+    check(out, ref)
+
+    g2, pack2, out2, _ = conv_bias_relu()
+    g2.validate()
+    g2.build_operation_graph()
+    g2.create_execution_plans(HEUR)
+    g2.deselect_engines([chosen])  # the best config is filtered out: the build reads on
+    g2.build_plans()
+    assert g2.get_execution_plan_count() == len(names) - 1
+    assert g2.get_plan_name_at_index(0) == names[1]
+    out2.fill_(float("nan"))
+    g2.execute(pack2, workspace_for(g2))
+    check(out2, ref)
+
+
 def test_instant_mode_where_available() -> None:
     g, pack, out, ref = conv_bias_relu()
     g.build([cudnn.heur_mode.INSTANT, cudnn.heur_mode.FALLBACK])

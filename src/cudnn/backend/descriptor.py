@@ -9,6 +9,7 @@ descriptor still held by an open parent is deferred until that parent goes.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -399,6 +400,16 @@ _live = [0]  # C descriptors created and not yet destroyed
 # counted in `live_count`.
 _scratch: dict[DescType, list[int]] = {}
 _scratch_lock = threading.Lock()
+
+
+def _new_scratch_lock() -> None:
+    """In a forked child: a fresh lock (another thread of the parent may have held it at fork)."""
+    global _scratch_lock
+    _scratch_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_scratch_lock)
 
 
 def _scratch_descriptors(desc_type: DescType, count: int) -> list[int]:

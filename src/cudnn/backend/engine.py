@@ -46,10 +46,10 @@ def engine_count(op_graph: Descriptor) -> int:
     return int(op_graph.get(A.CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, T.CUDNN_TYPE_INT64))
 
 
-def heuristic_configs(op_graph: Descriptor, mode: int, sm_count: int | None = None,
-                      label: str = "", device_property: Descriptor | None = None) -> list[Descriptor]:
-    """Engine configs ranked by the heuristic ``mode`` (finalized ENGINECFG descriptors), for
-    the device ``device_property`` describes when given (a DEVICEPROP descriptor)."""
+def heuristics(op_graph: Descriptor, mode: int, sm_count: int | None = None, label: str = "",
+               device_property: Descriptor | None = None) -> Descriptor:
+    """A finalized ENGINEHEUR of ``mode`` for the device ``device_property`` describes when given
+    (a DEVICEPROP descriptor); `ranked_configs` reads what it ranked."""
     heur = Descriptor(D.CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, label)
     heur.set(A.CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, op_graph)
     heur.set(A.CUDNN_ATTR_ENGINEHEUR_MODE, int(mode), T.CUDNN_TYPE_HEUR_MODE)
@@ -57,11 +57,25 @@ def heuristic_configs(op_graph: Descriptor, mode: int, sm_count: int | None = No
         heur.set(A.CUDNN_ATTR_ENGINEHEUR_DEVICEPROP, device_property)
     if sm_count is not None and sm_count > 0:
         heur.set(A.CUDNN_ATTR_ENGINEHEUR_SM_COUNT_TARGET, int(sm_count), T.CUDNN_TYPE_INT32)
-    heur.finalize()
-    configs = heur.get_array(A.CUDNN_ATTR_ENGINEHEUR_RESULTS, T.CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                             None, D.CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
-    heur.close()
-    return configs
+    return heur.finalize()
+
+
+def ranked_configs(heur: Descriptor, count: int | None = None) -> list[Descriptor]:
+    """The first ``count`` (None: all) engine configs a finalized ENGINEHEUR ranks, as finalized
+    ENGINECFG descriptors. cuDNN makes each config as it is read (tens of microseconds each, a
+    fused conv has dozens), so a caller that needs only the best asks for one."""
+    return heur.get_array(A.CUDNN_ATTR_ENGINEHEUR_RESULTS, T.CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
+                          D.CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
+
+
+def heuristic_configs(op_graph: Descriptor, mode: int, sm_count: int | None = None,
+                      label: str = "", device_property: Descriptor | None = None) -> list[Descriptor]:
+    """Every engine config the heuristic ``mode`` ranks, best first (finalized ENGINECFG descriptors)."""
+    heur = heuristics(op_graph, mode, sm_count, label, device_property)
+    try:
+        return ranked_configs(heur)
+    finally:
+        heur.close()
 
 
 def engine(op_graph: Descriptor, global_index: int, sm_count: int | None = None,

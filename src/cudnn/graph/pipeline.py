@@ -214,14 +214,14 @@ class Pipeline:
         op_graph = self.op_graph()
         plans = self.planset()
         for mode in modes:
+            tolerant = mode == heur_mode.FALLBACK or len(modes) > 1  # others may handle the graph
             try:
-                configs = eng.heuristic_configs(op_graph, int(mode), self.graph.sm_count, self.label,
-                                                self.device_property())
+                heur = eng.heuristics(op_graph, int(mode), self.graph.sm_count, self.label, self.device_property())
             except CudnnError:
-                if mode == heur_mode.FALLBACK or len(modes) > 1:
-                    continue  # a mode that cannot handle this graph is not fatal when others may
+                if tolerant:
+                    continue
                 raise
-            plans.add(configs, mode.name)
+            plans.add_ranking(heur, mode.name, tolerant)
 
     def build_plans(self, policy: build_plan_policy) -> None:
         self.plans().build(self.build_handle_ptr(), build_plan_policy(policy))
@@ -233,7 +233,7 @@ class Pipeline:
         """A hand-picked engine config: first among the candidates, built and selected."""
         plans = self.planset()
         cand.device_property = plans.device_property
-        plans.all.insert(0, cand)
+        plans.put_first(cand)
         self.build_candidate(cand)
         plans.selected = cand
 
@@ -250,7 +250,7 @@ class Pipeline:
             self.lowered()
         plans = PlanSet(self.label)
         cand = Candidate(None, -1, {}, [], [], "cache", plan=plan, workspace=workspace, restored_name=name)
-        plans.all.append(cand)
+        plans.put_first(cand)
         plans.selected = cand
         self._plans = plans
         self._runners = {}

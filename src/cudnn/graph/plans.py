@@ -164,12 +164,31 @@ def _config_workspace(config: Descriptor) -> int | None:
         return None
 
 
+class _Ranking:
+    """One heuristic mode's finalized ENGINEHEUR whose configs are not all read yet."""
+
+    __slots__ = ("added", "heur", "source", "taken", "tolerant")
+
+    def __init__(self, heur: Descriptor, source: str, tolerant: bool) -> None:
+        self.heur = heur
+        self.source = source
+        self.taken = 0  # configs already read from it (the best first)
+        self.added: list[Candidate] = []  # the candidates its configs became (less those offered before)
+        self.tolerant = tolerant  # a failure to read it means "no configs" (other modes may have some)
+
+
 class PlanSet:
-    """The candidates of one operation graph, in heuristic order, after filtering."""
+    """The candidates of one operation graph, in heuristic order, after filtering.
+
+    A heuristic mode's configs are read when they are first needed: cuDNN makes each config as
+    it is read, and a build usually needs only the best one, so `first_supported` reads one and
+    reads the rest only if it does not build. Anything that looks at the whole list (`all`,
+    `candidates`, a count, an index, autotuning) reads them all."""
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self.all: list[Candidate] = []
+        self._all: list[Candidate] = []
+        self._rankings: list[_Ranking] = []  # modes not read to the end, in the order asked
         self.filters = Filters()
         self.selected: Candidate | None = None
         self.kernel_cache: Descriptor | None = None
@@ -177,15 +196,61 @@ class PlanSet:
         self.guard: Callable[[Candidate], str | None] | None = None  # known-wrong engines (graph/guards.py)
 
     @property
-    def candidates(self) -> list[Candidate]:
-        return [c for c in self.all if not c.refused and self.filters.keeps(c)]
+    def all(self) -> list[Candidate]:
+        """Every candidate the heuristics offered (and any added by hand), in order."""
+        while self._read_more():
+            pass
+        return self._all
 
-    def add(self, configs: Iterable[Descriptor], source: str) -> None:
-        """Append the configs one heuristic mode ranked, less those an earlier mode already gave
-        (same engine and knob choices; knobs are compared only between configs of one engine)."""
+    @property
+    def candidates(self) -> list[Candidate]:
+        return [c for c in self.all if self._usable(c)]
+
+    def _usable(self, c: Candidate) -> bool:
+        return not c.refused and self.filters.keeps(c)
+
+    def add_ranking(self, heur: Descriptor, source: str, tolerant: bool) -> None:
+        """Take the configs a finalized ENGINEHEUR ranks (read when needed; this set closes it).
+        ``tolerant``: a mode that cannot rank this graph adds nothing instead of raising."""
+        self._rankings.append(_Ranking(heur, source, tolerant))
+
+    def put_first(self, cand: Candidate) -> None:
+        """A candidate ahead of all others (a hand-picked config)."""
+        self._all.insert(0, cand)
+
+    def _read_more(self) -> bool:
+        """Read the next configs of the first unfinished mode: its best one first, then the
+        rest. False when every mode is read."""
+        if not self._rankings:
+            return False
+        ranking = self._rankings[0]
+        try:
+            configs = eng.ranked_configs(ranking.heur, 1 if ranking.taken == 0 else None)
+        except CudnnError:
+            if not ranking.tolerant:
+                raise
+            configs = []
+        for cfg in configs[:ranking.taken]:  # read again with the rest; the first copies are kept
+            cfg.close()
+        fresh = configs[ranking.taken:]
+        finished = ranking.taken > 0 or not fresh
+        ranking.taken += len(fresh)
+        if finished:
+            self._rankings.pop(0)
+            ranking.heur.close()
+        self.add(fresh, ranking.source, ranking.added)
+        return True
+
+    def add(self, configs: Iterable[Descriptor], source: str, own: list[Candidate] | None = None) -> None:
+        """Append the configs one heuristic mode ranked, less those that were already offered
+        (same engine and knob choices; knobs are compared only between configs of one engine).
+        ``own``: the candidates this ranking added before, which its configs are not compared
+        with (one ranking holds no config twice); the new ones are appended to it."""
+        mine = {id(c) for c in own} if own else set()
         earlier: dict[int, list[Candidate]] = {}
-        for old in self.all:
-            earlier.setdefault(old.engine_index, []).append(old)
+        for old in self._all:
+            if id(old) not in mine:
+                earlier.setdefault(old.engine_index, []).append(old)
         for cfg in configs:
             c = candidate_from_config(cfg, source)
             if earlier and any(old.knobs == c.knobs for old in earlier.get(c.engine_index, ())):
@@ -193,7 +258,9 @@ class PlanSet:
                 continue
             c.device_property = self.device_property
             c.refused = (self.guard(c) or "") if self.guard is not None else ""
-            self.all.append(c)
+            self._all.append(c)
+            if own is not None:
+                own.append(c)
 
     def at(self, index: int) -> Candidate:
         cands = self.candidates
@@ -205,15 +272,22 @@ class PlanSet:
         return cands[index]
 
     def first_supported(self, handle: int) -> Candidate:
-        """The first candidate whose plan finalizes; raises cudnnGraphNotSupportedError if none."""
-        cands = self.candidates
-        for c in cands:
+        """The first candidate whose plan finalizes; raises cudnnGraphNotSupportedError if none.
+        Configs are read only as far as needed."""
+        i = 0
+        while i < len(self._all) or self._read_more():
+            if i >= len(self._all):
+                continue
+            c = self._all[i]
+            i += 1
+            if not self._usable(c):
+                continue
             try:
                 c.build(handle, self.label, self.kernel_cache)
                 return c
             except CudnnError:
                 continue
-        raise self.not_supported(cands)
+        raise self.not_supported(self.candidates)
 
     def build(self, handle: int, policy: build_plan_policy) -> None:
         if policy == build_plan_policy.ALL:
@@ -252,12 +326,15 @@ class PlanSet:
         return self.selected
 
     def close(self) -> None:
-        for c in self.all:
+        for ranking in self._rankings:
+            ranking.heur.close()
+        self._rankings.clear()
+        for c in self._all:
             if c.plan is not None:
                 c.plan.close()
             if c.config is not None:
                 c.config.close()
-        self.all.clear()
+        self._all.clear()
         self.selected = None
 
 
