@@ -9,14 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from .._lib.enums import C_ENUMS, cudnnBackendBehaviorNote_t, cudnnBackendNumericalNote_t, knob_type
 from .._lib.enums import cudnnBackendAttributeName_t as A
 from .._lib.enums import cudnnBackendAttributeType_t as T
-from .._lib.enums import (
-    cudnnBackendBehaviorNote_t,
-    cudnnBackendKnobType_t,
-    cudnnBackendNumericalNote_t,
-    knob_type,
-)
 from .._lib.enums import cudnnBackendDescriptorType_t as D
 from .descriptor import Descriptor
 from .handle import Handle
@@ -237,4 +232,4 @@ def _knob_slots() -> int:
     """How many knob descriptors to offer when reading an engine's knobs or a config's choices:
     one per knob type. cuDNN answers a count query for these attributes with 0, so a caller that
     asks first reads no knobs at all."""
-    return int(cudnnBackendKnobType_t.CUDNN_KNOB_TYPE_COUNTS)
+    return C_ENUMS["cudnnBackendKnobType_t"]["CUDNN_KNOB_TYPE_COUNTS"]  # the table: no enum is built
