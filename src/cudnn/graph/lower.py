@@ -23,12 +23,14 @@ _SINCE_ATTR = enums.SINCE.get("cudnnBackendAttributeName_t", {})
 _SINCE_DTYPE = enums.SINCE.get("cudnnDataType_t", {})
 
 
-_SINCE_OF: dict[tuple[int, Any], int | None] = {}  # (table, enum member) -> @since, looked up by name once
+# (table, enum class, member) -> @since, looked up by name once. The class is part of the key:
+# members of two enums with one value are equal, and their names differ.
+_SINCE_OF: dict[tuple[int, type, Any], int | None] = {}
 
 
 def _since(table: dict[str, int], member: Any) -> int | None:
     """The header's @since version of an enum member (None when it has always been there)."""
-    key = (id(table), member)
+    key = (id(table), type(member), member)
     try:
         return _SINCE_OF[key]
     except KeyError:
