@@ -57,17 +57,23 @@ def batches(kind: str, steps: int, global_batch: int, rank: int, world: int, dev
             yield images[part].contiguous(memory_format=torch.channels_last), labels[part]
 
 
-def build(kind: str, layers: int, fsdp: bool, device: torch.device, cudnn: bool = True) -> nn.Module:
+def build(kind: str, layers: int, fsdp: bool, device: torch.device, cudnn: bool = True,
+          broadcast_buffers: bool = False) -> nn.Module:
     """The model on ``device`` (cudnn-py inside, or torch's modules), the same initial weights on
     every rank and world size, wrapped for data parallelism: DDP, or fully_shard per block and
-    then the root."""
+    then the root.
+
+    Under DDP each rank keeps the batch-norm running statistics of its own share of the batch
+    (``broadcast_buffers=False``): a training step normalises with batch statistics, so the
+    loss does not depend on them, and DDP's default would broadcast rank 0's buffers at the
+    start of every forward, a collective that makes every rank wait for rank 0 there too."""
     torch.manual_seed(0)
     model: nn.Module = GPT(VOCAB, 2048, 16, layers, SEQ, cudnn=cudnn) if kind == "gpt" else ResNet50(cudnn=cudnn)
     model = model.to(device)
     if not fsdp:
         if kind == "resnet":  # NHWC weights, as the images; FSDP shards only contiguous parameters
             model = model.to(memory_format=torch.channels_last)
-        return DDP(model, device_ids=[device.index])
+        return DDP(model, device_ids=[device.index], broadcast_buffers=broadcast_buffers)
     from torch.distributed.fsdp import fully_shard
 
     for m in model.modules():
@@ -80,7 +86,8 @@ def build(kind: str, layers: int, fsdp: bool, device: torch.device, cudnn: bool 
 def train(kind: str, args: argparse.Namespace, rank: int, world: int, device: torch.device) -> dict:
     """Train ``args.steps`` steps; the mean loss of every step and the median step time."""
     global_batch = args.gpt_batch if kind == "gpt" else args.resnet_batch
-    model = build(kind, args.layers, args.fsdp, device, cudnn=not args.torch_modules)
+    model = build(kind, args.layers, args.fsdp, device, cudnn=not args.torch_modules,
+                  broadcast_buffers=args.broadcast_buffers)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     times, losses = [], []
     for step, (x, y) in enumerate(batches(kind, args.steps, global_batch, rank, world, device, args.image)):
@@ -161,6 +168,8 @@ def main() -> None:
     ap.add_argument("--resnet-batch", type=int, default=1024, help="global batch of images")
     ap.add_argument("--image", type=int, default=224, help="image side for ResNet-50")
     ap.add_argument("--torch-modules", action="store_true", help="the models from torch's modules, not cudnn's")
+    ap.add_argument("--broadcast-buffers", action="store_true",
+                    help="DDP broadcasts rank 0's buffers (batch-norm statistics) before every forward")
     ap.add_argument("--jsonl", help="append one JSON line per model (rank 0) to this file")
     ap.add_argument("--report", metavar="JSONL", help="print the 1-vs-N comparison of a log and exit")
     args = ap.parse_args()
