@@ -1,9 +1,11 @@
 """cudnn.nn modules on the GPU against the torch modules they replace (same state dict),
-and cudnn.nn.convert on torchvision's ResNet-50 (random weights, eval, fp16) against torch.
+cudnn.nn.convert on torchvision's ResNet-50 (random weights, eval, fp16) against torch, and
+torch's SDPA routed to cuDNN by cudnn.nn.sdpa_kernel and by convert.
 
 Tolerances: module outputs and gradients as tests/gpu/test_torch_ops.py (fp16 2e-2, scaled
 by the largest reference magnitude); ResNet-50 logits: max |difference| <= 2e-2 x max |logit|
-(fifty fp16 layers; batch norm folded into the conv weights in float32 before rounding).
+(fifty fp16 layers; batch norm folded into the conv weights in float32 before rounding);
+attention in bf16: 2e-2 of the largest reference value, against torch's SDPA in float32.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import torch
 from torch import nn
 
 import cudnn.nn as cnn
+from cudnn import ops
+from cudnn.ops import _runtime as rt
 
 DEV = "cuda"
 H = torch.float16
@@ -83,3 +87,58 @@ def test_convert_resnet50_fp16_eval_matches_torch() -> None:
         ref, got = model(x), converted(x)
     err = float((got.float() - ref.float()).abs().max())
     assert err <= 2e-2 * float(ref.float().abs().max()), f"max |diff| {err}, max |logit| {float(ref.abs().max())}"
+
+
+class _Attend(nn.Module):
+    """Projections around a causal torch SDPA call, as a GPT block writes it."""
+
+    def __init__(self, d: int = 256, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        o = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(o.transpose(1, 2).reshape(b, s, d))
+
+
+def test_sdpa_kernel_runs_torch_sdpa_through_cudnn_forward_and_backward() -> None:
+    """Inside the context torch's SDPA gives exactly cudnn.ops' result (the same graph), and
+    forward and gradients match torch's own attention (bf16: 2e-2 of the largest value)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 256, 64, device=DEV, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    do = torch.randn(2, 4, 256, 64, device=DEV, dtype=torch.bfloat16)
+    with cnn.sdpa_kernel():
+        o = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    grads = torch.autograd.grad(o, (q, k, v), do)
+    with torch.no_grad():
+        torch.testing.assert_close(o, ops.scaled_dot_product_attention(q, k, v, is_causal=True), rtol=0, atol=0)
+    ref = nn.functional.scaled_dot_product_attention(*(t.float() for t in (q, k, v)), is_causal=True)
+    ref_grads = torch.autograd.grad(ref, (q, k, v), do.float())
+    _close("O", o, ref)
+    for name, g, r in zip("QKV", grads, ref_grads):
+        _close(f"d{name}", g, r)
+
+
+def test_sdpa_kernel_fallback_runs_torch_for_what_cudnn_does_not_cover() -> None:
+    q = torch.randn(1, 2, 64, 32, device=DEV)  # float32 outside autocast: cuDNN's attention takes 16-bit
+    with cnn.sdpa_kernel(fallback=True), pytest.warns(RuntimeWarning, match="query: expected dtype"):
+        got = nn.functional.scaled_dot_product_attention(q, q, q)
+    torch.testing.assert_close(got, nn.functional.scaled_dot_product_attention(q, q, q), rtol=0, atol=0)
+    with cnn.sdpa_kernel(), pytest.raises(ops.OpError, match="dtype"):
+        nn.functional.scaled_dot_product_attention(q, q, q)
+
+
+def test_convert_routes_attention_call_sites_to_cudnn() -> None:
+    torch.manual_seed(0)
+    model = _Attend().to(DEV, torch.bfloat16).eval()
+    x = torch.randn(2, 128, 256, device=DEV, dtype=torch.bfloat16)
+    with torch.no_grad():
+        ref = model(x)
+        converted = cnn.convert(model)
+        built = rt.CACHE.builds
+        got = converted(x)
+    assert rt.CACHE.builds == built + 1  # the attention graph: cuDNN ran the call
+    _close("block out", got, ref)

@@ -1,5 +1,6 @@
 """``cudnn.nn``: torch modules over `cudnn.ops`, drop-ins for their torch counterparts (same
-parameters, same state-dict keys), and `convert`, which swaps eligible modules of a model.
+parameters, same state-dict keys), `convert`, which swaps eligible modules of a model, and
+`sdpa_kernel`, a context that runs torch's SDPA calls through cuDNN.
 
 Importing this package imports torch; ``import cudnn`` does not.
 """
@@ -8,5 +9,6 @@ from __future__ import annotations
 
 from .convert import convert
 from .modules import Conv2dBiasAct, LayerNorm, MultiheadAttention, RMSNorm
+from .sdpa import sdpa_kernel
 
-__all__ = ["Conv2dBiasAct", "LayerNorm", "MultiheadAttention", "RMSNorm", "convert"]
+__all__ = ["Conv2dBiasAct", "LayerNorm", "MultiheadAttention", "RMSNorm", "convert", "sdpa_kernel"]

@@ -5,7 +5,12 @@
   ``torch.fx`` become one `Conv2dBiasAct` with the batch norm folded into its weight and bias
   (inference only: folding freezes the running statistics). The model is then returned as
   the traced ``GraphModule``; a model fx cannot trace keeps its structure and only its
-  ``nn.Sequential`` runs are folded.
+  ``nn.Sequential`` runs are folded;
+- the model's calls of ``torch.nn.functional.scaled_dot_product_attention`` run through
+  `cudnn.ops.scaled_dot_product_attention`: its forward runs in `sdpa_kernel`
+  ``(fallback=True)``, so a call cuDNN does not cover runs torch's SDPA after a warning. By
+  default this is done when tracing the model with ``torch.fx`` finds such a call;
+  ``attention=True`` / ``False`` decides instead (a model fx cannot trace needs ``True``).
 """
 
 from __future__ import annotations
@@ -17,25 +22,42 @@ import torch.nn.functional as F
 from torch import fx, nn
 
 from .modules import Conv2dBiasAct, LayerNorm, RMSNorm
+from .sdpa import route_attention
 
 _RELU_FUNCTIONS = (F.relu, torch.relu, torch.relu_)
 
 
-def convert(model: nn.Module, inplace: bool = False) -> nn.Module:
-    """``model`` with its eligible modules swapped for cudnn.nn ones (see the module's note).
+def convert(model: nn.Module, inplace: bool = False, attention: bool | None = None) -> nn.Module:
+    """``model`` with its eligible modules swapped for cudnn.nn ones and, per ``attention``
+    (None: when it has SDPA call sites), its attention routed to cuDNN (see the module's note).
     Unless ``inplace``, the model is copied first."""
     if not inplace:
         model = copy.deepcopy(model)
     _swap_norms(model)
-    if model.training:
-        return model
+    graph = _trace(model)
+    if not model.training:
+        if graph is None:
+            _fold_sequentials(model)
+        else:
+            model = fx.GraphModule(model, graph)
+            _fold_traced(model)
+    if attention or (attention is None and _calls_attention(graph)):
+        route_attention(model)
+    return model
+
+
+def _trace(model: nn.Module) -> fx.Graph | None:
+    """The model's fx graph, or None when fx cannot trace it (data-dependent control flow)."""
     try:
-        traced = fx.GraphModule(model, _Tracer().trace(model))
-    except Exception:  # noqa: BLE001 - untraceable control flow: fold what Sequentials show
-        _fold_sequentials(model)
-        return model
-    _fold_traced(traced)
-    return traced
+        return _Tracer().trace(model)
+    except Exception:  # noqa: BLE001 - untraceable: the caller does what needs no graph
+        return None
+
+
+def _calls_attention(graph: fx.Graph | None) -> bool:
+    """Whether the model's traced graph calls torch's SDPA."""
+    return graph is not None and any(n.op == "call_function" and n.target is F.scaled_dot_product_attention
+                                     for n in graph.nodes)
 
 
 class _Tracer(fx.Tracer):
