@@ -69,7 +69,6 @@ def timeline(events: list[dict[str, Any]], steps: int) -> dict[str, Any]:
 def record(args: argparse.Namespace) -> None:
     import torch
     import torch.distributed as dist
-    import torch.nn.functional as F
     import torch_ddp_train as example
     from torch.profiler import ProfilerActivity, profile
 
@@ -81,21 +80,12 @@ def record(args: argparse.Namespace) -> None:
     model = example.build(args.model, 4, False, device, cudnn=not args.torch_modules)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     data = list(example.batches(args.model, 6 + args.steps, batch, rank, world, device, 224))
-
-    def step(x: torch.Tensor, y: torch.Tensor) -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = model(x)
-        loss = F.cross_entropy(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
     for x, y in data[:6]:  # graphs built, allocator and DDP buckets settled
-        step(x, y)
+        example.train_step(model, opt, x, y)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for x, y in data[6:]:
-            step(x, y)
+            example.train_step(model, opt, x, y)
         torch.cuda.synchronize()
     if rank == 0:
         with tempfile.TemporaryDirectory() as tmp:

@@ -83,6 +83,17 @@ def build(kind: str, layers: int, fsdp: bool, device: torch.device, cudnn: bool 
     return model
 
 
+def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """One optimizer step on a batch (bf16 autocast forward, cross entropy); returns the loss."""
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = model(x)
+    loss = F.cross_entropy(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def train(kind: str, args: argparse.Namespace, rank: int, world: int, device: torch.device) -> dict:
     """Train ``args.steps`` steps; the mean loss of every step and the median step time."""
     global_batch = args.gpt_batch if kind == "gpt" else args.resnet_batch
@@ -93,12 +104,7 @@ def train(kind: str, args: argparse.Namespace, rank: int, world: int, device: to
     for step, (x, y) in enumerate(batches(kind, args.steps, global_batch, rank, world, device, args.image)):
         torch.cuda.synchronize()
         t = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            out = model(x)
-        loss = F.cross_entropy(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+        loss = train_step(model, opt, x, y)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
         mean_loss = loss.detach().clone()
