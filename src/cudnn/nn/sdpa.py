@@ -48,11 +48,11 @@ class _CudnnAttention(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is not _SDPA:
             return func(*args, **kwargs)
-        if not self.fallback:
-            return ops.scaled_dot_product_attention(*args, **kwargs)
         try:
             return ops.scaled_dot_product_attention(*args, **kwargs)
         except _NOT_COVERED as exc:
+            if not self.fallback:
+                raise
             _warn_once(str(exc))
         return func(*args, **kwargs)
 
