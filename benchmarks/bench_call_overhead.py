@@ -10,6 +10,10 @@ nothing about time.
     PYTHONPATH=src python benchmarks/bench_call_overhead.py [--calls 200] [--batches 30]
         [--other SITE_DIR]    # a sys.path entry with another `cudnn` (the official frontend)
 
+cudnn-py launches a pack it has executed twice from a CUDA graph it captured
+(`cudnn.set_execute_replay`): rows marked ``[replays off]`` run with that switched off, and
+the bare ``cuGraphLaunch`` of the captured execute is what a replay cannot go below.
+
 The official frontend is also named ``cudnn``; it is measured in a child process that does
 not see this repository's src/ ("not installed" when it cannot be imported there).
 """
@@ -33,24 +37,41 @@ SLEEP_CYCLES = 60_000_000  # ~30 ms of GPU spin per batch, longer than a batch t
 
 def timed(fns: dict[str, Callable[[], Any]], calls: int, batches: int) -> dict[str, list[float]]:
     """Host microseconds per call of each function, one batch of each in turn per round (the
-    order rotating), while the GPU is busy with earlier work: name -> one sample per round."""
+    order rotating), while the GPU is busy with earlier work: name -> one sample per round.
+    Cases named with `REPLAYS_OFF` run with cudnn-py's replays switched off for their batch."""
     import torch
 
-    for fn in fns.values():
-        for _ in range(20):
+    def batch(name: str, fn: Callable[[], Any], n: int) -> float:
+        off = name.endswith(REPLAYS_OFF)
+        if off:
+            switch(False)
+        start = time.perf_counter()
+        for _ in range(n):
             fn()
+        took = time.perf_counter() - start
+        if off:
+            switch(True)
+        return took
+
+    for name, fn in fns.items():
+        batch(name, fn, 20)
     torch.cuda.synchronize()
     samples: dict[str, list[float]] = {name: [] for name in fns}
     order = list(fns.items())
     for round_ in range(batches):
         for name, fn in order[round_ % len(order):] + order[:round_ % len(order)]:
             torch.cuda._sleep(SLEEP_CYCLES)
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            samples[name].append((time.perf_counter() - start) / calls * 1e6)
+            samples[name].append(batch(name, fn, calls) / calls * 1e6)
             torch.cuda.synchronize()
     return samples
+
+
+def switch(replays: bool) -> None:
+    """cudnn-py's replays on or off (the official frontend has none)."""
+    import cudnn
+
+    if hasattr(cudnn, "set_execute_replay"):
+        cudnn.set_execute_replay(replays)
 
 
 def median(samples: list[float]) -> float:
@@ -75,7 +96,9 @@ BARE = "cudnnBackendExecute alone (one ctypes call)"
 TORCH = "torch.nn.functional.conv2d"
 EXECUTE = "pygraph.execute (same buffers)"
 WRAPPER = "cudnn.Graph g(x, w, handle=h)"
+GRAPH_LAUNCH = "cuGraphLaunch of the captured execute alone"
 ALLOC = "torch.empty_strided (alone)"
+REPLAYS_OFF = "  [replays off]"
 
 
 def conv_graph() -> tuple[Any, ...]:
@@ -100,12 +123,16 @@ def measure_ours(calls: int, batches: int) -> dict[str, list[float]]:
     import torch
 
     import cudnn
+    from cudnn._lib import cuda
 
     handle, g, (X, W, Y), (x, w), pack, ws = conv_graph()
-    g.execute(pack, ws, handle)
     runner = g.runner()
     entry = runner.prepare(pack, ws)
+    for _ in range(3):  # the pack is captured for replay after its second execute
+        g.execute(pack, ws, handle)
     execute, h, plan_ptr, pack_ptr = bare_execute(), int(handle), runner.plan_ptr, entry.pack_ptr
+    launch_graph, stream = cuda.graph_calls()[0], cudnn.get_stream(handle)
+    executable = entry.replay.executable if entry.replay else None
 
     with cudnn.Graph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT,
                      inputs=["c::image", "c::weight"], outputs=["c::Y"]) as graph:
@@ -119,13 +146,17 @@ def measure_ours(calls: int, batches: int) -> dict[str, list[float]]:
         TORCH: lambda: torch.nn.functional.conv2d(x, w, padding=1),
         ALLOC: lambda: torch.empty_strided(dims, strides, dtype=torch.float16, device=x.device),
         EXECUTE: lambda: g.execute(pack, ws, handle),
+        EXECUTE + REPLAYS_OFF: lambda: g.execute(pack, ws, handle),
         "pygraph.execute (new output each call)": lambda: g.execute(
             {X: x, W: w, Y: torch.empty_strided(dims, strides, dtype=torch.float16, device=x.device)}, ws, handle),
         WRAPPER: lambda: graph(x, w, handle=handle),
+        WRAPPER + REPLAYS_OFF: lambda: graph(x, w, handle=handle),
         "cudnn.Graph g(x, w)  [default handle, torch stream]": lambda: graph(x, w),
         "cudnn.Graph g({...}, handle=h)  [dict]": lambda: graph(dict(feed), handle=handle),
         "cudnn.Graph g(x_i, w, handle=h)  [16 inputs in turn]": lambda: graph(next(fresh), w, handle=handle),
     }
+    if executable:
+        cases[GRAPH_LAUNCH] = lambda: launch_graph(executable, stream)
     results = timed(cases, calls, batches)
     torch.cuda.synchronize()
     cudnn.destroy_handle(handle)

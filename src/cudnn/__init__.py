@@ -74,6 +74,8 @@ _EXPORTS: dict[str, str] = {
     # graphs; `graph`, the builder subpackage that is also a context manager, is in _SUBPACKAGES
     "pygraph": ".graph",
     "set_execute_checks": ".graph.execute",
+    "set_execute_replay": ".backend.replay",
+    "execute_replay": ".backend.replay",
     "set_log_level": ".log",
     "tensor": ".graph:Tensor",
     "plan_cache": ".graph",

@@ -1,5 +1,5 @@
 """The backend calls a Runner makes, replaced by recorders (no GPU): making a variant pack
-(`PackLayout`), destroying one, and cudnnBackendExecute. Each test then sees exactly which
+(`PackLayout`), destroying one, cudnnBackendExecute, and capturing a pack's execute for replay. Each test then sees exactly which
 uid -> address binding would reach cuDNN. Also the graph most of those tests run: C = A - B."""
 
 from __future__ import annotations
@@ -21,14 +21,32 @@ class Pack:
         self.ptr = ptr
 
 
+class Replay:
+    """Stands in for backend.replay.Replay: records its launches in the backend."""
+
+    def __init__(self, backend: Backend, pack: int) -> None:
+        self.backend, self.pack = backend, pack
+
+    def launch(self, handle: int) -> bool:
+        if not self.backend.launches:
+            return False
+        self.backend.replayed.append(self.backend.packs[self.pack])
+        return True
+
+
 class Backend:
-    """Records every pack made (address -> its uid -> pointer binding), destroyed and executed."""
+    """Records every pack made (address -> its uid -> pointer binding), destroyed, executed,
+    captured and replayed. Captures fail (False) unless ``captures`` is set to True or None."""
 
     def __init__(self) -> None:
         self.packs: dict[int, dict[int, int]] = {}
         self.executed: list[dict[int, int]] = []
         self.layouts: list[tuple[int, ...]] = []
         self.destroyed: list[int] = []
+        self.captured: list[dict[int, int]] = []
+        self.replayed: list[dict[int, int]] = []
+        self.captures: bool | None = False  # what a capture gives: a Replay (True), False, or None (not now)
+        self.launches = True  # what a Replay's launch says
 
     def variant_pack(self, uids: list[int], ptrs: list[int]) -> Pack:
         pack = Pack(len(self.packs) + 1)
@@ -53,10 +71,16 @@ class Backend:
         self.executed.append(self.packs[pack])
         return 0
 
+    def capture(self, plan: int, pack: int, handle: int, device: int | None, label: str = "") -> Any:
+        """Stands in for backend.replay.capture."""
+        self.captured.append(self.packs[pack])
+        return Replay(self, pack) if self.captures else self.captures
+
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Make the Runners created from now on (until the test ends) use these recorders."""
         monkeypatch.setattr(execute.backend_plan, "PackLayout", self.layout)
         monkeypatch.setattr(execute.backend_plan, "destroy_pack", self.destroyed.append)
+        monkeypatch.setattr(execute, "capture", self.capture)
 
     def runner(self, graph: cudnn.pygraph) -> Runner:
         """A Runner of ``graph``'s tensors whose executes are recorded here."""

@@ -11,6 +11,7 @@ with the version that introduced it in the message. ``capi.legacy`` is the class
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -103,6 +104,17 @@ class Api:
 
 
 graph = Api(GRAPH_FUNCTIONS)
+
+
+@functools.cache
+def execute_holding_gil() -> Any:
+    """``cudnnBackendExecute(handle, plan, pack) -> status`` through ctypes.PyDLL: the call keeps
+    the GIL, for a CUDA-graph capture no other Python thread may interleave with
+    (`cuda.capture_graph`)."""
+    fn = ctypes.PyDLL(loader.report().path).cudnnBackendExecute
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p] * 3
+    return fn
+
 
 # -- cuDNN's log callback (cudnnSetCallback / cudnnGetCallback) ------------------------------
 # cudnnCallback_t: void (*)(cudnnSeverity_t, void *udata, const cudnnDebug_t *, const char *msg).

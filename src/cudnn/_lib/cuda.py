@@ -14,6 +14,7 @@ import functools
 import os
 import sys
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -347,6 +348,71 @@ def create_stream() -> int:
 
 def destroy_stream(stream: int) -> None:
     _rt("cudaStreamDestroy", runtime().cudaStreamDestroy(stream))
+
+
+# -- CUDA graphs (a plan's execute captured once, launched many times) ----------------------
+
+def capture_graph(stream: int, work: Callable[[], int]) -> int:
+    """Capture what ``work()`` enqueues on ``stream`` and instantiate it: the executable graph's
+    handle (an int, for `destroy_graph_exec`), or 0 when ``work`` returned a nonzero status or
+    the capture failed.
+
+    The capture is thread-local (a call of this thread that is unsafe inside a capture, such as
+    a synchronization, a legacy-stream launch or an allocation, fails instead of running, and
+    the capture with it) and is made holding the GIL: beginning it, ``work()`` (which must make
+    only calls that keep the GIL, see `capi.execute_holding_gil`) and ending it, so no other
+    Python thread issues CUDA work while it is open. cuDNN shares state between its handles,
+    and another thread's cuDNN call inside that window fails."""
+    drv = _driver_holding_gil()
+    if drv.cuStreamBeginCapture_v2(stream, _CAPTURE_THREAD_LOCAL):
+        return 0
+    status, err, graph = 1, 1, ctypes.c_void_p()
+    try:
+        status = work()
+    finally:
+        err = drv.cuStreamEndCapture(stream, ctypes.byref(graph))  # always ends it, whatever work() did
+    if err or status:
+        if graph.value:
+            drv.cuGraphDestroy(graph)
+        return 0
+    executable = ctypes.c_void_p()
+    try:
+        err = drv.cuGraphInstantiateWithFlags(ctypes.byref(executable), graph, 0)
+    finally:
+        drv.cuGraphDestroy(graph)
+    return 0 if err else executable.value or 0
+
+
+_CAPTURE_THREAD_LOCAL = 1  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+
+
+@functools.cache
+def _driver_holding_gil() -> ctypes.PyDLL:
+    """The driver's stream-capture calls through ctypes.PyDLL, which keeps the GIL during a call
+    (cuda-bindings releases it)."""
+    drv = ctypes.PyDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+    p = ctypes.c_void_p
+    for name, args in (("cuStreamBeginCapture_v2", [p, ctypes.c_int]), ("cuStreamEndCapture", [p, p]),
+                       ("cuGraphInstantiateWithFlags", [p, p, ctypes.c_ulonglong]), ("cuGraphDestroy", [p])):
+        fn = getattr(drv, name)
+        fn.restype, fn.argtypes = ctypes.c_int, args
+    return drv
+
+
+def destroy_graph_exec(executable: int) -> None:
+    """Destroy an executable graph (one still running is freed when it completes)."""
+    try:
+        driver().cuGraphExecDestroy(executable)
+    except Exception:  # noqa: BLE001 - a finalizer must not raise (the context may be gone at exit)
+        pass
+
+
+def graph_calls() -> tuple[Callable[[int, int], Any], Callable[[int], Any]]:
+    """cuda-bindings' ``cuGraphLaunch(executable, stream) -> (CUresult,)`` and
+    ``cuStreamIsCapturing(stream) -> (CUresult, status)``, for hot paths that read the results
+    themselves (both are falsy on success / not capturing)."""
+    drv = driver()
+    return drv.cuGraphLaunch, drv.cuStreamIsCapturing
 
 
 def _gpu_problem() -> tuple[str, str, str] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import array
 import ctypes
+import threading
 from enum import IntEnum
 from typing import Any
 
@@ -188,3 +189,21 @@ def get_stream(handle: int) -> tuple[int, int]:
     out = ctypes.c_void_p()
     status = capi.graph.cudnnGetStream(handle, ctypes.byref(out))
     return status, out.value or 0
+
+
+_stream_out = threading.local()  # per thread: ctypes releases the GIL during the call
+
+
+def handle_stream(handle: int) -> int:
+    """The cudaStream_t a handle is bound to, for hot paths (no objects made per call); -1 when
+    cuDNN refuses the handle."""
+    try:
+        out, ref, call = _stream_out.args
+    except AttributeError:
+        out = ctypes.c_void_p()
+        out_ref = ctypes.byref(out)
+        _stream_out.args = (out, out_ref, capi.graph.cudnnGetStream)
+        out, ref, call = _stream_out.args
+    if call(handle, ref):
+        return -1
+    return out.value or 0

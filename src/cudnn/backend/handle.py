@@ -119,6 +119,12 @@ def fork_error() -> CudnnInitError:
                           "the GPU: start workers with multiprocessing's 'spawn' or 'forkserver' method")
 
 
+def forked() -> bool:
+    """Whether this process is a child forked after its parent initialised CUDA (whose CUDA
+    objects it must neither use nor destroy)."""
+    return _forked[0]
+
+
 def _after_fork_in_child() -> None:
     """The inherited handles become unusable here (without a CUDA call, which could hang)."""
     if not _created[0]:

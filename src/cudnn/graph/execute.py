@@ -18,6 +18,11 @@ Every backend variant pack of a plan lives in its Runner's `PackCache`, at two l
 Scratch tensors of composite nodes live in the first ``scratch_bytes`` of the workspace; the
 plan's own workspace follows. Their host-side initial values are copied before each execute.
 
+A pack executed `REPLAY_AFTER` times has its execute captured into a CUDA graph, and later
+calls launch that graph on the handle's stream (`cudnn.backend.replay`): the same kernels on
+the same addresses for much less host time. Packs that read host buffers by value are never
+captured, and a stream being captured by the user always gets a real execute.
+
 The first call with a set of buffers checks them (`set_execute_checks`): what is unsafe is
 refused (too small for what the tensor addresses, on another device or the host, misaligned,
 missing); a shape, stride or dtype that differs from the tensor's but stays inside the buffer
@@ -37,7 +42,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .._lib import capi, cuda
 from .._lib.enums import data_type
@@ -45,6 +50,7 @@ from .._lib.errors import raise_status
 from .._lib.host import HostScalar
 from ..backend import plan as backend_plan
 from ..backend.handle import as_handle_ptr, closed_error, get_stream
+from ..backend.replay import Replay, capture
 from .errors import ExecutionInputError, ExecutionInputWarning
 from .tensor import Tensor
 
@@ -53,6 +59,7 @@ _BY_BINDING = 64  # backend variant packs kept per plan
 SCRATCH_ALIGNMENT = 256
 _POINTERS = {int, type(None)}  # a pack of raw addresses (the workspace may be None)
 _BY_VALUE = (int, float, bool)  # buffers compared by value on an identity hit (their ids can be reused)
+REPLAY_AFTER = 2  # executes of a pack after which it is captured for replay (see backend.replay)
 CHECK_MODES = ("strict", "warn", "off")
 _checks = [os.environ.get("CUDNN_PY_EXECUTE_CHECKS", "warn")]
 
@@ -129,15 +136,19 @@ class ScratchSlot:
 
 
 class Entry:
-    """A finalized backend variant pack, the host scalars it points at, and scratch to fill."""
+    """A finalized backend variant pack, the host scalars it points at, scratch to fill, and its
+    execute captured for replay once it has run `REPLAY_AFTER` times."""
 
-    __slots__ = ("pack", "pack_ptr", "keep", "fills")
+    __slots__ = ("pack", "pack_ptr", "keep", "fills", "uses", "replay")
 
-    def __init__(self, pack: Any, keep: list[Any], fills: tuple[tuple[int, ScratchSlot], ...]) -> None:
+    def __init__(self, pack: Any, keep: list[Any], fills: tuple[tuple[int, ScratchSlot], ...],
+                 replayable: bool = True) -> None:
         self.pack = pack
         self.pack_ptr = pack.ptr
         self.keep = keep
         self.fills = fills  # (device address, slot) of scratch written before each execute
+        self.uses = 0  # executes so far, counted until the capture
+        self.replay: Replay | Literal[False] | None = None if replayable else False  # None: not yet captured
 
 
 class _Seen:
@@ -205,6 +216,8 @@ def torch_key(size: int) -> KeyBuilder:
 
 
 _NO_LAST: tuple[Any, ...] = ((), None, None)  # no identity key is ()
+# a run_pointers pack: (pack address, (address, slot) of scratch fills, executes so far, replay)
+PointerEntry = tuple[int, tuple[tuple[int, ScratchSlot], ...], int, "Replay | Literal[False] | None"]
 
 
 class PackCache:
@@ -217,11 +230,12 @@ class PackCache:
         # the identity key of the latest hit, its entry and its _Seen (whose weak references clear it)
         self.last: tuple[Any, ...] = _NO_LAST
         self.by_binding: OrderedDict[tuple[Any, ...], Entry] = OrderedDict()  # read directly by hot paths
-        # run_pointers' packs: (uids, pointers, workspace) -> (pack address, scratch fills). Only
-        # ints and tuples, which the cyclic GC stops tracking: in training every call brings new
+        # run_pointers' packs: (uids, pointers, workspace) -> (pack address, scratch fills, executes
+        # so far, replay: None until captured, then a Replay or False). Only ints and tuples until
+        # a capture, which the cyclic GC stops tracking: in training every call brings new
         # addresses, and an object per pack living a few steps would be promoted to the oldest
         # generation and make full collections frequent. The packs are destroyed here.
-        self.by_pointers: OrderedDict[tuple[Any, ...], tuple[int, tuple[Any, ...]]] = OrderedDict()
+        self.by_pointers: OrderedDict[tuple[Any, ...], PointerEntry] = OrderedDict()
         self.lock = threading.Lock()  # held from a by_pointers lookup to the execute of what it found
         self._destroy = backend_plan.destroy_pack
         weakref.finalize(self, _destroy_packs, self.by_pointers, self._destroy)
@@ -263,7 +277,7 @@ class PackCache:
         while len(self.by_binding) > _BY_BINDING:
             self.by_binding.popitem(last=False)
 
-    def store_pointers(self, key: tuple[Any, ...], entry: tuple[int, tuple[Any, ...]]) -> None:
+    def store_pointers(self, key: tuple[Any, ...], entry: PointerEntry) -> None:
         """Keep a run_pointers pack (its address and fills); the oldest beyond the bound is destroyed."""
         packs = self.by_pointers
         packs[key] = entry
@@ -274,10 +288,10 @@ class PackCache:
         return len(self.by_binding) + len(self.by_pointers)
 
 
-def _destroy_packs(packs: OrderedDict[tuple[Any, ...], tuple[int, tuple[Any, ...]]],
+def _destroy_packs(packs: OrderedDict[tuple[Any, ...], PointerEntry],
                    destroy: Callable[[int], None]) -> None:
     """Finalizer of a PackCache: destroy the run_pointers packs it still holds."""
-    for address, _ in packs.values():
+    for address, *_ in packs.values():
         destroy(address)
     packs.clear()
 
@@ -316,15 +330,19 @@ def _evictor(cache: PackCache, key: tuple[Any, ...]) -> Callable[[Any], None]:
 
 class _Layout:
     """What every pack for one order of given uids shares: the given positions the graph reads
-    (None: all), the backend uid layout, the graph constants' addresses and owners."""
+    (None: all), the backend uid layout, the graph constants' addresses and owners, and whether
+    its packs may be replayed (none of the given tensors is passed by value: a host buffer's
+    contents would be read once, at the capture)."""
 
-    __slots__ = ("picks", "pack", "constants", "keep")
+    __slots__ = ("picks", "pack", "constants", "keep", "replayable")
 
-    def __init__(self, picks: tuple[int, ...] | None, pack: Any, constants: list[int], keep: list[Any]) -> None:
+    def __init__(self, picks: tuple[int, ...] | None, pack: Any, constants: list[int], keep: list[Any],
+                 replayable: bool) -> None:
         self.picks = picks
         self.pack = pack
         self.constants = constants
         self.keep = keep
+        self.replayable = replayable
 
 
 class Runner:
@@ -332,7 +350,8 @@ class Runner:
 
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
                  "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
-                 "identity", "tensor", "data_ptr", "key_of", "backend_execute", "candidate", "warned", "layouts")
+                 "identity", "tensor", "data_ptr", "key_of", "backend_execute", "capture", "candidate", "warned",
+                 "layouts")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
@@ -358,6 +377,7 @@ class Runner:
         self.data_ptr: Any = None  # torch.Tensor.data_ptr once a torch tensor was given
         self.key_of: KeyBuilder | None = None  # torch_key(n) while the latest call's n buffers were torch tensors
         self.backend_execute = capi.graph.cudnnBackendExecute
+        self.capture = capture  # a pack's execute into a CUDA graph, once it has run REPLAY_AFTER times
         self.candidate = candidate  # the plan's Candidate (what the pipeline selected)
         self.warned: set[int] = set()  # uids a mismatch warning was given for
         self.layouts: dict[tuple[int, ...], _Layout] = {}  # per order of given uids
@@ -393,17 +413,7 @@ class Runner:
             else:
                 entry = packs.lookup_by_value(variant_pack, workspace, self.tensor) or \
                     self.prepare(variant_pack, workspace)
-        if handle is None:
-            handle = self.default_handle
-        try:
-            h = handle if type(handle) is int else handle.address
-        except AttributeError:
-            h = as_handle_ptr(handle)  # a clear TypeError for anything else
-        if entry.fills:
-            self._fill(entry.fills, h)
-        status = self.backend_execute(h, self.plan_ptr, entry.pack_ptr)
-        if status:
-            self.failed(status, handle)
+        self.execute(entry, self.default_handle if handle is None else handle)
 
     def identity_key(self, variant_pack: Mapping[Any, Any], workspace: Any) -> tuple[Any, ...]:
         """`identity_key` for this call; notes whether the next one can use `torch_key`."""
@@ -418,20 +428,38 @@ class Runner:
         types (``cudnn.ops``). Packs are found by ``(uids, pointers, workspace)``, so changing
         addresses (an allocator handing out other blocks) cost one backend pack each, once."""
         packs = self.packs
+        key = (uids, pointers, workspace)
         with packs.lock:  # another thread's eviction destroys a pack at once: not between lookup and use
-            entry = packs.by_pointers.get((uids, pointers, workspace))
+            entry = packs.by_pointers.get(key)
             if entry is None:
                 entry = self._pointer_entry(uids, pointers, workspace)
-            self.launch(entry[0], entry[1], self.default_handle if handle is None else handle)
+            pack, fills, uses, replay = entry
+            if handle is None:
+                handle = self.default_handle
+            try:
+                h = handle if type(handle) is int else handle.address
+            except AttributeError:
+                h = as_handle_ptr(handle)  # a clear TypeError for anything else
+            if fills:
+                self._fill(fills, h)
+            if replay and replay.launch(h):
+                return
+            status = self.backend_execute(h, self.plan_ptr, pack)
+            if status:
+                self.failed(status, handle)
+            if replay is None:  # counted (in a new tuple: see PackCache) until captured
+                uses += 1
+                packs.by_pointers[key] = (pack, fills, uses, self._capture(pack, h) if uses >= REPLAY_AFTER else None)
 
     def _pointer_entry(self, uids: tuple[int, ...], pointers: tuple[int, ...],
-                       workspace: int) -> tuple[int, tuple[Any, ...]]:
+                       workspace: int) -> PointerEntry:
         layout = self._layout(uids)
         if self.workspace_size and not workspace:
             raise ExecutionInputError(f"{self.label}: the plan needs a workspace of {self.workspace_size} bytes")
         given = list(pointers) if layout.picks is None else [pointers[i] for i in layout.picks]
         ptrs, plan_ws, fills = self._pack_pointers(layout, given, workspace)
-        entry = (layout.pack.make(ptrs, plan_ws), fills)
+        replay: Literal[False] | None = None if layout.replayable else False
+        entry = (layout.pack.make(ptrs, plan_ws), fills, 0, replay)
         self.packs.store_pointers((uids, pointers, workspace), entry)
         return entry
 
@@ -461,26 +489,36 @@ class Runner:
         order = [uids[i] for i in picks] + [b.uid for b in constants] + [slot.uid for slot in self.slots]
         layout = _Layout(None if len(picks) == len(uids) else tuple(picks), backend_plan.PackLayout(order, self.label),
                          [b.constant.ptr for b in constants],  # type: ignore[union-attr]
-                         [b.constant for b in constants])
+                         [b.constant for b in constants],
+                         not any(self.by_uid[uids[i]].tensor.get_is_pass_by_value() for i in picks))
         self.layouts[uids] = layout
         return layout
 
     def execute(self, entry: Entry, handle: Any) -> None:
-        """One ``cudnnBackendExecute`` of ``entry`` on ``handle`` (a Handle or an int)."""
-        self.launch(entry.pack_ptr, entry.fills, handle)
-
-    def launch(self, pack: int, fills: tuple[tuple[int, ScratchSlot], ...], handle: Any) -> None:
-        """Write the scratch ``fills``, then one ``cudnnBackendExecute`` of the pack at address
-        ``pack`` on ``handle`` (a Handle or an int)."""
+        """Write ``entry``'s scratch fills, then run its pack on ``handle`` (a Handle or an int):
+        its captured graph once it has one, else one ``cudnnBackendExecute`` (counted towards
+        the capture)."""
         try:
             h = handle if type(handle) is int else handle.address
         except AttributeError:
             h = as_handle_ptr(handle)  # a clear TypeError for anything else
-        if fills:
-            self._fill(fills, h)
-        status = self.backend_execute(h, self.plan_ptr, pack)
+        if entry.fills:
+            self._fill(entry.fills, h)
+        replay = entry.replay
+        if replay and replay.launch(h):
+            return
+        status = self.backend_execute(h, self.plan_ptr, entry.pack_ptr)
         if status:
             self.failed(status, handle)
+        if replay is None:
+            entry.uses += 1
+            if entry.uses >= REPLAY_AFTER:
+                entry.replay = self._capture(entry.pack_ptr, h)
+
+    def _capture(self, pack: int, handle: int) -> Replay | Literal[False] | None:
+        """The replay of ``pack``'s execute (`backend.replay.capture`): False where it cannot be
+        captured, None to try again at the next execute."""
+        return self.capture(self.plan_ptr, pack, handle, self.device, self.label)
 
     def failed(self, status: int, handle: Any) -> None:
         """Raise for a failed ``cudnnBackendExecute``."""
@@ -510,6 +548,7 @@ class Runner:
         ptrs: list[Any] = []
         scalars: dict[int, HostScalar] = {}
         seen: set[int] = set()
+        replayable = True  # no host buffer is read by value (Python numbers are part of the key)
         for key, value in variant_pack.items():
             if key is None:
                 continue
@@ -526,6 +565,7 @@ class Runner:
                 ptrs.append(("value", ptr.dtype, ptr.value))  # the binding key holds the value, not its buffer
             else:
                 ptrs.append(ptr)
+                replayable = replayable and not binding.tensor.get_is_pass_by_value()
         missing = [b.label for b in self.required if b.uid not in seen]
         if missing:
             raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing))
@@ -533,18 +573,18 @@ class Runner:
         key = (tuple(uids), tuple(ptrs), workspace_ptr)
         entry = self.packs.bound(key)
         if entry is None:
-            entry = self._make_entry(uids, ptrs, scalars, workspace_ptr)
+            entry = self._make_entry(uids, ptrs, scalars, workspace_ptr, replayable)
             self.packs.store(key, entry)
         self.packs.remember(variant_pack, workspace, entry, self.tensor)
         return entry
 
     def _make_entry(self, uids: list[int], ptrs: list[Any], scalars: dict[int, HostScalar],
-                    workspace_ptr: int) -> Entry:
+                    workspace_ptr: int, replayable: bool) -> Entry:
         """A finalized backend pack: the user's buffers, graph constants, scratch in the workspace."""
         layout = self._layout(tuple(uids))
         given = [scalars[u].ptr if isinstance(p, tuple) else p for u, p in zip(uids, ptrs)]
         pointers, plan_ws, fills = self._pack_pointers(layout, given, workspace_ptr)
-        return Entry(layout.pack.make_owned(pointers, plan_ws), [*scalars.values(), *layout.keep], fills)
+        return Entry(layout.pack.make_owned(pointers, plan_ws), [*scalars.values(), *layout.keep], fills, replayable)
 
     def _binding(self, key: Any, mode: str) -> Binding | None:
         """The binding a variant-pack key names; None for a key to ignore (not of this graph)."""

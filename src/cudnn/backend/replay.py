@@ -1,0 +1,154 @@
+"""Replaying a plan's execute: the kernels cuDNN launches for one variant pack, captured once
+into a CUDA graph and launched from it afterwards.
+
+``cudnnBackendExecute`` spends several microseconds of host time per call working out, from
+the plan and the pack, which kernels to launch with which arguments. For one pack that answer
+never changes, so a pack executed again and again (the same buffers every training step or
+inference call) is captured once, on a private stream through a private handle, and later
+calls launch the captured graph on the caller's stream: the same kernels on the same
+addresses, in the same stream order, for a fraction of the host time.
+
+What keeps a replay equal to the execute it stands for:
+
+- it is launched on the stream the caller's handle is bound to at that call (read from cuDNN
+  each time, however the stream was set);
+- never on a stream being captured: a user's CUDA-graph capture records a real execute;
+- packs that point at host memory (pass-by-value tensors given as host buffers, which a graph
+  would read once, at capture) are never captured;
+- a capture that cuDNN's execute does not allow (an engine that synchronizes or copies from
+  pageable memory) fails quietly, and that pack is executed as before from then on, as is one
+  whose graph fails to launch;
+- no other Python thread runs while a capture is open (it holds the GIL: cuDNN shares state
+  between handles, and another thread's cuDNN call inside the capture window would fail), and
+  none is made while cuDNN's log callback is registered (``cudnn.set_log_level``), since that
+  callback needs the GIL.
+
+Launches of one graph run one after another even on two streams (CUDA orders them), where
+two executes of one pack could overlap; both would write the same buffers. The Runner decides
+which packs are captured (see `cudnn.graph.execute`); ``set_execute_replay(False)`` or
+``CUDNN_PY_EXECUTE_REPLAY=0`` turns replays off.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+from typing import Any, Literal
+
+from .._lib import capi, cuda, marshal
+from .handle import Handle, forked
+
+_ENV = "CUDNN_PY_EXECUTE_REPLAY"
+_enabled = [os.environ.get(_ENV, "1").strip().lower() not in ("0", "false", "off", "no")]
+_log = logging.getLogger("cudnn.execute")
+_launch_graph: Any = None  # cuGraphLaunch and cuStreamIsCapturing, bound at the first capture
+_is_capturing: Any = None
+
+
+def set_execute_replay(enabled: bool) -> None:
+    """Whether a variant pack executed repeatedly is replayed from a captured CUDA graph (the
+    default; ``$CUDNN_PY_EXECUTE_REPLAY=0`` starts with it off). Off, every execute calls
+    ``cudnnBackendExecute``, including those of packs captured earlier."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_execute_replay: expected True or False, got {enabled!r}")
+    _enabled[0] = enabled
+
+
+def execute_replay() -> bool:
+    """Whether executes are replayed from captured CUDA graphs (see `set_execute_replay`)."""
+    return _enabled[0]
+
+
+class Replay:
+    """One pack's execute, captured: ``launch(handle)`` issues it on that handle's stream."""
+
+    __slots__ = ("executable", "__weakref__")
+
+    def __init__(self, executable: int) -> None:
+        self.executable = executable
+        weakref.finalize(self, _destroy, executable)
+
+    def launch(self, handle: int) -> bool:
+        """Launch on ``handle``'s current stream; False when the caller must execute instead:
+        replays are off, the stream is being captured, or the launch failed (then always)."""
+        if not (self.executable and _enabled[0]):
+            return False
+        stream = marshal.handle_stream(handle)
+        if stream < 0:
+            return False  # a handle cuDNN refuses: its execute says why
+        if stream > 1 and _is_capturing(stream)[1]:  # 0 and 1 are the legacy stream, never captured
+            return False
+        if _launch_graph(self.executable, stream)[0]:
+            _log.debug("launching a captured execute failed; executing that pack from now on")
+            self.executable = 0
+            return False
+        return True
+
+
+def _destroy(executable: int) -> None:
+    if executable and not forked():  # a forked child's inherited CUDA objects are not its own
+        cuda.destroy_graph_exec(executable)
+
+
+class _Capturer:
+    """A device's private stream and handle, on which packs are captured (one at a time)."""
+
+    def __init__(self, device: int) -> None:
+        previous = cuda.current_device()
+        cuda.set_device(device)
+        try:
+            self.stream = cuda.create_stream()
+            self.handle = Handle(device)
+            self.handle.set_stream(self.stream)
+        finally:
+            cuda.set_device(previous)
+        self.device = device
+
+
+_capturers: dict[int, _Capturer] = {}
+_lock = threading.Lock()  # a capturer's handle serves one capture at a time
+
+
+def capture(plan: int, pack: int, handle: int, device: int | None, label: str = "") -> Replay | Literal[False] | None:
+    """The execute of the backend pack at address ``pack`` on the plan at ``plan`` captured into
+    a CUDA graph on ``device`` (the current one when None), for launches on ``handle``'s streams.
+    False where it cannot be (cuDNN's execute of this plan is not capturable); None for "not
+    now": replays are off, ``handle``'s stream is being captured (a capture of ours would start
+    inside the user's), or cuDNN's log callback is registered. The pack and plan must outlive
+    the Replay."""
+    if not _enabled[0]:
+        return None
+    global _launch_graph, _is_capturing
+    if _launch_graph is None:
+        _launch_graph, _is_capturing = cuda.graph_calls()
+    stream = marshal.handle_stream(handle)
+    if stream < 0 or (stream > 1 and _is_capturing(stream)[1]):
+        return None
+    status, mask, callback = capi.get_log_callback()
+    if status or (mask and callback):  # cuDNN's log callback takes the GIL, which a capture holds
+        return None
+    execute = capi.execute_holding_gil()
+    with _lock:
+        try:
+            current = cuda.current_device()
+            where = current if device is None else device
+            capturer = _capturers.get(where)
+            if capturer is None or capturer.handle.closed:
+                capturer = _capturers[where] = _Capturer(where)
+            if where != current:
+                cuda.set_device(where)
+            try:
+                executable = cuda.capture_graph(capturer.stream,
+                                                lambda: execute(capturer.handle.address, plan, pack))
+            finally:
+                if where != current:
+                    cuda.set_device(current)
+        except Exception as exc:  # noqa: BLE001 - any failure leaves the pack on cudnnBackendExecute
+            _log.debug("%s: capturing an execute failed (%s); the pack is executed as before", label, exc)
+            return False
+    if not executable:
+        _log.debug("%s: cuDNN's execute of this plan cannot be captured; executing it as before", label)
+        return False
+    return Replay(executable)

@@ -1,0 +1,184 @@
+"""Which executes a Runner replays from a captured CUDA graph, and which it executes.
+
+No GPU here: packs, executes and captures are recorded by the fake backend, so each test sees
+whether a call reached ``cudnnBackendExecute`` or a replay, and with which binding. The GPU
+tests (tests/gpu/test_replay_gpu.py) check that replays compute what executes compute.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from fake_backend import Backend
+from fake_backend import sub_graph as fake_graph
+
+import cudnn
+from cudnn.backend import replay
+from cudnn.graph.execute import REPLAY_AFTER
+from cudnn.graph.pipeline import all_tensors, assign_uids
+
+_addresses = itertools.count(0x7D0000000000, 0x10000)
+
+
+class DeviceArray:
+    """A float32 device buffer as the CUDA array interface describes one (never dereferenced)."""
+
+    def __init__(self, shape: tuple[int, ...] = (4, 4)) -> None:
+        self.ptr, self.shape = next(_addresses), shape
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"data": (self.ptr, False), "shape": self.shape, "typestr": "<f4", "strides": None, "version": 3}
+
+
+@pytest.fixture
+def backend(monkeypatch: pytest.MonkeyPatch) -> Backend:
+    b = Backend()
+    b.install(monkeypatch)
+    b.captures = True
+    return b
+
+
+def binding(*pairs: tuple[cudnn.tensor, DeviceArray]) -> dict[int, int]:
+    return {t.get_uid(): a.ptr for t, a in pairs}
+
+
+def test_a_pack_is_captured_after_it_ran_and_replayed_from_then_on(backend: Backend) -> None:
+    g, A, B, C = fake_graph((4, 4))
+    runner = backend.runner(g)
+    a, b, c = DeviceArray(), DeviceArray(), DeviceArray()
+    for _ in range(REPLAY_AFTER + 3):
+        runner.run({A: a, B: b, C: c}, None, 1)
+    bound = binding((A, a), (B, b), (C, c))
+    assert backend.executed == [bound] * REPLAY_AFTER
+    assert backend.captured == [bound]
+    assert backend.replayed == [bound] * 3
+
+
+def test_swapped_keys_after_a_capture_replay_their_own_binding(backend: Backend) -> None:
+    """The replay belongs to one pack: the same buffers under swapped keys are another pack,
+    executed (and captured) on its own."""
+    g, A, B, C = fake_graph((4, 4))
+    runner = backend.runner(g)
+    p, q, c = DeviceArray(), DeviceArray(), DeviceArray()
+    for _ in range(REPLAY_AFTER + 1):
+        runner.run({A: p, B: q, C: c}, None, 1)
+    runner.run({B: p, A: q, C: c}, None, 1)
+    runner.run({A: p, B: q, C: c}, None, 1)
+    first, swapped = binding((A, p), (B, q), (C, c)), binding((A, q), (B, p), (C, c))
+    assert backend.executed == [first] * REPLAY_AFTER + [swapped]
+    assert backend.replayed == [first, first]
+
+
+def test_a_launch_that_declines_falls_back_to_an_execute(backend: Backend) -> None:
+    """A replay that does not launch (the stream is being captured, or its launch failed) leaves
+    the call to cudnnBackendExecute."""
+    g, A, B, C = fake_graph((4, 4))
+    runner = backend.runner(g)
+    a, b, c = DeviceArray(), DeviceArray(), DeviceArray()
+    for _ in range(REPLAY_AFTER):
+        runner.run({A: a, B: b, C: c}, None, 1)
+    backend.launches = False
+    runner.run({A: a, B: b, C: c}, None, 1)
+    assert len(backend.executed) == REPLAY_AFTER + 1 and not backend.replayed
+    assert len(backend.captured) == 1  # declining is not a reason to capture again
+
+
+def test_a_plan_that_cannot_be_captured_is_not_tried_again(backend: Backend) -> None:
+    g, A, B, C = fake_graph((4, 4))
+    runner = backend.runner(g)
+    backend.captures = False
+    a, b, c = DeviceArray(), DeviceArray(), DeviceArray()
+    for _ in range(REPLAY_AFTER + 4):
+        runner.run({A: a, B: b, C: c}, None, 1)
+    assert len(backend.executed) == REPLAY_AFTER + 4 and len(backend.captured) == 1
+
+
+def test_not_now_is_asked_again_at_the_next_execute(backend: Backend) -> None:
+    """None ("not now": replays off, or the user's stream is being captured) is retried."""
+    g, A, B, C = fake_graph((4, 4))
+    runner = backend.runner(g)
+    backend.captures = None
+    a, b, c = DeviceArray(), DeviceArray(), DeviceArray()
+    for _ in range(REPLAY_AFTER + 1):
+        runner.run({A: a, B: b, C: c}, None, 1)
+    backend.captures = True
+    runner.run({A: a, B: b, C: c}, None, 1)
+    runner.run({A: a, B: b, C: c}, None, 1)
+    assert len(backend.captured) == 3 and len(backend.executed) == REPLAY_AFTER + 2
+    assert len(backend.replayed) == 1
+
+
+def test_raw_pointer_packs_are_replayed_too(backend: Backend) -> None:
+    g, A, B, C = fake_graph((4, 4))
+    runner = backend.runner(g)
+    uids = (A.get_uid(), B.get_uid(), C.get_uid())
+    for _ in range(REPLAY_AFTER + 2):
+        runner.run_pointers(uids, (0x1000, 0x2000, 0x3000), 0, 1)
+    runner.run_pointers(uids, (0x5000, 0x2000, 0x3000), 0, 1)  # another pack: executed
+    bound = dict(zip(uids, (0x1000, 0x2000, 0x3000)))
+    assert backend.executed == [bound] * REPLAY_AFTER + [dict(zip(uids, (0x5000, 0x2000, 0x3000)))]
+    assert backend.captured == [bound] and backend.replayed == [bound] * 2
+
+
+def scaled_graph() -> tuple[cudnn.pygraph, cudnn.tensor, cudnn.tensor, cudnn.tensor]:
+    """C = A * s with s a float32 scalar passed by value."""
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
+    A = g.tensor([4, 4], name="A")
+    s = g.tensor([1, 1], name="s", is_pass_by_value=True)
+    C = g.mul(A, s, name="scale").set_output(True)
+    g.validate()
+    assign_uids(all_tensors(g.nodes))
+    return g, A, s, C
+
+
+def test_a_host_buffer_passed_by_value_is_never_captured(backend: Backend) -> None:
+    """A graph would keep the value it read at the capture; the host buffer may change."""
+    g, A, s, C = scaled_graph()
+    runner = backend.runner(g)
+    a, c, host = DeviceArray(), DeviceArray(), np.ones((1, 1), np.float32)
+    for _ in range(REPLAY_AFTER + 2):
+        runner.run({A: a, s: host, C: c}, None, 1)
+    assert len(backend.executed) == REPLAY_AFTER + 2 and not backend.captured
+    uids = (A.get_uid(), s.get_uid(), C.get_uid())
+    for _ in range(REPLAY_AFTER + 2):
+        runner.run_pointers(uids, (a.ptr, host.ctypes.data, c.ptr), 0, 1)
+    assert not backend.captured and not backend.replayed
+
+
+def test_a_python_number_passed_by_value_is_part_of_the_pack(backend: Backend) -> None:
+    """A number is copied into the pack's own host scalar: each value is its own pack, and each
+    of them may be captured."""
+    g, A, s, C = scaled_graph()
+    runner = backend.runner(g)
+    a, c = DeviceArray(), DeviceArray()
+    for value in (2.0, 2.0, 2.0, 3.0):
+        runner.run({A: a, s: value, C: c}, None, 1)
+    assert len(backend.captured) == 1 and len(backend.replayed) == 1 and len(backend.executed) == 3
+
+
+def test_replays_can_be_switched_off_and_on() -> None:
+    assert replay.execute_replay()
+    try:
+        cudnn.set_execute_replay(False)
+        assert not cudnn.execute_replay()
+        assert replay.capture(1, 2, 3, None) is None  # "not now", asked again later; no CUDA call made
+    finally:
+        cudnn.set_execute_replay(True)
+    assert replay.Replay(0).launch(1) is False  # a graph that failed to launch: executes from then on
+    with pytest.raises(TypeError, match="set_execute_replay: expected True or False, got 'off'"):
+        cudnn.set_execute_replay("off")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("value", "expected"), [("0", False), ("off", False), ("1", True), ("", True)])
+def test_the_environment_sets_the_start_value(value: str, expected: bool) -> None:
+    code = "import cudnn; print(cudnn.execute_replay())"
+    env = {**os.environ, "CUDNN_PY_EXECUTE_REPLAY": value}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(expected)
