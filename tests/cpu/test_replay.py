@@ -182,3 +182,19 @@ def test_the_environment_sets_the_start_value(value: str, expected: bool) -> Non
     env = {**os.environ, "CUDNN_PY_EXECUTE_REPLAY": value}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(expected)
+
+
+@pytest.mark.parametrize(("mask", "asks_the_stream"), [
+    (replay.capi.SEV_FATAL_EN | replay.capi.SEV_ERROR_EN, True),
+    (replay.capi.SEV_FATAL_EN | replay.capi.SEV_ERROR_EN | replay.capi.SEV_WARNING_EN, False),
+    (0xF, False)])
+def test_no_capture_while_cudnns_log_callback_takes_more_than_errors(
+        monkeypatch: pytest.MonkeyPatch, mask: int, asks_the_stream: bool) -> None:
+    """The callback takes the GIL, which a capture holds: with warnings or info flowing, a
+    capture is "not now" before anything else is asked of CUDA or cuDNN."""
+    asked: list[int] = []
+    monkeypatch.setattr(replay.capi, "get_log_callback", lambda: (0, mask, 0x1234))
+    monkeypatch.setattr(replay.marshal, "handle_stream", lambda h: asked.append(h) or -1)
+    monkeypatch.setattr(replay.cuda, "graph_calls", lambda: (None, None))
+    assert replay.capture(1, 2, 3, None) is None
+    assert asked == ([3] if asks_the_stream else [])

@@ -18,10 +18,13 @@ What keeps a replay equal to the execute it stands for:
 - a capture that cuDNN's execute does not allow (an engine that synchronizes or copies from
   pageable memory) fails quietly, and that pack is executed as before from then on, as is one
   whose graph fails to launch;
-- no other Python thread runs while a capture is open (it holds the GIL: cuDNN shares state
-  between handles, and another thread's cuDNN call inside the capture window would fail), and
-  none is made while cuDNN's log callback is registered (``cudnn.set_log_level``), since that
-  callback needs the GIL.
+- no other Python thread runs while a capture is open: it holds the GIL, since cuDNN shares
+  state between handles and another thread's cuDNN call inside the capture window fails. A
+  call another thread began before the capture opened, or makes without the GIL, is not held
+  back; ``CUDNN_PY_EXECUTE_REPLAY=0`` rules that out where threads share the GPU that way;
+- none is made while cuDNN's log callback receives warnings or info (``cudnn.set_log_level``
+  at WARNING or below): that callback takes the GIL, which a capture holds. With errors only
+  (the level cudnn-py leaves after logging is switched off) captures go on.
 
 Launches of one graph run one after another even on two streams (CUDA orders them), where
 two executes of one pack could overlap; both would write the same buffers. The Runner decides
@@ -43,6 +46,7 @@ from .handle import Handle, forked
 _ENV = "CUDNN_PY_EXECUTE_REPLAY"
 _enabled = [os.environ.get(_ENV, "1").strip().lower() not in ("0", "false", "off", "no")]
 _log = logging.getLogger("cudnn.execute")
+_ERRORS_ONLY = capi.SEV_FATAL_EN | capi.SEV_ERROR_EN  # the least a registered log callback receives
 _launch_graph: Any = None  # cuGraphLaunch and cuStreamIsCapturing, bound at the first capture
 _is_capturing: Any = None
 
@@ -120,14 +124,14 @@ def capture(plan: int, pack: int, handle: int, device: int | None, label: str = 
     the Replay."""
     if not _enabled[0]:
         return None
+    status, mask, callback = capi.get_log_callback()
+    if status or (callback and mask & ~_ERRORS_ONLY):  # see the module's docstring
+        return None
     global _launch_graph, _is_capturing
     if _launch_graph is None:
         _launch_graph, _is_capturing = cuda.graph_calls()
     stream = marshal.handle_stream(handle)
     if stream < 0 or (stream > 1 and _is_capturing(stream)[1]):
-        return None
-    status, mask, callback = capi.get_log_callback()
-    if status or (mask and callback):  # cuDNN's log callback takes the GIL, which a capture holds
         return None
     execute = capi.execute_holding_gil()
     with _lock:
