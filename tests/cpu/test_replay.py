@@ -174,6 +174,20 @@ def test_replays_can_be_switched_off_and_on() -> None:
     assert replay.Replay(0).launch(1) is False  # a graph that failed to launch: executes from then on
     with pytest.raises(TypeError, match="set_execute_replay: expected True or False, got 'off'"):
         cudnn.set_execute_replay("off")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_graphs: expected an int >= 0, got -1"):
+        cudnn.set_execute_replay(True, max_graphs=-1)
+
+
+def test_no_capture_beyond_max_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each captured execute holds device memory: at the bound, packs are executed ("not now",
+    asked again once some are freed), before anything is asked of CUDA or cuDNN."""
+    asked: list[int] = []
+    monkeypatch.setattr(replay.capi, "get_log_callback", lambda: asked.append(0) or (0, 0, 0))
+    try:
+        cudnn.set_execute_replay(True, max_graphs=0)
+        assert replay.capture(1, 2, 3, None) is None and not asked
+    finally:
+        cudnn.set_execute_replay(True, max_graphs=replay.MAX_GRAPHS)
 
 
 @pytest.mark.parametrize(("value", "expected"), [("0", False), ("off", False), ("1", True), ("", True)])

@@ -124,6 +124,25 @@ def test_a_users_cuda_graph_capture_records_a_real_execute(launches: list[int]) 
         torch.testing.assert_close(y, torch.nn.functional.conv2d(x, w, padding=1), **TOL)
 
 
+def test_at_max_graphs_packs_are_executed(launches: list[int]) -> None:
+    torch.manual_seed(5)
+    x, w = nhwc(2, 16, 8, 8), nhwc(16, 16, 3, 3)
+    g, X, W, Y = conv_graph(x, w)
+    y = torch.empty_like(torch.nn.functional.conv2d(x, w, padding=1))
+    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    try:
+        cudnn.set_execute_replay(True, max_graphs=0)
+        for _ in range(5):
+            g.execute({X: x, W: w, Y: y}, ws)
+        assert not launches
+    finally:
+        cudnn.set_execute_replay(True, max_graphs=replay.MAX_GRAPHS)
+    for _ in range(2):  # room again: the next execute captures, the one after replays
+        g.execute({X: x, W: w, Y: y}, ws)
+    torch.testing.assert_close(y, torch.nn.functional.conv2d(x, w, padding=1), **TOL)
+    assert len(launches) == 1
+
+
 def test_a_host_scalar_changed_in_place_is_read_at_every_execute(launches: list[int]) -> None:
     """A pass-by-value tensor given as a host tensor: never captured (a graph would keep the
     value it saw), so every execute reads its current value."""

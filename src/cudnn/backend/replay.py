@@ -45,19 +45,31 @@ from .handle import Handle, forked
 
 _ENV = "CUDNN_PY_EXECUTE_REPLAY"
 _enabled = [os.environ.get(_ENV, "1").strip().lower() not in ("0", "false", "off", "no")]
+MAX_GRAPHS = 512  # captured executes kept at once by default (each holds device memory)
+_max_graphs = [MAX_GRAPHS]
+_live: weakref.WeakSet[Replay] = weakref.WeakSet()  # every Replay alive, for the bound
 _log = logging.getLogger("cudnn.execute")
 _ERRORS_ONLY = capi.SEV_FATAL_EN | capi.SEV_ERROR_EN  # the least a registered log callback receives
 _launch_graph: Any = None  # cuGraphLaunch and cuStreamIsCapturing, bound at the first capture
 _is_capturing: Any = None
 
 
-def set_execute_replay(enabled: bool) -> None:
+def set_execute_replay(enabled: bool, *, max_graphs: int | None = None) -> None:
     """Whether a variant pack executed repeatedly is replayed from a captured CUDA graph (the
     default; ``$CUDNN_PY_EXECUTE_REPLAY=0`` starts with it off). Off, every execute calls
-    ``cudnnBackendExecute``, including those of packs captured earlier."""
+    ``cudnnBackendExecute``, including those of packs captured earlier.
+
+    ``max_graphs``: how many captured executes the process keeps at once (512 at first). Each
+    holds device memory (256 KiB on an H200 with CUDA 13); once that many are alive, further
+    packs are executed until some are freed with their plans or packs."""
     if not isinstance(enabled, bool):
         raise TypeError(f"set_execute_replay: expected True or False, got {enabled!r}")
+    if max_graphs is not None and (isinstance(max_graphs, bool) or not isinstance(max_graphs, int)
+                                   or max_graphs < 0):
+        raise ValueError(f"set_execute_replay: max_graphs: expected an int >= 0, got {max_graphs!r}")
     _enabled[0] = enabled
+    if max_graphs is not None:
+        _max_graphs[0] = max_graphs
 
 
 def execute_replay() -> bool:
@@ -73,6 +85,7 @@ class Replay:
     def __init__(self, executable: int) -> None:
         self.executable = executable
         weakref.finalize(self, _destroy, executable)
+        _live.add(self)
 
     def launch(self, handle: int) -> bool:
         """Launch on ``handle``'s current stream; False when the caller must execute instead:
@@ -119,10 +132,10 @@ def capture(plan: int, pack: int, handle: int, device: int | None, label: str = 
     """The execute of the backend pack at address ``pack`` on the plan at ``plan`` captured into
     a CUDA graph on ``device`` (the current one when None), for launches on ``handle``'s streams.
     False where it cannot be (cuDNN's execute of this plan is not capturable); None for "not
-    now": replays are off, ``handle``'s stream is being captured (a capture of ours would start
-    inside the user's), or cuDNN's log callback is registered. The pack and plan must outlive
-    the Replay."""
-    if not _enabled[0]:
+    now": replays are off, ``max_graphs`` are alive, ``handle``'s stream is being captured (a
+    capture of ours would start inside the user's), or cuDNN's log callback takes warnings.
+    The pack and plan must outlive the Replay."""
+    if not _enabled[0] or len(_live) >= _max_graphs[0]:
         return None
     status, mask, callback = capi.get_log_callback()
     if status or (callback and mask & ~_ERRORS_ONLY):  # see the module's docstring
