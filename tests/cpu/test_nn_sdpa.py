@@ -4,7 +4,8 @@ routing without a GPU: strict, the call raises `cudnn.ops.OpError` naming the ar
 fallback, torch's SDPA runs (same result as outside) after one warning per reason. Also: the
 mode ends with its scope (an exception included), other torch calls pass through, models
 without SDPA call sites are not routed (nn.MultiheadAttention's call is inside a function the
-mode sees whole), and a routed model still pickles. Skipped where torch
+mode sees whole, until convert makes the module a RoutedMultiheadAttention), and a routed model
+still pickles. Skipped where torch
 is not installed."""
 
 from __future__ import annotations
@@ -118,13 +119,22 @@ class SelfAttention(nn.Module):
         return self.mha(x, x, x, need_weights=False)[0]
 
 
-def test_multihead_attention_is_not_a_call_site() -> None:
+def test_torchs_multihead_attention_is_not_a_call_site_and_convert_makes_it_one() -> None:
     model = SelfAttention().train()
-    assert not getattr(cnn.convert(model), sdpa_module._ROUTED, False)
     x = torch.randn(2, 5, 8)
     with cnn.sdpa_kernel(), warnings.catch_warnings():  # strict, yet nothing raises: torch's SDPA runs
         warnings.simplefilter("error")
-        model(x)
+        ref = model(x)
+    converted = cnn.convert(model)
+    assert type(converted.mha) is cnn.RoutedMultiheadAttention
+    assert not getattr(converted, sdpa_module._ROUTED, False)  # the module asks cuDNN itself: no mode needed
+    with pytest.warns(RuntimeWarning, match="runs in torch, not cuDNN"):  # CPU tensors: not covered
+        got = converted(x)
+    torch.testing.assert_close(got, ref)
+
+
+def test_convert_with_attention_false_leaves_multihead_attention_as_it_is() -> None:
+    assert type(cnn.convert(SelfAttention(), attention=False).mha) is nn.MultiheadAttention
 
 
 def test_convert_leaves_models_without_attention_and_obeys_attention_false() -> None:

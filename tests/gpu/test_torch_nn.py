@@ -1,6 +1,7 @@
 """cudnn.nn modules on the GPU against the torch modules they replace (same state dict),
 cudnn.nn.convert on torchvision's ResNet-50 (random weights, eval, fp16) against torch, and
-torch's SDPA routed to cuDNN by cudnn.nn.sdpa_kernel and by convert.
+torch's SDPA routed to cuDNN by cudnn.nn.sdpa_kernel and by convert (a model's own SDPA call,
+and nn.TransformerEncoderLayer's nn.MultiheadAttention).
 
 Tolerances: module outputs and gradients as tests/gpu/test_torch_ops.py (fp16 2e-2, scaled
 by the largest reference magnitude); ResNet-50 logits: max |difference| <= 2e-2 x max |logit|
@@ -9,6 +10,8 @@ attention in bf16: 2e-2 of the largest reference value, against torch's SDPA in 
 """
 
 from __future__ import annotations
+
+import warnings
 
 import pytest
 import torch
@@ -142,3 +145,33 @@ def test_convert_routes_attention_call_sites_to_cudnn() -> None:
         got = converted(x)
     assert rt.CACHE.builds == built + 1  # the attention graph: cuDNN ran the call
     _close("block out", got, ref)
+
+
+def test_convert_sends_a_transformer_layers_attention_to_cudnn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """nn.TransformerEncoderLayer in training calls its nn.MultiheadAttention without weights:
+    after convert that call runs cuDNN's attention graph (forward and backward), its layer norms
+    cudnn.nn's; output and input gradient match the torch layer (bf16: 2e-2 of the largest)."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(256, 4, dim_feedforward=512, dropout=0.0, batch_first=True)
+    layer = layer.to(DEV, torch.bfloat16).train()
+    x = torch.randn(2, 128, 256, device=DEV, dtype=torch.bfloat16, requires_grad=True)
+    mask = nn.Transformer.generate_square_subsequent_mask(128, device=DEV, dtype=torch.bfloat16)
+    ref = layer(x, src_mask=mask, is_causal=True)
+    (ref_dx,) = torch.autograd.grad(ref.float().square().sum(), x)
+    converted = cnn.convert(layer)
+    assert type(converted.self_attn) is cnn.RoutedMultiheadAttention
+    calls: list[bool] = []
+    attention = ops.scaled_dot_product_attention
+
+    def counted(*args: object, **kwargs: object) -> torch.Tensor:
+        calls.append(bool(kwargs.get("is_causal")))
+        return attention(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ops, "scaled_dot_product_attention", counted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no fallback to torch's SDPA
+        got = converted(x, src_mask=mask, is_causal=True)
+    (dx,) = torch.autograd.grad(got.float().square().sum(), x)
+    assert calls == [True]  # cuDNN's causal attention ran the layer's call
+    _close("layer out", got, ref)
+    _close("dx", dx, ref_dx)

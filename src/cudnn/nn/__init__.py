@@ -8,7 +8,8 @@ Importing this package imports torch; ``import cudnn`` does not.
 from __future__ import annotations
 
 from .convert import convert
-from .modules import Conv2dBiasAct, LayerNorm, MultiheadAttention, RMSNorm
+from .modules import Conv2dBiasAct, LayerNorm, MultiheadAttention, RMSNorm, RoutedMultiheadAttention
 from .sdpa import sdpa_kernel
 
-__all__ = ["Conv2dBiasAct", "LayerNorm", "MultiheadAttention", "RMSNorm", "convert", "sdpa_kernel"]
+__all__ = ["Conv2dBiasAct", "LayerNorm", "MultiheadAttention", "RMSNorm", "RoutedMultiheadAttention", "convert",
+           "sdpa_kernel"]

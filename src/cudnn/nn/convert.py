@@ -1,6 +1,9 @@
 """``cudnn.nn.convert(model)``: swap the modules cudnn-py has a fused graph for, leave the rest.
 
 - ``nn.LayerNorm`` -> `LayerNorm`, ``nn.RMSNorm`` -> `RMSNorm` (same parameters, in place);
+- ``nn.MultiheadAttention`` -> `RoutedMultiheadAttention` (the same module, whose calls
+  without attention weights or a key-padding mask run cuDNN's attention, or torch's SDPA after
+  a warning where cuDNN does not cover them), unless ``attention=False``;
 - in eval mode, Conv2d -> BatchNorm2d [-> ReLU] chains found by tracing the model with
   ``torch.fx`` become one `Conv2dBiasAct` with the batch norm folded into its weight and bias
   (inference only: folding freezes the running statistics). The model is then returned as
@@ -21,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import fx, nn
 
-from .modules import Conv2dBiasAct, LayerNorm, RMSNorm
+from .modules import Conv2dBiasAct, LayerNorm, RMSNorm, RoutedMultiheadAttention
 from .sdpa import route_attention
 
 _RELU_FUNCTIONS = (F.relu, torch.relu, torch.relu_)
@@ -33,7 +36,9 @@ def convert(model: nn.Module, inplace: bool = False, attention: bool | None = No
     Unless ``inplace``, the model is copied first."""
     if not inplace:
         model = copy.deepcopy(model)
-    _swap_norms(model)
+    _swap_modules(model, attention is not False)
+    if type(model) is nn.MultiheadAttention and attention is not False:
+        model.__class__ = RoutedMultiheadAttention
     graph = _trace(model)
     if not model.training:
         if graph is None:
@@ -67,16 +72,21 @@ class _Tracer(fx.Tracer):
         return type(m).__module__ == "cudnn.nn.modules" or super().is_leaf_module(m, qualname)
 
 
-def _swap_norms(module: nn.Module) -> None:
+def _swap_modules(module: nn.Module, attention: bool) -> None:
+    """Swap the norms of ``module``'s tree for cudnn.nn ones and, with ``attention``, turn its
+    multi-head attention modules into `RoutedMultiheadAttention`."""
     for name, child in module.named_children():
         new: nn.Module | None = None
+        if type(child) is nn.MultiheadAttention and attention:
+            child.__class__ = RoutedMultiheadAttention  # a subclass adding no state: hooks and parameters stay
+            continue
         if type(child) is nn.LayerNorm:
             new = LayerNorm(child.normalized_shape, child.eps, child.elementwise_affine,
                             bias=child.bias is not None)
         elif type(child) is nn.RMSNorm:
             new = RMSNorm(child.normalized_shape, child.eps, child.elementwise_affine)
         if new is None:
-            _swap_norms(child)
+            _swap_modules(child, attention)
             continue
         new.load_state_dict(child.state_dict())
         ref = next(iter(child.parameters()), None)

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .. import ops
+from .sdpa import attention_with_fallback
 
 ACTS = ("none", "relu", "gelu", "silu")
 
@@ -70,27 +73,69 @@ class MultiheadAttention(nn.MultiheadAttention):
         if need_weights:
             raise ops.OpError(f"{where}: need_weights: attention weights are not computed by cuDNN's fused "
                               "attention; pass need_weights=False")
-        if not self._qkv_same_embed_dim or self.bias_k is not None or self.add_zero_attn:
+        if not _packed(self):
             raise ops.OpError(f"{where}: kdim/vdim, add_bias_kv and add_zero_attn are not supported")
         if self.dropout and self.training:
             raise ops.OpError(f"{where}: dropout: only 0.0 is supported in training, got {self.dropout}")
         if key_padding_mask is not None:
             raise ops.OpError(f"{where}: key_padding_mask: not supported; fold it into attn_mask")
-        if not self.batch_first:
-            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        b, sq, e = query.shape
-        h, d = self.num_heads, e // self.num_heads
-        w, bias = self.in_proj_weight, self.in_proj_bias
+        return _attend(self, query, key, value, attn_mask, is_causal and attn_mask is None, 0.0,
+                       ops.scaled_dot_product_attention), None
+
+
+class RoutedMultiheadAttention(nn.MultiheadAttention):
+    """What `convert` puts in place of an ``nn.MultiheadAttention`` (same parameters, state dict
+    and call signature, torch's defaults included). A call with ``need_weights=False`` and no
+    key-padding mask runs its projections and cuDNN's attention, or torch's SDPA after a
+    warning naming why for a call cuDNN does not cover (`sdpa.attention_with_fallback`); any
+    other call (attention weights wanted, a key-padding mask, kdim / vdim, bias_k / bias_v,
+    add_zero_attn) is torch's module unchanged."""
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                key_padding_mask: torch.Tensor | None = None, need_weights: bool = True,
+                attn_mask: torch.Tensor | None = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """As ``nn.MultiheadAttention.forward``; see the class for which calls reach SDPA."""
+        if (need_weights or key_padding_mask is not None or not _packed(self) or query.is_nested
+                or (is_causal and attn_mask is None)):  # the last: torch's module says what it needs
+            return super().forward(query, key, value, key_padding_mask, need_weights, attn_mask,
+                                   average_attn_weights, is_causal)
+        if is_causal:  # torch's module: the mask is a hint, and SDPA applies causality itself
+            attn_mask = None
+        return _attend(self, query, key, value, attn_mask, is_causal, self.dropout if self.training else 0.0,
+                       attention_with_fallback), None
+
+
+def _packed(m: nn.MultiheadAttention) -> bool:
+    """One packed in-projection for q, k and v, and nothing added to k and v."""
+    return m.kdim == m.vdim == m.embed_dim and m.in_proj_weight is not None and m.bias_k is None \
+        and not m.add_zero_attn
+
+
+def _attend(m: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+            attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
+            attention: Any) -> torch.Tensor:
+    """``m``'s computation (packed in-projection, heads, ``attention`` as SDPA, out-projection)
+    for the calls both modules above send to SDPA; torch's mask conventions are turned into
+    SDPA's (a [B * H, L, S] mask to [B, H, L, S]; a boolean mask's True means "masked out")."""
+    if not m.batch_first:
+        query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+    b, sq, e = query.shape
+    h, d = m.num_heads, e // m.num_heads
+    w, bias = m.in_proj_weight, m.in_proj_bias
+    if query is key and key is value:  # self-attention: one GEMM for the three projections
+        q, k, v = F.linear(query, w, bias).view(b, sq, 3, h, d).permute(2, 0, 3, 1, 4)
+    else:
         bq, bk, bv = (None, None, None) if bias is None else bias.chunk(3)
         wq, wk, wv = w.chunk(3)
         q = F.linear(query, wq, bq).view(b, sq, h, d).transpose(1, 2)
         k = F.linear(key, wk, bk).view(b, key.shape[1], h, d).transpose(1, 2)
         v = F.linear(value, wv, bv).view(b, value.shape[1], h, d).transpose(1, 2)
-        if attn_mask is not None and attn_mask.dim() == 3:  # [B * H, S_q, S_kv] as torch takes it
-            attn_mask = attn_mask.view(b, h, *attn_mask.shape[1:])
-        if attn_mask is not None and attn_mask.dtype == torch.bool:
-            attn_mask = ~attn_mask  # torch's MHA: True means "not allowed"; SDPA: True means "keep"
-        o = ops.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
-                                             is_causal=is_causal and attn_mask is None)
-        o = F.linear(o.transpose(1, 2).reshape(b, sq, e), self.out_proj.weight, self.out_proj.bias)
-        return (o if self.batch_first else o.transpose(0, 1)), None
+    if attn_mask is not None and attn_mask.dim() == 3:
+        attn_mask = attn_mask.view(b, h, *attn_mask.shape[1:])
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = ~attn_mask
+    kwargs = {"dropout_p": dropout_p} if dropout_p else {}
+    o = attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kwargs)
+    o = F.linear(o.transpose(1, 2).reshape(b, sq, e), m.out_proj.weight, m.out_proj.bias)
+    return o if m.batch_first else o.transpose(0, 1)

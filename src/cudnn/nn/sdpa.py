@@ -13,8 +13,9 @@ thread runs cuDNN's attention graphs, forward and backward. A call cuDNN does no
 The routing is a ``torch.overrides.TorchFunctionMode``: it sees every torch call made in the
 context on this thread, which adds a little Python time to each of them. A torch function
 that hands itself to torch-function handling runs whole, unseen inside: so the SDPA that
-``nn.MultiheadAttention`` calls within ``F.multi_head_attention_forward`` stays torch's (use
-`cudnn.nn.MultiheadAttention` there).
+``nn.MultiheadAttention`` calls within ``F.multi_head_attention_forward`` stays torch's.
+`cudnn.nn.convert` turns those modules into `RoutedMultiheadAttention`, which calls
+`attention_with_fallback` itself.
 """
 
 from __future__ import annotations
@@ -48,13 +49,19 @@ class _CudnnAttention(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is not _SDPA:
             return func(*args, **kwargs)
-        try:
-            return ops.scaled_dot_product_attention(*args, **kwargs)
-        except _NOT_COVERED as exc:
-            if not self.fallback:
-                raise
-            _warn_once(str(exc))
-        return func(*args, **kwargs)
+        if self.fallback:
+            return attention_with_fallback(*args, **kwargs)
+        return ops.scaled_dot_product_attention(*args, **kwargs)
+
+
+def attention_with_fallback(*args: Any, **kwargs: Any) -> torch.Tensor:
+    """`cudnn.ops.scaled_dot_product_attention` (torch's SDPA arguments), or, for a call cuDNN
+    does not cover, torch's own SDPA after a RuntimeWarning naming why (once per reason)."""
+    try:
+        return ops.scaled_dot_product_attention(*args, **kwargs)
+    except _NOT_COVERED as exc:
+        _warn_once(str(exc))
+    return _SDPA(*args, **kwargs)  # inside a routing mode this comes back here once, and then runs
 
 
 _warned: set[str] = set()
@@ -67,7 +74,7 @@ def _warn_once(reason: str) -> None:
             return
         _warned.add(reason)
     warnings.warn(f"scaled_dot_product_attention runs in torch, not cuDNN, for this call: {reason}",
-                  RuntimeWarning, stacklevel=4)
+                  RuntimeWarning, stacklevel=5)
 
 
 @contextmanager
