@@ -1,4 +1,5 @@
-"""The few CUDA runtime/driver calls cudnn-py needs, through cuda-bindings, imported lazily.
+"""The few CUDA runtime/driver calls cudnn-py needs, through cuda-bindings, imported lazily
+(stream capture goes through the driver with ctypes.PyDLL, whose calls keep the GIL).
 
 Devices, memory (for workspaces and users without a framework), copies, events (timing),
 and pointer queries (which device owns a pointer, how large its allocation is) so that a

@@ -199,11 +199,10 @@ def handle_stream(handle: int) -> int:
     cuDNN refuses the handle."""
     try:
         out, ref, call = _stream_out.args
-    except AttributeError:
+    except AttributeError:  # this thread's first call
         out = ctypes.c_void_p()
-        out_ref = ctypes.byref(out)
-        _stream_out.args = (out, out_ref, capi.graph.cudnnGetStream)
-        out, ref, call = _stream_out.args
+        ref, call = ctypes.byref(out), capi.graph.cudnnGetStream
+        _stream_out.args = (out, ref, call)
     if call(handle, ref):
         return -1
     return out.value or 0
