@@ -11,6 +11,7 @@ import itertools
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -49,13 +50,22 @@ def binding(*pairs: tuple[cudnn.tensor, DeviceArray]) -> dict[int, int]:
     return {t.get_uid(): a.ptr for t, a in pairs}
 
 
-def test_a_pack_is_captured_after_it_ran_and_replayed_from_then_on(backend: Backend) -> None:
+def one_pack(backend: Backend) -> tuple[Callable[[int], None], dict[int, int]]:
+    """``run(n)``: n executes of C = A - B on the same three buffers; and their binding."""
     g, A, B, C = fake_graph((4, 4))
     runner = backend.runner(g)
     a, b, c = DeviceArray(), DeviceArray(), DeviceArray()
-    for _ in range(REPLAY_AFTER + 3):
-        runner.run({A: a, B: b, C: c}, None, 1)
-    bound = binding((A, a), (B, b), (C, c))
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            runner.run({A: a, B: b, C: c}, None, 1)
+
+    return run, binding((A, a), (B, b), (C, c))
+
+
+def test_a_pack_is_captured_after_it_ran_and_replayed_from_then_on(backend: Backend) -> None:
+    run, bound = one_pack(backend)
+    run(REPLAY_AFTER + 3)
     assert backend.executed == [bound] * REPLAY_AFTER
     assert backend.captured == [bound]
     assert backend.replayed == [bound] * 3
@@ -79,38 +89,28 @@ def test_swapped_keys_after_a_capture_replay_their_own_binding(backend: Backend)
 def test_a_launch_that_declines_falls_back_to_an_execute(backend: Backend) -> None:
     """A replay that does not launch (the stream is being captured, or its launch failed) leaves
     the call to cudnnBackendExecute."""
-    g, A, B, C = fake_graph((4, 4))
-    runner = backend.runner(g)
-    a, b, c = DeviceArray(), DeviceArray(), DeviceArray()
-    for _ in range(REPLAY_AFTER):
-        runner.run({A: a, B: b, C: c}, None, 1)
+    run, _ = one_pack(backend)
+    run(REPLAY_AFTER)
     backend.launches = False
-    runner.run({A: a, B: b, C: c}, None, 1)
+    run(1)
     assert len(backend.executed) == REPLAY_AFTER + 1 and not backend.replayed
     assert len(backend.captured) == 1  # declining is not a reason to capture again
 
 
 def test_a_plan_that_cannot_be_captured_is_not_tried_again(backend: Backend) -> None:
-    g, A, B, C = fake_graph((4, 4))
-    runner = backend.runner(g)
+    run, _ = one_pack(backend)
     backend.captures = False
-    a, b, c = DeviceArray(), DeviceArray(), DeviceArray()
-    for _ in range(REPLAY_AFTER + 4):
-        runner.run({A: a, B: b, C: c}, None, 1)
+    run(REPLAY_AFTER + 4)
     assert len(backend.executed) == REPLAY_AFTER + 4 and len(backend.captured) == 1
 
 
 def test_not_now_is_asked_again_at_the_next_execute(backend: Backend) -> None:
     """None ("not now": replays off, or the user's stream is being captured) is retried."""
-    g, A, B, C = fake_graph((4, 4))
-    runner = backend.runner(g)
+    run, _ = one_pack(backend)
     backend.captures = None
-    a, b, c = DeviceArray(), DeviceArray(), DeviceArray()
-    for _ in range(REPLAY_AFTER + 1):
-        runner.run({A: a, B: b, C: c}, None, 1)
+    run(REPLAY_AFTER + 1)
     backend.captures = True
-    runner.run({A: a, B: b, C: c}, None, 1)
-    runner.run({A: a, B: b, C: c}, None, 1)
+    run(2)
     assert len(backend.captured) == 3 and len(backend.executed) == REPLAY_AFTER + 2
     assert len(backend.replayed) == 1
 

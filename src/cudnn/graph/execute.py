@@ -434,20 +434,8 @@ class Runner:
             if entry is None:
                 entry = self._pointer_entry(uids, pointers, workspace)
             pack, fills, uses, replay = entry
-            if handle is None:
-                handle = self.default_handle
-            try:
-                h = handle if type(handle) is int else handle.address
-            except AttributeError:
-                h = as_handle_ptr(handle)  # a clear TypeError for anything else
-            if fills:
-                self._fill(fills, h)
-            if replay and replay.launch(h):
-                return
-            status = self.backend_execute(h, self.plan_ptr, pack)
-            if status:
-                self.failed(status, handle)
-            if replay is None:  # counted (in a new tuple: see PackCache) until captured
+            h = self._launch(pack, fills, replay, self.default_handle if handle is None else handle)
+            if h and replay is None:  # executed: counted (in a new tuple, see PackCache) until captured
                 uses += 1
                 packs.by_pointers[key] = (pack, fills, uses, self._capture(pack, h) if uses >= REPLAY_AFTER else None)
 
@@ -495,25 +483,31 @@ class Runner:
         return layout
 
     def execute(self, entry: Entry, handle: Any) -> None:
-        """Write ``entry``'s scratch fills, then run its pack on ``handle`` (a Handle or an int):
-        its captured graph once it has one, else one ``cudnnBackendExecute`` (counted towards
-        the capture)."""
+        """Run ``entry`` on ``handle`` (a Handle or an int), see `_launch`; an execute counts
+        towards the capture."""
+        h = self._launch(entry.pack_ptr, entry.fills, entry.replay, handle)
+        if h and entry.replay is None:
+            entry.uses += 1
+            if entry.uses >= REPLAY_AFTER:
+                entry.replay = self._capture(entry.pack_ptr, h)
+
+    def _launch(self, pack: int, fills: tuple[tuple[int, ScratchSlot], ...], replay: Replay | Literal[False] | None,
+                handle: Any) -> int:
+        """Write the scratch ``fills``, then run the pack at address ``pack`` on ``handle``:
+        ``replay``'s graph when it launches, else one ``cudnnBackendExecute``. Returns the
+        handle's address after an execute, 0 after a replay."""
         try:
             h = handle if type(handle) is int else handle.address
         except AttributeError:
             h = as_handle_ptr(handle)  # a clear TypeError for anything else
-        if entry.fills:
-            self._fill(entry.fills, h)
-        replay = entry.replay
+        if fills:
+            self._fill(fills, h)
         if replay and replay.launch(h):
-            return
-        status = self.backend_execute(h, self.plan_ptr, entry.pack_ptr)
+            return 0
+        status = self.backend_execute(h, self.plan_ptr, pack)
         if status:
             self.failed(status, handle)
-        if replay is None:
-            entry.uses += 1
-            if entry.uses >= REPLAY_AFTER:
-                entry.replay = self._capture(entry.pack_ptr, h)
+        return h
 
     def _capture(self, pack: int, handle: int) -> Replay | Literal[False] | None:
         """The replay of ``pack``'s execute (`backend.replay.capture`): False where it cannot be
