@@ -232,3 +232,44 @@ def test_ops_give_the_same_bits_replayed_or_executed(name: str, launches: list[i
     for a, b in zip(replayed, executed):
         for u, v in zip(a, b):
             assert torch.equal(u, v), name
+
+
+def test_autotune_never_times_a_capture(monkeypatch: pytest.MonkeyPatch, launches: list[int]) -> None:
+    """With warmup=0 each plan still executes REPLAY_AFTER times before its timed runs, so the
+    capture (host work of milliseconds, inside the CUDA events) falls outside them: every
+    timed run is a replay."""
+    from cudnn.graph import autotune as tuning
+    from cudnn.graph import execute
+
+    timing = [False]
+    captured_while_timing: list[bool] = []
+    real_capture, real_median = execute.capture, tuning._Timer.median_ms
+
+    def capture(*args: Any) -> Any:
+        captured_while_timing.append(timing[0])
+        return real_capture(*args)
+
+    def median_ms(self: Any, run: Any, repeats: int) -> float:
+        timing[0] = True
+        try:
+            return real_median(self, run, repeats)
+        finally:
+            timing[0] = False
+
+    monkeypatch.setattr(execute, "capture", capture)
+    monkeypatch.setattr(tuning._Timer, "median_ms", median_ms)
+    torch.manual_seed(4)
+    x, w = nhwc(4, 32, 16, 16), nhwc(32, 32, 3, 3)
+    g = cudnn.pygraph(io_data_type=HALF, compute_data_type=FLOAT)
+    X, W = g.tensor_like(x), g.tensor_like(w)
+    Y = g.conv_fprop(X, W, padding=[1, 1]).set_output(True)
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    g.build_plans(cudnn.build_plan_policy.ALL)
+    y = torch.empty_like(torch.nn.functional.conv2d(x, w, padding=1))
+    report = g.autotune({X: x, W: w, Y: y}, warmup=0, repeats=3, progress=False)
+    assert [r for r in report if r.time_ms is not None]
+    assert captured_while_timing and not any(captured_while_timing)
+    assert len(launches) >= 3  # a plan's timed runs were replays
+    torch.testing.assert_close(y, torch.nn.functional.conv2d(x, w, padding=1), **TOL)

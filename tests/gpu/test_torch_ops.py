@@ -432,3 +432,54 @@ def test_eager_checks_are_part_of_the_cache_key() -> None:
     y = ops.layer_norm(ts, [64], None, None, training=False)
     with pytest.raises(RuntimeError, match="training=False"):
         y.sum().backward()
+
+
+def _kept_case(name: str) -> tuple:  # type: ignore[type-arg]
+    """(the op on leaves, its float64 reference, inputs, a gradient of another layout than the
+    output's) for the backward-graph test below."""
+    torch.manual_seed(0)
+    h = torch.float16
+    if name == "conv":
+        x = torch.randn(2, 16, 12, 12, device=DEV).to(h).contiguous(memory_format=torch.channels_last)
+        w, b = (torch.randn(32, 16, 3, 3, device=DEV) / 12).to(h), torch.randn(32, device=DEV).to(h)
+        return (lambda x_, w_, b_: ops.conv2d_bias_act(x_, w_, b_, 1, 1, 1, 1, "gelu"),
+                lambda x_, w_, b_: F.gelu(F.conv2d(x_, w_, b_, 1, 1)), [x, w, b], lambda y: y.contiguous())
+    if name in ("layer_norm", "rms_norm"):
+        t = (2 * torch.randn(64, 256, device=DEV) + 0.3).to(h)
+        lw, lb = (1 + 0.3 * torch.randn(256, device=DEV)).to(h), (0.3 * torch.randn(256, device=DEV)).to(h)
+        if name == "rms_norm":
+            return (lambda t_, w_: ops.rms_norm(t_, [256], w_, 1e-6), lambda t_, w_: F.rms_norm(t_, (256,), w_, 1e-6),
+                    [t, lw], lambda y: y.t().contiguous().t())
+        return (lambda t_, w_, b_: ops.layer_norm(t_, [256], w_, b_),
+                lambda t_, w_, b_: F.layer_norm(t_, (256,), w_, b_), [t, lw, lb], lambda y: y.t().contiguous().t())
+    if name == "batch_norm":
+        x = (2 * torch.randn(4, 24, 10, 10, device=DEV) + 0.3).to(h).contiguous(memory_format=torch.channels_last)
+        w, b = 1 + 0.3 * torch.randn(24, device=DEV), 0.3 * torch.randn(24, device=DEV)
+        return (lambda x_, w_, b_: ops.batch_norm(x_, None, None, w_, b_, True),
+                lambda x_, w_, b_: F.batch_norm(x_, None, None, w_, b_, True), [x, w, b], lambda y: y.contiguous())
+    q, k, v = _qkv(h, sq=128, skv=128)
+    return (lambda q_, k_, v_: ops.scaled_dot_product_attention(q_, k_, v_, is_causal=True),
+            lambda q_, k_, v_: F.scaled_dot_product_attention(q_, k_, v_, is_causal=True), [q, k, v],
+            lambda y: y.contiguous())
+
+
+@pytest.mark.parametrize("name", ["conv", "layer_norm", "rms_norm", "batch_norm", "sdpa"])
+def test_eager_backward_graphs_are_kept_on_the_forward(name: str) -> None:
+    """The eager backward finds its graphs on the forward's after the first call: repeated
+    steps build nothing and match the float64 reference every time, and a gradient of another
+    layout (found by its layout, not the first one's) is right too."""
+    fn, ref_fn, inputs, other_layout = _kept_case(name)
+    dy = torch.randn_like(fn(*inputs))
+    builds = None
+    for step, grad in enumerate((dy, dy, other_layout(dy), other_layout(dy), dy)):
+        assert torch.equal(grad, dy)
+        xs = leaves(*inputs)
+        y = fn(*xs)
+        y.backward(grad)
+        ref, *grads = ref_grads(ref_fn, inputs, dy)
+        close(f"step {step}: Y", y, ref, torch.float16)
+        for i, (got, want) in enumerate(zip([t.grad for t in xs], grads, strict=True)):
+            close(f"step {step}: d{i}", got, want, torch.float16, 4)
+        if step == 1:
+            builds = ops.CACHE.builds
+    assert ops.CACHE.builds - builds <= 3  # the other layout's graphs, once (none where dY is copied)

@@ -1,7 +1,8 @@
 """Autotuning: time every buildable plan on the caller's buffers, keep the fastest.
 
-Each plan runs ``warmup`` times, then ``repeats`` times between CUDA events on the handle's
-stream; the median is its time. Plans that fail to build or run are reported, not fatal;
+Each plan runs ``warmup`` times (at least `execute.REPLAY_AFTER` while executes are replayed,
+so that a pack's capture never falls inside the timed runs), then ``repeats`` times between
+CUDA events on the handle's stream; the median is its time. Plans that fail to build or run are reported, not fatal;
 so are plans that need more workspace than the caller passed. When a composite offers
 several lowerings (attention: the unified SDPA_FWD operation or the composite graph), each
 lowering's plans are timed and the fastest of all wins. Tuning that takes more than a second
@@ -19,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from .._lib.enums import build_plan_policy
 from .._lib.errors import CudnnError
 from ..backend.handle import get_stream
+from ..backend.replay import execute_replay
 from .errors import GraphError
-from .execute import workspace_capacity
+from .execute import REPLAY_AFTER, workspace_capacity
 from .pipeline import DEFAULT_HEURISTICS
 from .plan_report import Progress
 
@@ -147,7 +149,7 @@ def _time_plans(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any, ca
                 continue
             try:
                 runner = p.runner(c)
-                for _ in range(warmup):
+                for _ in range(max(warmup, REPLAY_AFTER) if execute_replay() else warmup):
                     runner.run(variant_pack, workspace, h)
                 t = timer.median_ms(functools.partial(runner.run, variant_pack, workspace, h), repeats)
                 results.append(TuneResult(i, c.name, t, ws, "", tag))

@@ -124,9 +124,11 @@ class Built:
     """A built graph, its tensors by role (``ports["x"]``...), the device it runs on, and what
     the op worked out when it built it (``info``: output sizes and strides, layouts), so a
     cache hit repeats none of that work. ``uids`` are the roles' uids in the order the op
-    passes their addresses to `run` (set once by `bind`)."""
+    passes their addresses to `run` (set once by `bind`). ``derived``: what the op's eager
+    backward finds once per forward graph (its backward graphs, by the gradient's layout), so
+    a backward call builds no cache key."""
 
-    __slots__ = ("device", "graph", "info", "ports", "runner", "uids", "workspace")
+    __slots__ = ("derived", "device", "graph", "info", "ports", "runner", "uids", "workspace")
 
     def __init__(self, graph: pygraph, ports: dict[str, Tensor], device: int = 0) -> None:
         self.graph = graph
@@ -136,6 +138,7 @@ class Built:
         self.info: Any = None
         self.runner = graph.runner()  # the selected plan's Runner (run_pointers: no per-call checks)
         self.uids: tuple[int, ...] = ()
+        self.derived: dict[Hashable, Any] = {}
 
     def bind(self, *roles: str) -> Built:
         """Fix the roles (and their order) whose addresses `run` is given on every call."""

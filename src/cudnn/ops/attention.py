@@ -71,9 +71,9 @@ def _bias(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> torch.
 
 
 def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
-         scale: float, training: bool, enable_gqa: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """O (BSHD memory) and, in training, Stats [B, H, S_q, 1] float32. Arguments are checked
-    when their key is first built; a hit only allocates and runs."""
+         scale: float, training: bool, enable_gqa: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, rt.Built]:
+    """O (BSHD memory), in training Stats [B, H, S_q, 1] float32, and the graph. Arguments are
+    checked when their key is first built; a hit only allocates and runs."""
     key = ("sdpa", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(bias), is_causal, scale, training,
            enable_gqa)
     dev = q.get_device()
@@ -87,10 +87,10 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor |
         else (q.data_ptr(), k.data_ptr(), v.data_ptr(), bias.data_ptr())
     if not training:
         rt.run(built, dev, (*head, o.data_ptr()))
-        return o, None
+        return o, None, built
     stats = q.new_empty((q.shape[0], q.shape[1], q.shape[2], 1), dtype=torch.float32)
     rt.run(built, dev, (*head, o.data_ptr(), stats.data_ptr()))
-    return o, stats
+    return o, stats, built
 
 
 def _build(dev: int, key: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
@@ -122,7 +122,7 @@ def _build(dev: int, key: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 @torch.library.custom_op("cudnn::sdpa", mutates_args=())
 def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
          scale: float, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    o, stats = _run(q, k, v, bias, is_causal, scale, training)
+    o, stats, _ = _run(q, k, v, bias, is_causal, scale, training)
     return o, (q.new_empty(0, dtype=torch.float32) if stats is None else stats)
 
 
@@ -135,18 +135,24 @@ def _(q, k, v, bias, is_causal, scale, training):  # type: ignore[no-untyped-def
 
 
 def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-             stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
-             scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dQ, dK, dV (the layouts of Q, K, V) from cuDNN's attention backward graph."""
+             stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float,
+             forward: rt.Built | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV (the layouts of Q, K, V) from cuDNN's attention backward graph. ``forward``:
+    the graph that made O and Stats, where the backward graph is kept once found (the eager
+    path: every other tensor's layout follows from the forward's key)."""
     if do.stride() != o.stride():
         do = do.transpose(1, 2).contiguous().transpose(1, 2)  # dO in O's (BSHD) layout
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    key = ("sdpa_backward", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(o), rt.sig(do), rt.sig(stats),
-           rt.sig(bias), dq.stride(), dk.stride(), dv.stride(), is_causal, scale)
     dev = q.get_device()
-    built = rt.CACHE.lookup(dev, key)
+    built = None if forward is None else forward.derived.get(do.dtype)
     if built is None:
-        built = _build_bwd(dev, key, do, q, k, v, o, stats, bias, is_causal, scale, dq, dk, dv)
+        key = ("sdpa_backward", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(o), rt.sig(do),
+               rt.sig(stats), rt.sig(bias), dq.stride(), dk.stride(), dv.stride(), is_causal, scale)
+        built = rt.CACHE.lookup(dev, key)
+        if built is None:
+            built = _build_bwd(dev, key, do, q, k, v, o, stats, bias, is_causal, scale, dq, dk, dv)
+        if forward is not None:
+            forward.derived[do.dtype] = built
     if bias is None:
         rt.run(built, dev, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), stats.data_ptr(),
                             dq.data_ptr(), dk.data_ptr(), dv.data_ptr()))
@@ -212,16 +218,16 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, bias, is_causal, scale, enable_gqa):  # type: ignore[no-untyped-def]
-        o, stats = _run(q, k, v, bias, is_causal, scale, True, enable_gqa)
-        ctx.attn = (is_causal, scale)
+        o, stats, built = _run(q, k, v, bias, is_causal, scale, True, enable_gqa)
+        ctx.attn = (is_causal, scale, built)
         ctx.save_for_backward(q, k, v, o, stats, bias)
         return o
 
     @staticmethod
     def backward(ctx, do):  # type: ignore[no-untyped-def]
         q, k, v, o, stats, bias = ctx.saved_tensors
-        is_causal, scale = ctx.attn
-        dq, dk, dv = _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale)
+        is_causal, scale, built = ctx.attn
+        dq, dk, dv = _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, built)
         return dq, dk, dv, None, None, None, None
 
 

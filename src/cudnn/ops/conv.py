@@ -74,9 +74,9 @@ def _act_fwd(g: object, z: object, act: str) -> object:
 
 def _run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, stride: tuple[int, ...],
          padding: tuple[int, ...], dilation: tuple[int, ...], groups: int, act: str,
-         keep_z: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The forward: Y (the input's layout) and, with ``keep_z``, the pre-activation Z (NHWC).
-    The arguments are checked when their key is first built; a hit only allocates and runs."""
+         keep_z: bool) -> tuple[torch.Tensor, torch.Tensor | None, rt.Built]:
+    """The forward: Y (the input's layout), with ``keep_z`` the pre-activation Z (NHWC), and the
+    graph. The arguments are checked when their key is first built; a hit only allocates and runs."""
     key = ("conv2d_bias_act", x.shape, x.stride(), x.dtype, rt.sig(w), rt.sig(b), stride, padding, dilation,
            groups, act, keep_z)
     dev = x.get_device()
@@ -98,7 +98,7 @@ def _run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, stride: tuple
         rt.run(built, dev, (xn.data_ptr(), wn.data_ptr(), y.data_ptr()))
     else:  # the bias's [1, K, 1, 1] view starts where it does
         rt.run(built, dev, (xn.data_ptr(), wn.data_ptr(), b.data_ptr(), y.data_ptr()))
-    return (y.contiguous() if back_to_nchw else y), z
+    return (y.contiguous() if back_to_nchw else y), z, built
 
 
 def _build(dev: int, key: tuple, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None,
@@ -140,7 +140,7 @@ def _build(dev: int, key: tuple, x: torch.Tensor, w: torch.Tensor, b: torch.Tens
 def _fwd(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, stride: list[int], padding: list[int],
          dilation: list[int], groups: int, act: str, save_preact: bool) -> tuple[torch.Tensor, torch.Tensor]:
     keep_z = save_preact and act in ("gelu", "silu")
-    y, z = _run(x, w, b, tuple(stride), tuple(padding), tuple(dilation), groups, act, keep_z)
+    y, z, _ = _run(x, w, b, tuple(stride), tuple(padding), tuple(dilation), groups, act, keep_z)
     return y, (x.new_empty(0) if z is None else z)
 
 
@@ -155,35 +155,45 @@ def _(x, w, b, stride, padding, dilation, groups, act, save_preact):  # type: ig
 
 def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Tensor | None,
              stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int], act: str, has_bias: bool,
-             need_dx: bool = True, need_dw: bool = True) -> tuple[torch.Tensor | None, torch.Tensor | None,
-                                                                  torch.Tensor | None]:
+             need_dx: bool = True, need_dw: bool = True,
+             forward: rt.Built | None = None) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """dX, dW (the layouts of X and W) and dBias, each None when not wanted. Each graph is
-    looked up by the raw shapes and strides it runs on; a miss builds it."""
+    looked up by the raw shapes and strides it runs on (a miss builds it), or, given the
+    ``forward`` graph (the eager path), found where they were kept on it by dY's layout:
+    every other tensor's layout follows from the forward's key."""
     dev = x.get_device()
+    memo = None if forward is None else (dy.stride(), dy.dtype, need_dx, need_dw)
+    kept = None if forward is None else forward.derived.get(memo)
+    g_act, g_dgrad, g_wgrad = (None, None, None) if kept is None else kept
     conv = (tuple(stride), tuple(padding), tuple(dilation))
     dyn, xn, wn = _nhwc(dy), _nhwc(x), _nhwc(w)
     if act != "none":  # dZ = act'(.) * dY in one pointwise graph
         assert saved is not None  # Y (relu) or Z (gelu, silu): what the forward saved
         sn = _nhwc(saved)
         dz = torch.empty_like(dyn)
-        key: tuple = ("act_backward", act, rt.sig(dyn), rt.sig(sn))
-        built = rt.CACHE.lookup(dev, key) or _build_dz(dev, key, dyn, sn, dz, act)
-        rt.run(built, dev, (dyn.data_ptr(), sn.data_ptr(), dz.data_ptr()))
+        if g_act is None:
+            key: tuple = ("act_backward", act, rt.sig(dyn), rt.sig(sn))
+            g_act = rt.CACHE.lookup(dev, key) or _build_dz(dev, key, dyn, sn, dz, act)
+        rt.run(g_act, dev, (dyn.data_ptr(), sn.data_ptr(), dz.data_ptr()))
     else:
         dz = dyn
     dx = dw = None
     if need_dx:
         dx = torch.empty_like(xn)
-        key = ("conv_dgrad", rt.sig(dz), rt.sig(wn), dx.shape, dx.stride(), x.dtype, conv)
-        built = rt.CACHE.lookup(dev, key) or _build_grad(dev, key, "dgrad", dz, wn, dx, x.dtype, conv)
-        rt.run(built, dev, (dz.data_ptr(), wn.data_ptr(), dx.data_ptr()))
+        if g_dgrad is None:
+            key = ("conv_dgrad", rt.sig(dz), rt.sig(wn), dx.shape, dx.stride(), x.dtype, conv)
+            g_dgrad = rt.CACHE.lookup(dev, key) or _build_grad(dev, key, "dgrad", dz, wn, dx, x.dtype, conv)
+        rt.run(g_dgrad, dev, (dz.data_ptr(), wn.data_ptr(), dx.data_ptr()))
         dx = dx if rt.channels_last(x) else dx.contiguous()
     if need_dw:
         dw = torch.empty_like(wn)
-        key = ("conv_wgrad", rt.sig(xn), rt.sig(dz), dw.shape, dw.stride(), w.dtype, conv)
-        built = rt.CACHE.lookup(dev, key) or _build_grad(dev, key, "wgrad", xn, dz, dw, w.dtype, conv)
-        rt.run(built, dev, (xn.data_ptr(), dz.data_ptr(), dw.data_ptr()))
+        if g_wgrad is None:
+            key = ("conv_wgrad", rt.sig(xn), rt.sig(dz), dw.shape, dw.stride(), w.dtype, conv)
+            g_wgrad = rt.CACHE.lookup(dev, key) or _build_grad(dev, key, "wgrad", xn, dz, dw, w.dtype, conv)
+        rt.run(g_wgrad, dev, (xn.data_ptr(), dz.data_ptr(), dw.data_ptr()))
         dw = dw if rt.channels_last(w) else dw.contiguous()
+    if forward is not None and kept is None:
+        forward.derived[memo] = (g_act, g_dgrad, g_wgrad)
     db = dz.sum(dim=(0, 2, 3)) if has_bias else None  # torch sums half types in float32, rounds once
     return dx, dw, db
 
@@ -260,18 +270,18 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w, b, stride, padding, dilation, groups, act):  # type: ignore[no-untyped-def]
-        y, z = _run(x, w, b, stride, padding, dilation, groups, act, act in ("gelu", "silu"))
-        ctx.conv = (stride, padding, dilation, act, b is not None)
+        y, z, built = _run(x, w, b, stride, padding, dilation, groups, act, act in ("gelu", "silu"))
+        ctx.conv = (stride, padding, dilation, act, b is not None, built)
         ctx.save_for_backward(x, w, y if act == "relu" else z)
         return y
 
     @staticmethod
     def backward(ctx, dy):  # type: ignore[no-untyped-def]
         x, w, saved = ctx.saved_tensors
-        stride, padding, dilation, act, has_bias = ctx.conv
+        stride, padding, dilation, act, has_bias, built = ctx.conv
         need = ctx.needs_input_grad
         dx, dw, db = _run_bwd(dy, x, w, saved, stride, padding, dilation, act, has_bias and need[2], need[0],
-                              need[1])
+                              need[1], built)
         return dx, dw, db, None, None, None, None, None
 
 

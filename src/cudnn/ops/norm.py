@@ -58,18 +58,24 @@ def _out(t: Tensor, like: torch.Tensor) -> Tensor:
 
 # -- layer norm and RMS norm ---------------------------------------------------------------------
 
-def _ln_run(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Tensor | None,
-            bias: torch.Tensor | None, eps: float, rms: bool,
-            training: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Y and, in training, MEAN (layer norm) and INV_VARIANCE as [rows, 1] float32. Arguments
-    are checked when their key is first built; a hit only allocates and runs."""
+def _ln_forward(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Tensor | None,
+                bias: torch.Tensor | None, eps: float, rms: bool, training: bool) -> tuple[rt.Built, int]:
+    """The cached norm graph for these arguments, and the device. Arguments are checked when
+    their key is first built."""
     key = ("layer_norm", x.shape, x.stride(), x.dtype, normalized_shape, rt.sig(weight), rt.sig(bias), eps, rms,
            training)
     dev = x.get_device()
     built = rt.CACHE.lookup(dev, key)
     if built is None:
         built = _ln_build(dev, key, x, normalized_shape, weight, bias, eps, rms, training)
-    rows, d, ones, zeros = built.info
+    return built, dev
+
+
+def _ln_launch(built: rt.Built, dev: int, x: torch.Tensor, weight: torch.Tensor | None,
+               bias: torch.Tensor | None, stats: tuple[int, ...]) -> torch.Tensor:
+    """Run the norm graph: returns Y; a training graph also writes INV_VARIANCE and (layer
+    norm) MEAN, [rows, 1] float32 each, at the addresses ``stats``."""
+    _, d, ones, zeros, _ = built.info
     if x.is_contiguous():
         x2, y = x, torch.empty_like(x)  # contiguous like x
     else:
@@ -78,19 +84,35 @@ def _ln_run(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Te
     # roles bound in _ln_build's order: x, scale, [bias], y, [inv], [mean]
     if zeros is not False:  # the graph has a bias
         b = zeros if bias is None else (bias if bias.is_contiguous() else bias.reshape(1, d).contiguous())
-        head: tuple[int, ...] = (x2.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr())
+        rt.run(built, dev, (x2.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), *stats))
     else:
-        head = (x2.data_ptr(), w.data_ptr(), y.data_ptr())
+        rt.run(built, dev, (x2.data_ptr(), w.data_ptr(), y.data_ptr(), *stats))
+    return y
+
+
+def _ln_run(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Tensor | None,
+            bias: torch.Tensor | None, eps: float, rms: bool,
+            training: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Y and, in training, MEAN (layer norm) and INV_VARIANCE as [rows, 1] float32, each in
+    memory of its own (a registered op's outputs alias nothing)."""
+    built, dev = _ln_forward(x, normalized_shape, weight, bias, eps, rms, training)
     if not training:
-        rt.run(built, dev, head)
-        return y, None, None
+        return _ln_launch(built, dev, x, weight, bias, ()), None, None
+    rows = built.info[0]
     inv = x.new_empty((rows, 1), dtype=torch.float32)
     if rms:
-        rt.run(built, dev, (*head, inv.data_ptr()))
-        return y, None, inv
+        return _ln_launch(built, dev, x, weight, bias, (inv.data_ptr(),)), None, inv
     mean = x.new_empty((rows, 1), dtype=torch.float32)
-    rt.run(built, dev, (*head, inv.data_ptr(), mean.data_ptr()))
-    return y, mean, inv
+    return _ln_launch(built, dev, x, weight, bias, (inv.data_ptr(), mean.data_ptr())), mean, inv
+
+
+def _ln_stats(built: rt.Built, x: torch.Tensor, rms: bool) -> tuple[torch.Tensor, tuple[int, ...]]:
+    """One float32 block for an eager training call's statistics (INV_VARIANCE, then layer
+    norm's MEAN, each 256-byte aligned) and their addresses in the graph's order."""
+    pad = built.info[4]
+    block = x.new_empty(pad if rms else 2 * pad, dtype=torch.float32)
+    p = block.data_ptr()
+    return block, ((p,) if rms else (p, p + 4 * pad))
 
 
 def _ln_build(dev: int, key: tuple, x: torch.Tensor, normalized_shape: tuple[int, ...],
@@ -126,8 +148,10 @@ def _ln_build(dev: int, key: tuple, x: torch.Tensor, normalized_shape: tuple[int
 
     built = rt.CACHE.build(dev, key, make)
     built.bind(*(r for r in ("x", "scale", "bias", "y", "inv", "mean") if r in built.ports))
-    # cached ones / zeros stand for an absent weight / bias; False: the graph has no bias
-    built.info = (rows, d, w if weight is None else None, False if b is None else (b if bias is None else None))
+    # cached ones / zeros stand for an absent weight / bias (False: the graph has no bias); the
+    # last is the float32 elements each statistic takes in an eager call's block (`_ln_stats`)
+    built.info = (rows, d, w if weight is None else None, False if b is None else (b if bias is None else None),
+                  -(-rows // 64) * 64)
     return built
 
 
@@ -151,33 +175,48 @@ def _(x, normalized_shape, weight, bias, eps, rms, training):  # type: ignore[no
         (x.new_empty(rows, 1, dtype=torch.float32) if training else x.new_empty(0))
 
 
-def _ln_bwd_run(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
-                mean: torch.Tensor | None, inv: torch.Tensor, rms: bool,
-                has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dX, dWeight and dBias (empty when there is none) from cuDNN's norm backward graph."""
-    has_bias = has_bias or not rms  # cuDNN's layer-norm backward always writes DBIAS
+def _ln_bwd_graph(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
+                  mean: torch.Tensor | None, inv: torch.Tensor, rms: bool, has_bias: bool) -> rt.Built:
+    """The cached norm backward graph for these tensors (checked when first built); cuDNN's
+    layer-norm backward always writes dBias."""
+    has_bias = has_bias or not rms
     key = ("layer_norm_backward", x.shape, x.stride(), x.dtype, dy.shape, dy.stride(), dy.dtype,
            tuple(normalized_shape), rt.sig(weight), rt.sig(mean), rt.sig(inv), rms, has_bias)
     dev = x.get_device()
     built = rt.CACHE.lookup(dev, key)
     if built is None:
         built = _ln_bwd_build(dev, key, dy, x, normalized_shape, weight, mean, inv, rms, has_bias)
-    _, d, ones = built.info
+    return built
+
+
+def _ln_bwd_launch(built: rt.Built, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
+                   stats: tuple[int, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run the backward graph on the statistics at ``stats`` (INV_VARIANCE, then MEAN where the
+    graph reads it): dX, dWeight and dBias (empty when the graph has none), flat [features]."""
+    _, d, ones, has_bias = built.info
     x2, dy2 = x.contiguous(), dy.contiguous()  # row-major: the [rows, d] the graph reads
     w = ones if weight is None else (weight if weight.is_contiguous() else weight.reshape(1, d).contiguous())
     dx = x.new_empty(x.shape)
     dw = w.new_empty(d)
     # roles bound in _ln_bwd_build's order: dy, x, scale, inv, [mean], dx, dw, [db]
-    head: tuple[int, ...] = (dy2.data_ptr(), x2.data_ptr(), w.data_ptr(), inv.data_ptr())
-    if mean is not None and not rms:
-        head = (*head, mean.data_ptr())
     if has_bias:
         db = w.new_empty(d)
-        rt.run(built, dev, (*head, dx.data_ptr(), dw.data_ptr(), db.data_ptr()))
+        rt.run(built, x.get_device(), (dy2.data_ptr(), x2.data_ptr(), w.data_ptr(), *stats, dx.data_ptr(),
+                                       dw.data_ptr(), db.data_ptr()))
     else:
         db = x.new_empty(0)
-        rt.run(built, dev, (*head, dx.data_ptr(), dw.data_ptr()))
+        rt.run(built, x.get_device(), (dy2.data_ptr(), x2.data_ptr(), w.data_ptr(), *stats, dx.data_ptr(),
+                                       dw.data_ptr()))
     return dx, dw, db
+
+
+def _ln_bwd_run(dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[int], weight: torch.Tensor | None,
+                mean: torch.Tensor | None, inv: torch.Tensor, rms: bool,
+                has_bias: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dX, dWeight and dBias (empty when there is none) from cuDNN's norm backward graph."""
+    built = _ln_bwd_graph(dy, x, normalized_shape, weight, mean, inv, rms, has_bias)
+    stats = (inv.data_ptr(),) if rms or mean is None else (inv.data_ptr(), mean.data_ptr())
+    return _ln_bwd_launch(built, dy, x, weight, stats)
 
 
 def _ln_bwd_build(dev: int, key: tuple, dy: torch.Tensor, x: torch.Tensor, normalized_shape: Sequence[int],
@@ -209,7 +248,7 @@ def _ln_bwd_build(dev: int, key: tuple, dy: torch.Tensor, x: torch.Tensor, norma
 
     built = rt.CACHE.build(dev, key, make)
     built.bind(*(r for r in ("dy", "x", "scale", "inv", "mean", "dx", "dw", "db") if r in built.ports))
-    built.info = (rows, d, w if weight is None else None)
+    built.info = (rows, d, w if weight is None else None, has_bias)
     return built
 
 
@@ -250,28 +289,36 @@ def _ln_backward(ctx, dy, _dmean, _dinv):  # type: ignore[no-untyped-def]
 _ln.register_autograd(_ln_backward, setup_context=_ln_setup)
 
 
-def _wants_grad(*ts: torch.Tensor | None) -> bool:
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts)
-
-
 class _LNEager(torch.autograd.Function):
-    """The eager path of layer / RMS norm with a gradient wanted (see `_runtime`)."""
+    """The eager path of layer / RMS norm with a gradient wanted (see `_runtime`): the
+    statistics share one block, and the backward graph is kept on the forward's."""
 
     @staticmethod
     def forward(ctx, x, normalized_shape, weight, bias, eps, rms, training):  # type: ignore[no-untyped-def]
-        y, mean, inv = _ln_run(x, normalized_shape, weight, bias, eps, rms, training)
-        ctx.ln = (normalized_shape, rms, None if bias is None else bias.shape, training)
-        ctx.save_for_backward(x, weight, mean, inv)
+        built, dev = _ln_forward(x, normalized_shape, weight, bias, eps, rms, training)
+        block, stats = _ln_stats(built, x, rms) if training else (None, ())
+        y = _ln_launch(built, dev, x, weight, bias, stats)
+        ctx.ln = (built, normalized_shape, rms, None if bias is None else bias.shape, training)
+        ctx.save_for_backward(x, weight, block)  # saved: freed after the backward, seen by saved-tensor hooks
         return y
 
     @staticmethod
     def backward(ctx, dy):  # type: ignore[no-untyped-def]
-        x, weight, mean, inv = ctx.saved_tensors
-        normalized_shape, rms, bias_shape, training = ctx.ln
+        x, weight, block = ctx.saved_tensors
+        built, normalized_shape, rms, bias_shape, training = ctx.ln
         if not training:
             raise RuntimeError("cudnn.ops.layer_norm / rms_norm: this call ran with training=False (no statistics "
                                "saved); call with training=True to differentiate it")
-        dx, dw, db = _ln_bwd_run(dy, x, normalized_shape, weight, mean, inv, rms, bias_shape is not None)
+        pad = built.info[4]
+        bwd = built.derived.get(dy.dtype)  # the graph reads dY row-major, whatever its strides
+        if bwd is None:
+            rows = built.info[0]
+            inv = block[:rows].view(rows, 1)
+            mean = None if rms else block[pad:pad + rows].view(rows, 1)
+            bwd = built.derived[dy.dtype] = _ln_bwd_graph(dy, x, normalized_shape, weight, mean, inv, rms,
+                                                          bias_shape is not None)
+        p = block.data_ptr()
+        dx, dw, db = _ln_bwd_launch(bwd, dy, x, weight, (p,) if rms else (p, p + 4 * pad))
         # dWeight and dBias come out flat ([features]); a parameter of several dims gets its shape back
         if weight is not None and weight.dim() != 1:
             dw = dw.reshape(weight.shape)
@@ -289,7 +336,11 @@ def _norm(x: torch.Tensor, normalized_shape: tuple[int, ...], weight: torch.Tens
     if rt.eager(x, weight, bias):
         if grad:
             return _LNEager.apply(x, normalized_shape, weight, bias, eps, rms, train)
-        return _ln_run(x, normalized_shape, weight, bias, eps, rms, train)[0]
+        built, dev = _ln_forward(x, normalized_shape, weight, bias, eps, rms, train)
+        if not train:
+            return _ln_launch(built, dev, x, weight, bias, ())
+        _block, stats = _ln_stats(built, x, rms)  # written, not kept; the name holds it past the launch
+        return _ln_launch(built, dev, x, weight, bias, stats)
     return torch.ops.cudnn.layer_norm(x, list(normalized_shape), weight, bias, eps, rms, train)[0]
 
 
@@ -339,8 +390,8 @@ def _vec(p: torch.Tensor | None, c: int, fill: float, like: torch.Tensor) -> tor
 
 def _bn_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
               running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float, eps: float,
-              stats: tuple[int, ...]) -> torch.Tensor:
-    """Run the training graph; returns Y (the input's layout). ``stats``: where the graph writes
+              stats: tuple[int, ...]) -> tuple[torch.Tensor, rt.Built]:
+    """Run the training graph; returns Y (the input's layout) and the graph. ``stats``: where the graph writes
     the batch MEAN and INV_VARIANCE and, with running statistics, their next values (float32
     [C] each): the running statistics go into the graph and come out of it, torch's update
     with the unbiased batch variance. The arguments are checked when their key is first built;
@@ -364,7 +415,7 @@ def _bn_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor |
                             rm.data_ptr(), rv.data_ptr(), stats[2], stats[3]))
     else:
         rt.run(built, dev, (xn.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), stats[0], stats[1]))
-    return y.contiguous() if nchw else y
+    return (y.contiguous() if nchw else y), built
 
 
 def _bn_train_fresh(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
@@ -376,15 +427,15 @@ def _bn_train_fresh(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
     c = x.shape[1]
     track = running_mean is not None and running_var is not None
     out = [x.new_empty(c, dtype=torch.float32) for _ in range(4 if track else 2)]
-    y = _bn_train(x, weight, bias, running_mean, running_var, momentum, eps, tuple(t.data_ptr() for t in out))
+    y, _ = _bn_train(x, weight, bias, running_mean, running_var, momentum, eps, tuple(t.data_ptr() for t in out))
     return (y, out[0], out[1], out[2], out[3]) if track else (y, out[0], out[1], None, None)
 
 
 def _bn_train_eager(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
                     running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float,
-                    eps: float, keep: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """Y and, when ``keep`` (for the backward), MEAN / INV_VARIANCE; the running statistics
-    are updated in place. The statistics share one block. Float32 running statistics are also
+                    eps: float) -> tuple[torch.Tensor, torch.Tensor, rt.Built]:
+    """Y, the block holding MEAN and INV_VARIANCE (rows 0 and 1, [C] each, for the backward)
+    and the graph; the running statistics are updated in place. Float32 running statistics are also
     the graph's next-statistics outputs, updated in place as the classic API's
     cudnnBatchNormalizationForwardTraining does with the same kernels (a GPU test checks this
     bit for bit against separate outputs); others are written to the block and copied."""
@@ -400,14 +451,12 @@ def _bn_train_eager(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
         stats = (p, p + 4 * pad, running_mean.data_ptr(), running_var.data_ptr())  # type: ignore[union-attr]
     else:
         stats = (p, p + 4 * pad, p + 8 * pad, p + 12 * pad)
-    y = _bn_train(x, weight, bias, running_mean, running_var, momentum, eps, stats)
+    y, built = _bn_train(x, weight, bias, running_mean, running_var, momentum, eps, stats)
     if track and not direct:
         with torch.no_grad():
             running_mean.copy_(block[2, :c].reshape(running_mean.shape))  # type: ignore[union-attr]
             running_var.copy_(block[3, :c].reshape(running_var.shape))  # type: ignore[union-attr]
-    if not keep:
-        return y, None, None
-    return y, block[0, :c], block[1, :c]
+    return y, block, built
 
 
 def _is_f32(p: torch.Tensor) -> bool:
@@ -495,27 +544,39 @@ def _(x, weight, bias, running_mean, running_var, training, momentum, eps):  # t
             x.new_empty(c, dtype=torch.float32) if track else x.new_empty(0))
 
 
-def _bn_bwd_run(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
-                inv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dX (X's layout), dWeight and dBias (float32, [C]) from cuDNN's batch-norm backward graph."""
+def _bn_bwd_graph(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
+                  inv: torch.Tensor) -> rt.Built:
+    """The cached batch-norm backward graph for these tensors (checked when first built)."""
     key = ("batchnorm_backward", dy.shape, dy.stride(), dy.dtype, rt.sig(x), rt.sig(weight), rt.sig(mean),
            rt.sig(inv))
     dev = x.get_device()
     built = rt.CACHE.lookup(dev, key)
-    if built is None:
-        built = _bn_bwd_build(dev, key, dy, x, weight, mean, inv)
+    return _bn_bwd_build(dev, key, dy, x, weight, mean, inv) if built is None else built
+
+
+def _bn_bwd_launch(built: rt.Built, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
+                   mean: int, inv: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run the backward graph on the float32 [C] statistics at addresses ``mean`` and ``inv``:
+    dX (X's layout), dWeight and dBias (float32, [C])."""
     x_copy, dy_copy, nchw, ones = built.info
     xn = x.contiguous(memory_format=torch.channels_last) if x_copy else x
     dyn = dy.contiguous(memory_format=torch.channels_last) if dy_copy else dy
     c = x.shape[1]
     w = ones if weight is None else _f32(weight)
-    m, v = _f32(mean), _f32(inv)
     dx = torch.empty_like(xn)
     dw = x.new_empty(c, dtype=torch.float32)
     db = x.new_empty(c, dtype=torch.float32)
-    rt.run(built, dev, (dyn.data_ptr(), xn.data_ptr(), w.data_ptr(), m.data_ptr(), v.data_ptr(), dx.data_ptr(),
-                        dw.data_ptr(), db.data_ptr()))
+    rt.run(built, x.get_device(), (dyn.data_ptr(), xn.data_ptr(), w.data_ptr(), mean, inv, dx.data_ptr(),
+                                   dw.data_ptr(), db.data_ptr()))
     return (dx.contiguous() if nchw else dx), dw, db
+
+
+def _bn_bwd_run(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
+                inv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dX (X's layout), dWeight and dBias (float32, [C]) from cuDNN's batch-norm backward graph."""
+    built = _bn_bwd_graph(dy, x, weight, mean, inv)
+    m, v = _f32(mean), _f32(inv)  # alive until the launch is enqueued
+    return _bn_bwd_launch(built, dy, x, weight, m.data_ptr(), v.data_ptr())
 
 
 def _bn_bwd_build(dev: int, key: tuple, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
@@ -587,19 +648,42 @@ _bn.register_autograd(_bn_backward, setup_context=_bn_setup)
 
 class _BNEager(torch.autograd.Function):
     """The eager path of batch norm with a gradient wanted (see `_runtime`); in training it
-    updates the running statistics in place itself. Returns Y alone."""
+    updates the running statistics in place itself, and the backward reads the statistics'
+    block and finds its graph on the forward's. Returns Y alone."""
 
     @staticmethod
     def forward(ctx, *inputs):  # type: ignore[no-untyped-def]
         x, weight, bias, running_mean, running_var, training, momentum, eps = inputs
-        if training:
-            out = (*_bn_train_eager(x, weight, bias, running_mean, running_var, momentum, eps, True), None, None)
-        else:
+        if not training:
             out = _bn_run(*inputs)
-        _bn_setup(ctx, inputs, out)
-        return out[0]
+            _bn_setup(ctx, inputs, out)
+            ctx.train = None
+            return out[0]
+        y, block, built = _bn_train_eager(x, weight, bias, running_mean, running_var, momentum, eps)
+        ctx.train = built
+        ctx.bn = (True, weight is not None, bias is not None)
+        ctx.save_for_backward(x, weight, block)  # saved: freed after the backward, seen by saved-tensor hooks
+        return y
 
-    backward = staticmethod(_bn_backward)
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[no-untyped-def]
+        if ctx.train is None:
+            return _bn_backward(ctx, dy)
+        x, weight, block = ctx.saved_tensors
+        built = ctx.train
+        _, has_w, has_b = ctx.bn
+        c = x.shape[1]
+        if rt.eager(dy, x):
+            key = (dy.stride(), dy.dtype)  # dY has X's shape
+            bwd = built.derived.get(key)
+            if bwd is None:
+                bwd = built.derived[key] = _bn_bwd_graph(dy, x, weight, block[0, :c], block[1, :c])
+            p = block.data_ptr()
+            dx, dw, db = _bn_bwd_launch(bwd, dy, x, weight, p, p + block.stride(0) * 4)
+        else:
+            dx, dw, db = torch.ops.cudnn.batch_norm_backward(dy, x, weight, block[0, :c], block[1, :c])
+        return (dx, dw.to(weight.dtype) if has_w else None,
+                db.to(weight.dtype if has_w else x.dtype) if has_b else None, None, None, None, None, None)
 
 
 def _update_running(running_mean: torch.Tensor | None, running_var: torch.Tensor | None, nrm: torch.Tensor | None,
@@ -623,7 +707,7 @@ def batch_norm(x: torch.Tensor, running_mean: torch.Tensor | None, running_var: 
                                         or (bias is not None and bias.requires_grad)):
             return _BNEager.apply(*args)
         if training:
-            return _bn_train_eager(x, weight, bias, running_mean, running_var, args[6], args[7], False)[0]
+            return _bn_train_eager(x, weight, bias, running_mean, running_var, args[6], args[7])[0]
         return _bn_run(*args)[0]
     y, _m, _v, nrm, nrv = torch.ops.cudnn.batch_norm(*args)
     if training:
