@@ -483,3 +483,25 @@ def test_eager_backward_graphs_are_kept_on_the_forward(name: str) -> None:
         if step == 1:
             builds = ops.CACHE.builds
     assert ops.CACHE.builds - builds <= 3  # the other layout's graphs, once (none where dY is copied)
+
+
+def test_ops_on_two_streams_at_once() -> None:
+    """Layer norm (a plan with a workspace) on two streams whose executes overlap (each behind
+    a sleep on its own stream, enqueued alternately): torch's result on each, the handle
+    following torch's current stream and each workspace taken on the stream it runs on."""
+    torch.manual_seed(0)
+    xs = [torch.randn(256, 1024, device=DEV, dtype=torch.bfloat16) for _ in range(6)]
+    w, b = torch.randn(1024, device=DEV, dtype=torch.bfloat16), torch.randn(1024, device=DEV, dtype=torch.bfloat16)
+    with torch.no_grad():
+        ops.layer_norm(xs[0], [1024], w, b)  # built once, outside the streams
+        streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+        for s in streams:
+            s.wait_stream(torch.cuda.current_stream())
+        ys = []
+        for i, x in enumerate(xs):
+            with torch.cuda.stream(streams[i % 2]):
+                torch.cuda._sleep(200_000)
+                ys.append(ops.layer_norm(x, [1024], w, b))
+        torch.cuda.synchronize()
+    for x, y in zip(xs, ys, strict=True):
+        close("Y", y, F.layer_norm(x.double(), (1024,), w.double(), b.double()), torch.bfloat16)
