@@ -391,11 +391,11 @@ def _vec(p: torch.Tensor | None, c: int, fill: float, like: torch.Tensor) -> tor
 def _bn_train(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
               running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float, eps: float,
               stats: tuple[int, ...]) -> tuple[torch.Tensor, rt.Built]:
-    """Run the training graph; returns Y (the input's layout) and the graph. ``stats``: where the graph writes
-    the batch MEAN and INV_VARIANCE and, with running statistics, their next values (float32
-    [C] each): the running statistics go into the graph and come out of it, torch's update
-    with the unbiased batch variance. The arguments are checked when their key is first built;
-    a hit only allocates and runs."""
+    """Run the training graph; returns Y (the input's layout) and the graph. ``stats``: where
+    the graph writes the batch MEAN and INV_VARIANCE and, with running statistics, their next
+    values (float32 [C] each): the running statistics go into the graph and come out of it,
+    torch's update with the unbiased batch variance. The arguments are checked when their key
+    is first built; a hit only allocates and runs."""
     track = running_mean is not None and running_var is not None
     key = ("batchnorm", x.shape, x.stride(), x.dtype, rt.sig(weight), rt.sig(bias), rt.sig(running_mean),
            rt.sig(running_var), eps, momentum if track else None)
@@ -435,8 +435,8 @@ def _bn_train_eager(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Te
                     running_mean: torch.Tensor | None, running_var: torch.Tensor | None, momentum: float,
                     eps: float) -> tuple[torch.Tensor, torch.Tensor, rt.Built]:
     """Y, the block holding MEAN and INV_VARIANCE (rows 0 and 1, [C] each, for the backward)
-    and the graph; the running statistics are updated in place. Float32 running statistics are also
-    the graph's next-statistics outputs, updated in place as the classic API's
+    and the graph; the running statistics are updated in place. Float32 running statistics
+    are also the graph's next-statistics outputs, updated in place as the classic API's
     cudnnBatchNormalizationForwardTraining does with the same kernels (a GPU test checks this
     bit for bit against separate outputs); others are written to the block and copied."""
     c = x.shape[1]
