@@ -1,6 +1,7 @@
 """The backend calls a Runner makes, replaced by recorders (no GPU): making a variant pack
-(`PackLayout`), destroying one, cudnnBackendExecute, and capturing a pack's execute for replay. Each test then sees exactly which
-uid -> address binding would reach cuDNN. Also the graph most of those tests run: C = A - B."""
+(`PackLayout`), destroying one, cudnnBackendExecute, and capturing a pack's execute for
+replay. Each test then sees exactly which uid -> address binding would reach cuDNN. Also the
+graph most of those tests run: C = A - B."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class Replay:
     def __init__(self, backend: Backend, pack: int) -> None:
         self.backend, self.pack = backend, pack
 
-    def launch(self, handle: int) -> bool:
+    def launch(self, handle: int, stream: int | None = None) -> bool:
         if not self.backend.launches:
             return False
         self.backend.replayed.append(self.backend.packs[self.pack])

@@ -30,8 +30,8 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     seen: list[int] = []
     launch = replay.Replay.launch
 
-    def counted(self: replay.Replay, handle: int) -> bool:
-        done = launch(self, handle)
+    def counted(self: replay.Replay, handle: int, stream: int | None = None) -> bool:
+        done = launch(self, handle, stream)
         if done:
             seen.append(cudnn.get_stream(handle))
         return done

@@ -87,14 +87,16 @@ class Replay:
         weakref.finalize(self, _destroy, executable)
         _live.add(self)
 
-    def launch(self, handle: int) -> bool:
-        """Launch on ``handle``'s current stream; False when the caller must execute instead:
-        replays are off, the stream is being captured, or the launch failed (then always)."""
+    def launch(self, handle: int, stream: int | None = None) -> bool:
+        """Launch on ``handle``'s current stream (``stream``, when the caller has just set it);
+        False when the caller must execute instead: replays are off, the stream is being
+        captured, or the launch failed (then always)."""
         if not (self.executable and _enabled[0]):
             return False
-        stream = marshal.handle_stream(handle)
-        if stream < 0:
-            return False  # a handle cuDNN refuses: its execute says why
+        if stream is None:
+            stream = marshal.handle_stream(handle)
+            if stream < 0:
+                return False  # a handle cuDNN refuses: its execute says why
         if stream > 1 and _is_capturing(stream)[1]:  # 0 and 1 are the legacy stream, never captured
             return False
         if _launch_graph(self.executable, stream)[0]:

@@ -422,11 +422,14 @@ class Runner:
         self.key_of = torch_key(len(variant_pack)) if fast else None
         return identity_key(variant_pack, workspace, tensor)
 
-    def run_pointers(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int, handle: Any) -> None:
+    def run_pointers(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int, handle: Any,
+                     stream: int | None = None) -> None:
         """Execute on device addresses bound to ``uids`` as given, without `run`'s buffer checks:
         for integrations that allocate every buffer for this graph's exact dims, strides and
         types (``cudnn.ops``). Packs are found by ``(uids, pointers, workspace)``, so changing
-        addresses (an allocator handing out other blocks) cost one backend pack each, once."""
+        addresses (an allocator handing out other blocks) cost one backend pack each, once.
+        ``stream``: the handle's stream, when the caller has just set it (a replay then need
+        not ask cuDNN for it)."""
         packs = self.packs
         key = (uids, pointers, workspace)
         with packs.lock:  # another thread's eviction destroys a pack at once: not between lookup and use
@@ -434,7 +437,7 @@ class Runner:
             if entry is None:
                 entry = self._pointer_entry(uids, pointers, workspace)
             pack, fills, uses, replay = entry
-            h = self._launch(pack, fills, replay, self.default_handle if handle is None else handle)
+            h = self._launch(pack, fills, replay, self.default_handle if handle is None else handle, stream)
             if h and replay is None:  # executed: counted (in a new tuple, see PackCache) until captured
                 uses += 1
                 packs.by_pointers[key] = (pack, fills, uses, self._capture(pack, h) if uses >= REPLAY_AFTER else None)
@@ -492,17 +495,18 @@ class Runner:
                 entry.replay = self._capture(entry.pack_ptr, h)
 
     def _launch(self, pack: int, fills: tuple[tuple[int, ScratchSlot], ...], replay: Replay | Literal[False] | None,
-                handle: Any) -> int:
-        """Write the scratch ``fills``, then run the pack at address ``pack`` on ``handle``:
-        ``replay``'s graph when it launches, else one ``cudnnBackendExecute``. Returns the
-        handle's address after an execute, 0 after a replay."""
+                handle: Any, stream: int | None = None) -> int:
+        """Write the scratch ``fills``, then run the pack at address ``pack`` on ``handle`` (whose
+        stream is ``stream`` where the caller knows it): ``replay``'s graph when it launches,
+        else one ``cudnnBackendExecute``. Returns the handle's address after an execute, 0
+        after a replay."""
         try:
             h = handle if type(handle) is int else handle.address
         except AttributeError:
             h = as_handle_ptr(handle)  # a clear TypeError for anything else
         if fills:
             self._fill(fills, h)
-        if replay and replay.launch(h):
+        if replay and replay.launch(h, stream):
             return 0
         status = self.backend_execute(h, self.plan_ptr, pack)
         if status:

@@ -238,19 +238,20 @@ def run(built: Built, device: int, pointers: tuple[int, ...], uids: tuple[int, .
     one lookup. The caller keeps the tensors alive until this returns (the allocator orders
     reuse on the stream)."""
     h = handle(device)
+    stream = h.last_stream  # torch's current stream, which `handle` just set
     uids = built.uids if uids is None else uids
     size = built.workspace
     if not size:
-        built.runner.run_pointers(uids, pointers, 0, h)
+        built.runner.run_pointers(uids, pointers, 0, h, stream)
     elif _RAW_BLOCKS and _current_device() == device:  # type: ignore[misc]
-        ws = _raw_alloc(size, h.last_stream)  # type: ignore[misc]  # the stream `handle` set
+        ws = _raw_alloc(size, stream)  # type: ignore[misc]
         try:
-            built.runner.run_pointers(uids, pointers, ws, h)
+            built.runner.run_pointers(uids, pointers, ws, h, stream)
         finally:
             _raw_delete(ws)  # type: ignore[misc]
     else:  # another device is current (the raw allocator takes the current one), or an old torch
         block = torch.empty(size, dtype=torch.uint8, device=built.device)
-        built.runner.run_pointers(uids, pointers, block.data_ptr(), h)
+        built.runner.run_pointers(uids, pointers, block.data_ptr(), h, stream)
 
 
 def execute(built: Built, device: int, pack: dict[str, torch.Tensor]) -> None:
