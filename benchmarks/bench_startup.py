@@ -1,6 +1,6 @@
 """What a process pays to start: import, cold build, warm build, build from the disk caches in a
 new process (plans and compiled kernels), host enqueue and GPU time, per case, cudnn-py beside
-PyTorch (and the official nvidia-cudnn-frontend when it can be imported).
+PyTorch and the official nvidia-cudnn-frontend (when it can be imported).
 
     PYTHONPATH=src python benchmarks/bench_startup.py [--cases conv,conv_dynamic,matmul,layernorm,sdpa]
         [--other SITE_DIR]   # where the official frontend is installed (it is also named cudnn)
@@ -11,14 +11,18 @@ built first), plan cache off. warm: the same graph built again, plan cache on (m
 disk: a fresh process that finds the plan (and, for dynamic-shape graphs, the kernels) in the
 cache directory this process wrote; "disk, first use" times the first build of that process
 (cuDNN's sublibraries load there), "disk" the build after another graph initialised cuDNN.
-PyTorch has no build: its cold/warm columns are its first and second call. Host enqueue: host
-microseconds per call while the GPU is busy; GPU: CUDA events over back-to-back calls. Medians;
-prints, never asserts on time.
+PyTorch has no build: its cold/warm columns are its first and second call. The official
+frontend (also named ``cudnn``) runs the same cases in a child process that sees it instead of
+this repository: it has no plan cache, so its warm column is a fresh graph of the case built
+again in that process, and it has no disk column. Host enqueue: host microseconds per call
+while the GPU is busy; GPU: CUDA events over back-to-back calls. Medians; prints, never asserts
+on time.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -39,6 +43,7 @@ import torch.nn.functional as F
 
 dt = cudnn.data_type
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
+OFFICIAL = hasattr(cudnn, "_compiled_module")  # this process runs the official frontend (--official-child)
 
 
 # -- cases: (graph, variant pack, the PyTorch call) ------------------------------------------------
@@ -51,7 +56,8 @@ def conv(dynamic: bool = False) -> tuple[Any, dict, Callable[[], Any]]:  # type:
     g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT,
                       is_dynamic_shape_enabled=dynamic)
     X, W, B = g.tensor_like(x), g.tensor_like(w), g.tensor_like(b)
-    Y = g.relu(g.bias(g.conv_fprop(X, W, padding=[1, 1]), B)).set_output(True)
+    conv = g.conv_fprop(X, W, padding=[1, 1], stride=[1, 1], dilation=[1, 1])  # the official needs all three
+    Y = g.relu(g.bias(conv, B)).set_output(True)
     y = torch.empty_like(x)
     return g, {X: x, W: w, B: b, Y: y}, lambda: F.relu(F.conv2d(x, w, b.view(-1), padding=1))
 
@@ -73,10 +79,16 @@ def layernorm() -> tuple[Any, dict, Callable[[], Any]]:  # type: ignore[type-arg
     b = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
     g = cudnn.pygraph(intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
     X, S, B = g.tensor_like(x), g.tensor_like(s), g.tensor_like(b)
-    Y, _, _ = g.layernorm(cudnn.norm_forward_phase.INFERENCE, X, S, B, epsilon=1e-5)
+    pack = {X: x, S: s, B: b}
+    eps: Any = 1e-5
+    if OFFICIAL:  # its epsilon is a tensor: one float passed by value
+        eps = g.tensor(dim=[1, 1], stride=[1, 1], is_pass_by_value=True, data_type=dt.FLOAT)
+        pack[eps] = torch.full((1, 1), 1e-5, dtype=torch.float32)
+    Y, _, _ = g.layernorm(norm_forward_phase=cudnn.norm_forward_phase.INFERENCE, input=X, scale=S, bias=B,
+                          epsilon=eps)  # by keyword: the official 1.32 takes the tensors first
     Y.set_output(True).set_data_type(dt.BFLOAT16)
-    y = torch.empty_like(x)
-    return g, {X: x, S: s, B: b, Y: y}, lambda: F.layer_norm(x, (4096,), s.view(-1), b.view(-1), 1e-5)
+    pack[Y] = torch.empty_like(x)
+    return g, pack, lambda: F.layer_norm(x, (4096,), s.view(-1), b.view(-1), 1e-5)
 
 
 def sdpa() -> tuple[Any, dict, Callable[[], Any]]:  # type: ignore[type-arg]
@@ -100,20 +112,22 @@ LABELS = {"conv": "conv+bias+relu fp16 N32 C64 H56 K64 3x3", "conv_dynamic": "  
 def warm_up() -> None:
     """Initialise cuDNN (handle, sublibraries) with small conv and matmul graphs of other shapes,
     plan cache off, so that the timed build is not the process's first use of cuDNN."""
-    enabled = cudnn.plan_cache.enabled
-    cudnn.plan_cache.enabled = False
+    enabled = not OFFICIAL and cudnn.plan_cache.enabled
+    if not OFFICIAL:
+        cudnn.plan_cache.enabled = False
     for shape in ((4, 32, 16, 16), (4, 32, 64, 64)):
         g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
         if shape[2] == 16:
             X = g.tensor(name="X", dim=list(shape), stride=[32 * 256, 1, 16 * 32, 32])
             W = g.tensor(name="W", dim=[32, 32, 3, 3], stride=[32 * 9, 1, 3 * 32, 32])
-            g.relu(g.conv_fprop(X, W, padding=[1, 1])).set_output(True)
+            g.relu(g.conv_fprop(X, W, padding=[1, 1], stride=[1, 1], dilation=[1, 1])).set_output(True)
         else:
             A = g.tensor(name="A", dim=[4, 32, 64], stride=[32 * 64, 64, 1])
             B = g.tensor(name="B", dim=[4, 64, 32], stride=[64 * 32, 32, 1])
             g.matmul(A, B).set_output(True)
         g.build(HEUR)
-    cudnn.plan_cache.enabled = enabled
+    if not OFFICIAL:
+        cudnn.plan_cache.enabled = enabled
 
 
 def ms(fn: Callable[[], Any]) -> float:
@@ -195,6 +209,42 @@ def in_child(case: str, first_use: bool, cache_dir: Path, profile: int = 0) -> d
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def official_child() -> None:
+    """In a process whose ``cudnn`` is the official frontend: per case, the first build of the
+    case after cuDNN is initialised, a fresh graph of it built again, host enqueue and GPU time
+    (or why the case failed); one JSON object on stdout."""
+    warm_up()
+    out: dict[str, dict[str, float] | str] = {}
+    for case, make in CASES.items():
+        try:
+            g, pack, _ = make()
+            cold = ms(functools.partial(g.build, HEUR))
+            warm = ms(functools.partial(make()[0].build, HEUR))
+            ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
+            run = functools.partial(g.execute, pack, ws)
+            out[case] = {"cold": cold, "warm": warm, "host": host_us(run), "gpu": gpu_us(run)}
+        except Exception as exc:  # noqa: BLE001 - reported in the table, the other cases still run
+            out[case] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
+    print(json.dumps({"version": getattr(cudnn, "__version__", "?"), "cases": out}))
+
+
+def official(other: str | None) -> dict[str, Any] | str:
+    """The official frontend's rows from a child process that does not see this repository, or
+    why there are none."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if other:
+        env["PYTHONPATH"] = os.path.abspath(other)
+    probe = subprocess.run([sys.executable, "-c", "import cudnn, sys; sys.exit(0 if hasattr(cudnn, "
+                            "'_compiled_module') else 3)"], env=env, capture_output=True, text=True, cwd="/")
+    if probe.returncode:
+        return "not importable" if probe.returncode != 3 else "not installed (the `cudnn` found is cudnn-py)"
+    done = subprocess.run([sys.executable, __file__, "--official-child"], env=env, capture_output=True, text=True,
+                          cwd="/")
+    if done.returncode:
+        return f"failed: {done.stderr.strip().splitlines()[-1:]}"
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
 def official_import_ms(other: str | None) -> str:
     """`import cudnn` of the official frontend in a process that does not see this repository
     (``other``: the directory it is installed in; else the default path), median of 5 processes."""
@@ -217,6 +267,7 @@ def main() -> None:
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--child")
     ap.add_argument("--first-use", action="store_true")
+    ap.add_argument("--official-child", action="store_true")
     ap.add_argument("--other", metavar="SITE_DIR", help="where the official frontend (also named cudnn) is installed")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N functions with the most own time of the cold and the disk builds")
@@ -224,6 +275,10 @@ def main() -> None:
     if args.child:
         child(args.child, args.first_use, args.profile)
         return
+    if args.official_child:
+        official_child()
+        return
+    theirs = official(args.other)  # first: its child process has the GPU to itself
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-startup-"))
     cudnn.plan_cache.directory = cache_dir
     print(f"device: {torch.cuda.get_device_name()}  cuDNN {cudnn.backend_version_string()}  torch {torch.__version__}")
@@ -255,6 +310,12 @@ def main() -> None:
         kernels = " (kernels from disk)" if disk["kernel_hits"] else ""
         print(f"{LABELS[case]:40s} {'cudnn-py':8s} {cold:8.2f} {warm:8.3f} {disk['ms']:8.2f} {first['ms']:9.2f} "
               f"{host:8.1f} {gpu:8.1f}  disk hits {disk['disk_hits']}{kernels}")
+        row = theirs["cases"].get(case) if isinstance(theirs, dict) else theirs
+        if isinstance(row, dict):
+            print(f"{'':40s} {'official':8s} {row['cold']:8.2f} {row['warm']:8.3f} {'':8s} {'':9s} "
+                  f"{row['host']:8.1f} {row['gpu']:8.1f}")
+        else:
+            print(f"{'':40s} {'official':8s} {row}")
         if case == "conv_dynamic":
             continue  # PyTorch has no dynamic-shape mode: its row is the conv row
         t_cold, t_warm = ms(torch_call), ms(torch_call)
