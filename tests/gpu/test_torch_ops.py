@@ -505,3 +505,19 @@ def test_ops_on_two_streams_at_once() -> None:
         torch.cuda.synchronize()
     for x, y in zip(xs, ys, strict=True):
         close("Y", y, F.layer_norm(x.double(), (1024,), w.double(), b.double()), torch.bfloat16)
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm", "batch_norm", "sdpa"])
+def test_eager_backward_with_saved_tensors_on_the_host(name: str) -> None:
+    """Under torch.autograd.graph.save_on_cpu the saved tensors (the statistics' block among
+    them) go to the host and come back at other addresses: the backward reads them there."""
+    fn, ref_fn, inputs, _ = _kept_case(name)
+    dy = torch.randn_like(fn(*inputs))
+    xs = leaves(*inputs)
+    with torch.autograd.graph.save_on_cpu():
+        y = fn(*xs)
+    y.backward(dy)
+    ref, *grads = ref_grads(ref_fn, inputs, dy)
+    close("Y", y, ref, torch.float16)
+    for i, (got, want) in enumerate(zip([t.grad for t in xs], grads, strict=True)):
+        close(f"d{i}", got, want, torch.float16, 4)
