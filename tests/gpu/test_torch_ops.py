@@ -507,17 +507,32 @@ def test_ops_on_two_streams_at_once() -> None:
         close("Y", y, F.layer_norm(x.double(), (1024,), w.double(), b.double()), torch.bfloat16)
 
 
-@pytest.mark.parametrize("name", ["layer_norm", "rms_norm", "batch_norm", "sdpa"])
-def test_eager_backward_with_saved_tensors_on_the_host(name: str) -> None:
-    """Under torch.autograd.graph.save_on_cpu the saved tensors (the statistics' block among
-    them) go to the host and come back at other addresses: the backward reads them there."""
+def _hooks(kind: str):  # type: ignore[no-untyped-def]
+    """Saved-tensor hooks that give the saved tensors back elsewhere: on the host and back
+    (``save_on_cpu``), or as contiguous copies (an NHWC input comes back NCHW, attention's O
+    in BSHD memory comes back BHSD)."""
+    if kind == "save_on_cpu":
+        return torch.autograd.graph.save_on_cpu()
+    return torch.autograd.graph.saved_tensors_hooks(lambda t: t.contiguous(), lambda t: t)
+
+
+@pytest.mark.parametrize("hooks", ["save_on_cpu", "contiguous"])
+@pytest.mark.parametrize("name", ["conv", "layer_norm", "rms_norm", "batch_norm", "sdpa"])
+def test_eager_backward_with_saved_tensors_hooks(name: str, hooks: str) -> None:
+    """A backward after one without hooks (its graphs kept on the forward's graph) reads the
+    saved tensors, the statistics' block among them, where and as the hooks give them back:
+    other addresses, other layouts. Both steps match the float64 reference."""
     fn, ref_fn, inputs, _ = _kept_case(name)
     dy = torch.randn_like(fn(*inputs))
-    xs = leaves(*inputs)
-    with torch.autograd.graph.save_on_cpu():
-        y = fn(*xs)
-    y.backward(dy)
     ref, *grads = ref_grads(ref_fn, inputs, dy)
-    close("Y", y, ref, torch.float16)
-    for i, (got, want) in enumerate(zip([t.grad for t in xs], grads, strict=True)):
-        close(f"d{i}", got, want, torch.float16, 4)
+    for hooked in (False, True):
+        xs = leaves(*inputs)
+        if hooked:
+            with _hooks(hooks):
+                y = fn(*xs)
+        else:
+            y = fn(*xs)
+        y.backward(dy)
+        close(f"hooks {hooked}: Y", y, ref, torch.float16)
+        for i, (got, want) in enumerate(zip([t.grad for t in xs], grads, strict=True)):
+            close(f"hooks {hooked}: d{i}", got, want, torch.float16, 4)

@@ -2,11 +2,12 @@
 
 Each plan runs ``warmup`` times (at least `execute.REPLAY_AFTER` while executes are replayed,
 so that a pack's capture never falls inside the timed runs), then ``repeats`` times between
-CUDA events on the handle's stream; the median is its time. Plans that fail to build or run are reported, not fatal;
-so are plans that need more workspace than the caller passed. When a composite offers
-several lowerings (attention: the unified SDPA_FWD operation or the composite graph), each
-lowering's plans are timed and the fastest of all wins. Tuning that takes more than a second
-shows its progress (tqdm's bar when tqdm is installed, else a line on stderr).
+CUDA events on the handle's stream; the median is its time. Plans that fail to build or run
+are reported, not fatal; so are plans that need more workspace than the caller passed. When
+a composite offers several lowerings (attention: the unified SDPA_FWD operation or the
+composite graph), each lowering's plans are timed and the fastest of all wins. Tuning that
+takes more than a second shows its progress (tqdm's bar when tqdm is installed, else a line
+on stderr).
 """
 
 from __future__ import annotations

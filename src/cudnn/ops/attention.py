@@ -138,13 +138,16 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
              stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float,
              forward: rt.Built | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """dQ, dK, dV (the layouts of Q, K, V) from cuDNN's attention backward graph. ``forward``:
-    the graph that made O and Stats, where the backward graph is kept once found (the eager
-    path: every other tensor's layout follows from the forward's key)."""
+    the graph that made O and Stats, where the backward graph is kept once found, by the
+    layouts and type of what it reads (the eager path; their shapes follow from the forward's
+    key, and saved-tensor hooks may give the saved tensors back in other layouts)."""
     if do.stride() != o.stride():
         do = do.transpose(1, 2).contiguous().transpose(1, 2)  # dO in O's (BSHD) layout
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dev = q.get_device()
-    built = None if forward is None else forward.derived.get(do.dtype)
+    memo = None if forward is None else (do.stride(), do.dtype, q.dtype, q.stride(), k.stride(), v.stride(),
+                                         o.stride(), stats.stride(), None if bias is None else bias.stride())
+    built = None if forward is None else forward.derived.get(memo)
     if built is None:
         key = ("sdpa_backward", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(o), rt.sig(do),
                rt.sig(stats), rt.sig(bias), dq.stride(), dk.stride(), dv.stride(), is_causal, scale)
@@ -152,7 +155,7 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         if built is None:
             built = _build_bwd(dev, key, do, q, k, v, o, stats, bias, is_causal, scale, dq, dk, dv)
         if forward is not None:
-            forward.derived[do.dtype] = built
+            forward.derived[memo] = built
     if bias is None:
         rt.run(built, dev, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), stats.data_ptr(),
                             dq.data_ptr(), dk.data_ptr(), dv.data_ptr()))

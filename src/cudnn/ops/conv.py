@@ -159,10 +159,11 @@ def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Te
              forward: rt.Built | None = None) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """dX, dW (the layouts of X and W) and dBias, each None when not wanted. Each graph is
     looked up by the raw shapes and strides it runs on (a miss builds it), or, given the
-    ``forward`` graph (the eager path), found where they were kept on it by dY's layout:
-    every other tensor's layout follows from the forward's key."""
+    ``forward`` graph (the eager path), found where they were kept on it by the types and the
+    gradients wanted: the graphs read NHWC copies of dY, X, W and the saved tensor, whatever
+    layout those come in, and their shapes follow from the forward's key."""
     dev = x.get_device()
-    memo = None if forward is None else (dy.stride(), dy.dtype, need_dx, need_dw)
+    memo = None if forward is None else (dy.dtype, x.dtype, w.dtype, need_dx, need_dw)
     kept = None if forward is None else forward.derived.get(memo)
     g_act, g_dgrad, g_wgrad = (None, None, None) if kept is None else kept
     conv = (tuple(stride), tuple(padding), tuple(dilation))

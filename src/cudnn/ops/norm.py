@@ -310,13 +310,16 @@ class _LNEager(torch.autograd.Function):
             raise RuntimeError("cudnn.ops.layer_norm / rms_norm: this call ran with training=False (no statistics "
                                "saved); call with training=True to differentiate it")
         pad = built.info[4]
-        bwd = built.derived.get(dy.dtype)  # the graph reads dY row-major, whatever its strides
+        # the graph reads row-major copies of X and dY, whatever their strides (saved-tensor
+        # hooks may hand X back in another layout): only the types choose it
+        memo = (dy.dtype, x.dtype, None if weight is None else weight.dtype)
+        bwd = built.derived.get(memo)
         if bwd is None:
             rows = built.info[0]
             inv = block[:rows].view(rows, 1)
             mean = None if rms else block[pad:pad + rows].view(rows, 1)
-            bwd = built.derived[dy.dtype] = _ln_bwd_graph(dy, x, normalized_shape, weight, mean, inv, rms,
-                                                          bias_shape is not None)
+            bwd = built.derived[memo] = _ln_bwd_graph(dy, x, normalized_shape, weight, mean, inv, rms,
+                                                      bias_shape is not None)
         p = block.data_ptr()
         dx, dw, db = _ln_bwd_launch(bwd, dy, x, weight, (p,) if rms else (p, p + 4 * pad))
         # dWeight and dBias come out flat ([features]); a parameter of several dims gets its shape back
@@ -674,7 +677,7 @@ class _BNEager(torch.autograd.Function):
         _, has_w, has_b = ctx.bn
         c = x.shape[1]
         if rt.eager(dy, x):
-            key = (dy.stride(), dy.dtype)  # dY has X's shape
+            key = (dy.stride(), dy.dtype, x.stride(), x.dtype)  # saved-tensor hooks may change X's layout
             bwd = built.derived.get(key)
             if bwd is None:
                 bwd = built.derived[key] = _bn_bwd_graph(dy, x, weight, block[0, :c], block[1, :c])
