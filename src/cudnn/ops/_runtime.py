@@ -125,8 +125,8 @@ class Built:
     the op worked out when it built it (``info``: output sizes and strides, layouts), so a
     cache hit repeats none of that work. ``uids`` are the roles' uids in the order the op
     passes their addresses to `run` (set once by `bind`). ``derived``: what the op's eager
-    backward finds once per forward graph (its backward graphs, by the gradient's layout), so
-    a backward call builds no cache key."""
+    backward finds once per forward graph (its backward graphs, by the layouts and types of
+    what they read), so a backward call builds no cache key."""
 
     __slots__ = ("derived", "device", "graph", "info", "ports", "runner", "uids", "workspace")
 
