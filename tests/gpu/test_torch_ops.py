@@ -8,8 +8,10 @@ the torch op and autograd), so tolerances only cover cuDNN's arithmetic and outp
   batch norm      as layer norm; running statistics atol/rtol 1e-3
   attention       O fp16 2e-2 | bf16 6e-2; dQ/dK/dV twice that, scaled by magnitude
 Also: torch.compile(fullgraph=True) of each op (forward and backward), CUDA-graph capture and
-replay, autocast, channels-last and contiguous inputs, the graph cache's reuse, and the eager
-path (no dispatcher) against the registered ops.
+replay, autocast, channels-last and contiguous inputs, the graph cache's reuse, the eager
+path (no dispatcher) against the registered ops, the eager backward's graphs kept on the
+forward's (repeated steps, gradients of other layouts, saved-tensor hooks that move or
+re-lay out what was saved), and two streams at once.
 """
 
 from __future__ import annotations
