@@ -32,6 +32,7 @@ class Replay:
         if not self.backend.launches:
             return False
         self.backend.replayed.append(self.backend.packs[self.pack])
+        self.backend.launch_streams.append(stream)
         return True
 
 
@@ -46,6 +47,7 @@ class Backend:
         self.destroyed: list[int] = []
         self.captured: list[dict[int, int]] = []
         self.replayed: list[dict[int, int]] = []
+        self.launch_streams: list[int | None] = []  # the stream each replay was given (None: ask cuDNN)
         self.captures: bool | None = False  # what a capture gives: a Replay (True), False, or None (not now)
         self.launches = True  # what a Replay's launch says
 

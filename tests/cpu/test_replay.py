@@ -127,6 +127,19 @@ def test_raw_pointer_packs_are_replayed_too(backend: Backend) -> None:
     assert backend.captured == [bound] and backend.replayed == [bound] * 2
 
 
+def test_a_stream_the_caller_knows_reaches_the_replay(backend: Backend) -> None:
+    """run_pointers' stream (cudnn.ops gives the one it has just set on the handle) goes to the
+    replay's launch as it is; an execute through run() gives none, and the replay asks cuDNN."""
+    g, A, B, C = fake_graph((4, 4))
+    runner = backend.runner(g)
+    uids = (A.get_uid(), B.get_uid(), C.get_uid())
+    for _ in range(REPLAY_AFTER + 2):
+        runner.run_pointers(uids, (0x1000, 0x2000, 0x3000), 0, 1, 0x77)
+    run, _ = one_pack(backend)
+    run(REPLAY_AFTER + 1)
+    assert backend.launch_streams == [0x77, 0x77, None]
+
+
 def scaled_graph() -> tuple[cudnn.pygraph, cudnn.tensor, cudnn.tensor, cudnn.tensor]:
     """C = A * s with s a float32 scalar passed by value."""
     g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, compute_data_type=cudnn.data_type.FLOAT)
