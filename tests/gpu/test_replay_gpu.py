@@ -45,20 +45,22 @@ def nhwc(*shape: int) -> torch.Tensor:
     return torch.randn(*shape, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
 
 
-def conv_graph(x: torch.Tensor, w: torch.Tensor) -> tuple[cudnn.pygraph, Any, Any, Any]:
+def conv_graph(x: torch.Tensor, w: torch.Tensor) -> tuple[cudnn.pygraph, Any, Any, Any, torch.Tensor, torch.Tensor]:
+    """A built 3x3 conv of ``x`` by ``w`` (padding 1): the graph, its X, W, Y, an output buffer
+    and a workspace."""
     g = cudnn.pygraph(io_data_type=HALF, compute_data_type=FLOAT)
     X, W = g.tensor_like(x), g.tensor_like(w)
     Y = g.conv_fprop(X, W, padding=[1, 1]).set_output(True)
     g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    return g, X, W, Y
+    y = torch.empty_like(torch.nn.functional.conv2d(x, w, padding=1))
+    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    return g, X, W, Y, y, ws
 
 
 def test_pygraph_execute_replays_with_the_inputs_of_each_call(launches: list[int]) -> None:
     torch.manual_seed(0)
     x, w = nhwc(4, 32, 16, 16), nhwc(32, 32, 3, 3)
-    g, X, W, Y = conv_graph(x, w)
-    y = torch.empty_like(torch.nn.functional.conv2d(x, w, padding=1))
-    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    g, X, W, Y, y, ws = conv_graph(x, w)
     handle = cudnn.create_handle()
     cudnn.set_stream(handle, torch.cuda.current_stream())
     pack = {X: x, W: w, Y: y}
@@ -75,9 +77,7 @@ def test_a_replay_runs_on_the_stream_the_handle_has_now(launches: list[int]) -> 
     stream reads it."""
     torch.manual_seed(1)
     x, w = nhwc(4, 32, 16, 16), nhwc(32, 32, 3, 3)
-    g, X, W, Y = conv_graph(x, w)
-    y = torch.empty_like(torch.nn.functional.conv2d(x, w, padding=1))
-    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    g, X, W, Y, y, ws = conv_graph(x, w)
     first, second = torch.cuda.Stream(), torch.cuda.Stream()
     handle = cudnn.create_handle()
     cudnn.set_stream(handle, first)
@@ -101,9 +101,7 @@ def test_a_users_cuda_graph_capture_records_a_real_execute(launches: list[int]) 
     its replays compute with the inputs of each replay."""
     torch.manual_seed(2)
     x, w = nhwc(4, 32, 16, 16), nhwc(32, 32, 3, 3)
-    g, X, W, Y = conv_graph(x, w)
-    y = torch.empty_like(torch.nn.functional.conv2d(x, w, padding=1))
-    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    g, X, W, Y, y, ws = conv_graph(x, w)
     side = torch.cuda.Stream()
     handle = cudnn.create_handle()
     cudnn.set_stream(handle, side)
@@ -127,9 +125,7 @@ def test_a_users_cuda_graph_capture_records_a_real_execute(launches: list[int]) 
 def test_at_max_graphs_packs_are_executed(launches: list[int]) -> None:
     torch.manual_seed(5)
     x, w = nhwc(2, 16, 8, 8), nhwc(16, 16, 3, 3)
-    g, X, W, Y = conv_graph(x, w)
-    y = torch.empty_like(torch.nn.functional.conv2d(x, w, padding=1))
-    ws = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+    g, X, W, Y, y, ws = conv_graph(x, w)
     try:
         cudnn.set_execute_replay(True, max_graphs=0)
         for _ in range(5):
