@@ -467,6 +467,11 @@ def _is_f32(p: torch.Tensor) -> bool:
     return p.dtype is torch.float32 and p.is_contiguous()
 
 
+def _typed(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in ``dtype`` (itself when it is already: ``Tensor.to`` costs a dispatch even then)."""
+    return t if t.dtype is dtype else t.to(dtype)
+
+
 def _f32(p: torch.Tensor) -> torch.Tensor:
     """A per-channel parameter's memory as C contiguous float32 values (itself when it is that)."""
     return p if _is_f32(p) else p.float().contiguous()
@@ -642,8 +647,8 @@ def _bn_backward(ctx, dy, *_):  # type: ignore[no-untyped-def]
         dyf = dy.float()
         db = dyf.sum(dim=(0, 2, 3))
         dw = (dyf * (x.float() - mean.reshape(1, c, 1, 1)) * inv.reshape(1, c, 1, 1)).sum(dim=(0, 2, 3))
-    return (dx, dw.to(weight.dtype) if has_w else None, db.to(weight.dtype if has_w else x.dtype) if has_b else None,
-            None, None, None, None, None)
+    return (dx, _typed(dw, weight.dtype) if has_w else None,
+            _typed(db, weight.dtype if has_w else x.dtype) if has_b else None, None, None, None, None, None)
 
 
 _bn.register_autograd(_bn_backward, setup_context=_bn_setup)
@@ -685,8 +690,8 @@ class _BNEager(torch.autograd.Function):
             dx, dw, db = _bn_bwd_launch(bwd, dy, x, weight, p, p + block.stride(0) * 4)
         else:
             dx, dw, db = torch.ops.cudnn.batch_norm_backward(dy, x, weight, block[0, :c], block[1, :c])
-        return (dx, dw.to(weight.dtype) if has_w else None,
-                db.to(weight.dtype if has_w else x.dtype) if has_b else None, None, None, None, None, None)
+        return (dx, _typed(dw, weight.dtype) if has_w else None,
+                _typed(db, weight.dtype if has_w else x.dtype) if has_b else None, None, None, None, None, None)
 
 
 def _update_running(running_mean: torch.Tensor | None, running_var: torch.Tensor | None, nrm: torch.Tensor | None,
