@@ -73,6 +73,7 @@ def cases() -> dict[str, tuple[Callable[..., torch.Tensor], Callable[..., torch.
     q = torch.randn(4, 16, 2048, 128, device=DEV, dtype=B16)
     bx = torch.randn(32, 256, 56, 56, device=DEV, dtype=H).contiguous(memory_format=cl)
     bw, bb = torch.ones(256, device=DEV), torch.zeros(256, device=DEV)
+    rm, rv = 0.1 * torch.randn(256, device=DEV), 0.5 + torch.rand(256, device=DEV)
     return {
         "conv3x3+bias+relu 32x256x56x56 fp16 NHWC": (
             lambda x_, w_, b_: ops.conv2d_bias_act(x_, w_, b_, 1, 1, 1, 1, "relu"),
@@ -86,6 +87,9 @@ def cases() -> dict[str, tuple[Callable[..., torch.Tensor], Callable[..., torch.
         "batch_norm train 32x256x56x56 fp16 NHWC": (
             lambda x_, w_, b_: ops.batch_norm(x_, None, None, w_, b_, True),
             lambda x_, w_, b_: F.batch_norm(x_, None, None, w_, b_, True), [bx, bw, bb]),
+        "batch_norm eval 32x256x56x56 fp16 NHWC": (
+            lambda x_, w_, b_: ops.batch_norm(x_, rm, rv, w_, b_, False),
+            lambda x_, w_, b_: F.batch_norm(x_, rm, rv, w_, b_, False), [bx, bw, bb]),
         "sdpa causal b4 h16 s2048 d128 bf16": (sdpa, torch_sdpa, [q, q.clone(), q.clone()]),
         "sdpa causal b4 h16 s2048 d128 bf16 vs flash": (sdpa, flash_sdpa, [q, q.clone(), q.clone()]),
     }
@@ -160,6 +164,7 @@ def overhead_pairs() -> dict[str, tuple[Callable[[], object], Callable[[], objec
     tiny_t, tiny_lw = torch.randn(8, 64, device=DEV, dtype=H), torch.ones(64, device=DEV, dtype=H)
     tiny_q = torch.randn(1, 1, 16, 64, device=DEV, dtype=H)
     bn_w, bn_b = torch.ones(8, device=DEV), torch.zeros(8, device=DEV)
+    bn_rm, bn_rv = torch.zeros(8, device=DEV), torch.ones(8, device=DEV)
     gx, gwl, gb = (t.detach().clone().requires_grad_() for t in (tiny_x, tiny_wl, tiny_b))
     gt, glw = (t.detach().clone().requires_grad_() for t in (tiny_t, tiny_lw))
     gq = tiny_q.detach().clone().requires_grad_()
@@ -177,6 +182,8 @@ def overhead_pairs() -> dict[str, tuple[Callable[[], object], Callable[[], objec
                      lambda: F.rms_norm(tiny_t, (64,), tiny_lw, 1e-6)),
         "batch_norm train": (lambda: ops.batch_norm(tiny_x, None, None, bn_w, bn_b, True),
                              lambda: F.batch_norm(tiny_x, None, None, bn_w, bn_b, True)),
+        "batch_norm eval": (lambda: ops.batch_norm(tiny_x, bn_rm, bn_rv, bn_w, bn_b, False),
+                            lambda: F.batch_norm(tiny_x, bn_rm, bn_rv, bn_w, bn_b, False)),
         "conv2d_bias_act new x": (lambda: ops.conv2d_bias_act(next(many), tiny_wl, tiny_b, 1, 1, 1, 1, "relu"),
                                   lambda: F.relu(F.conv2d(next(many), tiny_wl, tiny_b, 1, 1))),
         "batch_norm train new x": (lambda: ops.batch_norm(next(many), None, None, bn_w, bn_b, True),
@@ -191,6 +198,9 @@ def overhead_pairs() -> dict[str, tuple[Callable[[], object], Callable[[], objec
                              lambda: F.rms_norm(gt, (64,), glw, 1e-6).sum().backward()),
         "batch_norm fwd+bwd": (lambda: ops.batch_norm(gbx, None, None, gbw, gbb, True).sum().backward(),
                                lambda: F.batch_norm(gbx, None, None, gbw, gbb, True).sum().backward()),
+        "batch_norm eval fwd+bwd": (
+            lambda: ops.batch_norm(gbx, bn_rm, bn_rv, gbw, gbb, False).sum().backward(),
+            lambda: F.batch_norm(gbx, bn_rm, bn_rv, gbw, gbb, False).sum().backward()),
         "sdpa fwd+bwd": (lambda: ops.scaled_dot_product_attention(gq, gq, gq).sum().backward(),
                          lambda: F.scaled_dot_product_attention(gq, gq, gq).sum().backward()),
     }

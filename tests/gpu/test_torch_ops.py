@@ -190,6 +190,90 @@ def test_batch_norm(dtype: torch.dtype, layout: str) -> None:
                                            eps=1e-5), dtype)
 
 
+EVAL_TOL = {torch.float16: 2e-2, torch.bfloat16: 6e-2, torch.float32: 1e-4}
+
+
+@pytest.mark.parametrize("params", ["f32", "input dtype", "none"])
+@pytest.mark.parametrize("shape", [(8, 32, 16, 16), (4, 64, 1, 1), (3, 24, 7, 5)], ids=["c32", "1x1", "c24"])
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("dtype", [*DTYPES, torch.float32], ids=[*IDS, "fp32"])
+def test_batch_norm_eval(dtype: torch.dtype, layout: str, shape: tuple[int, ...], params: str) -> None:
+    """Eval mode against torch in float64 on the same values: float32 parameters, parameters in
+    the input's dtype (a model after .half()), or no weight and bias; the output keeps the
+    input's layout; with a gradient wanted, dX / dWeight / dBias as torch's."""
+    torch.manual_seed(0)
+    c = shape[1]
+    x = (2 * torch.randn(shape, device=DEV) + 0.3).to(dtype)
+    if layout == "nhwc":
+        x = x.contiguous(memory_format=torch.channels_last)
+    pdt = torch.float32 if params == "f32" else dtype
+    rm, rv = (0.1 * torch.randn(c, device=DEV)).to(pdt), (0.5 + torch.rand(c, device=DEV)).to(pdt)
+    w, b = (None, None) if params == "none" else ((1 + 0.3 * torch.randn(c, device=DEV)).to(pdt),
+                                                  (0.3 * torch.randn(c, device=DEV)).to(pdt))
+    d = [None if t is None else t.double() for t in (x, rm, rv, w, b)]
+    ref = F.batch_norm(d[0], d[1], d[2], d[3], d[4], False, 0.1, 1e-3)
+    tol = EVAL_TOL[dtype]
+    with torch.no_grad():
+        y = ops.batch_norm(x, rm, rv, w, b, training=False, eps=1e-3)
+    assert y.dtype == dtype and y.shape == x.shape and y.stride() == x.stride()
+    torch.testing.assert_close(y.double(), ref, atol=tol * max(1.0, float(ref.abs().max())), rtol=tol)
+    if params == "none":
+        return
+    xs, ws, bs = leaves(x, w, b)
+    y = ops.batch_norm(xs, rm, rv, ws, bs, training=False, eps=1e-3)
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    ref, dx, dw, db = ref_grads(lambda x_, w_, b_: F.batch_norm(x_, d[1], d[2], w_, b_, False, 0.1, 1e-3),
+                                [x, w, b], dy)
+    frozen = x.detach().clone().requires_grad_()  # weight and bias wanting no gradient (a frozen norm)
+    ops.batch_norm(frozen, rm, rv, w, b, training=False, eps=1e-3).backward(dy)
+    for name, got, want in (("Y", y, ref), ("dX", xs.grad, dx), ("dWeight", ws.grad, dw), ("dBias", bs.grad, db),
+                            ("dX, frozen", frozen.grad, dx)):
+        scale = 4 if name in ("dWeight", "dBias") else 1
+        torch.testing.assert_close(got.double(), want, atol=scale * tol * max(1.0, float(want.abs().max())),
+                                   rtol=scale * tol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_batch_norm_three_channels_matches_torch_or_is_refused_by_name(training: bool) -> None:
+    """Three channels (a norm over RGB input): cuDNN 9.19 on an H200 has no engine for it. The
+    call gives torch's result or an OpError naming the op, the argument and the channel count,
+    never a raw status or a wrong result."""
+    x = torch.randn(2, 3, 5, 7, device=DEV, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    rm, rv = torch.zeros(3, device=DEV), torch.ones(3, device=DEV)
+    w, b = torch.randn(3, device=DEV), torch.randn(3, device=DEV)
+    try:
+        with torch.no_grad():
+            got = ops.batch_norm(x, rm, rv, w, b, training=training)
+    except ops.OpError as exc:
+        assert "cudnn.ops.batch_norm: input:" in str(exc) and "3 channels" in str(exc)
+        return
+    want = F.batch_norm(x.double(), rm.double(), rv.double(), w.double(), b.double(), training)
+    torch.testing.assert_close(got.double(), want, atol=2e-2, rtol=2e-2)
+
+
+def test_batch_norm_eval_propagates_nan_and_inf_and_reads_statistics_each_call() -> None:
+    """A NaN or infinite input element gives what torch gives there, the rest is unchanged; the
+    running statistics are read at every call (changed in place, or through .data, between
+    calls), never cached."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 4, 4, device=DEV, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    x[0, 0, 0, 0], x[0, 1, 0, 0], x[1, 2, 3, 3] = float("nan"), float("inf"), -float("inf")
+    rm, rv = 0.1 * torch.randn(16, device=DEV), 0.5 + torch.rand(16, device=DEV)
+    w, b = torch.randn(16, device=DEV), torch.randn(16, device=DEV)
+    for step in range(3):
+        with torch.no_grad():
+            got = ops.batch_norm(x, rm, rv, w, b, training=False)
+            want = F.batch_norm(x.float(), rm, rv, w, b, False).half()
+        torch.testing.assert_close(got, want, atol=2e-2, rtol=2e-2, equal_nan=True,
+                                   msg=lambda m, step=step: f"call {step}: {m}")
+        assert torch.isnan(got[0, 0, 0, 0]) and torch.isinf(got[0, 1, 0, 0]) and torch.isinf(got[1, 2, 3, 3])
+        if step == 0:
+            rm.mul_(-3).add_(0.5)
+        else:
+            rv.data.mul_(4)
+
+
 # -- attention -------------------------------------------------------------------------------------
 
 def _qkv(dtype: torch.dtype, hq: int = 8, hk: int = 8, sq: int = 256, skv: int = 256, d: int = 64) -> tuple:

@@ -3,19 +3,22 @@
 Training forwards write the statistics cuDNN's backward graphs read (MEAN and INV_VARIANCE,
 float32), so the backward is one cuDNN graph too. Layer and RMS norm view the input as
 [rows, features] (features: the normalized trailing axes); batch norm runs NHWC (cuDNN's
-batch-norm engines want it) and returns the input's layout. Eval-mode batch norm's backward
-is elementwise (dX = dY * weight * inv_std) and runs in torch.
+batch-norm engines want it) and returns the input's layout. Eval-mode batch norm is one
+pointwise graph reading the running statistics as they are; its backward is another for dX
+(dY * inv_std * weight) and, where dWeight or dBias is wanted, the backward graph's sums at
+the running statistics.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .. import norm_forward_phase
+from .._lib.errors import CudnnNotSupportedError
 from . import _runtime as rt
 
 if TYPE_CHECKING:
@@ -384,6 +387,17 @@ def _bn_check(x: torch.Tensor, params: dict[str, torch.Tensor | None]) -> int:
     return c
 
 
+def _bn_graph(dev: int, key: tuple, make: Callable[[pygraph], dict], what: str, x: torch.Tensor) -> rt.Built:
+    """`rt.CACHE.build`, where cuDNN has no engine an OpError naming the op, the input's dtype,
+    channels and shape (cuDNN 9.19 on an H200 has none for 3 channels, for example)."""
+    try:
+        return rt.CACHE.build(dev, key, make)
+    except CudnnNotSupportedError as exc:
+        raise rt.OpError(f"cudnn.ops.batch_norm: input: cuDNN has no engine for {what} of a "
+                         f"{str(x.dtype).removeprefix('torch.')} input with {x.shape[1]} channels "
+                         f"(shape {tuple(x.shape)}): {exc}") from exc
+
+
 def _vec(p: torch.Tensor | None, c: int, fill: float, like: torch.Tensor) -> torch.Tensor:
     """A [1, C, 1, 1] float32 NHWC view of a per-channel parameter (``fill`` when None)."""
     v = torch.full((1, c, 1, 1), fill, dtype=torch.float32, device=like.device) if p is None \
@@ -498,7 +512,7 @@ def _bn_train_build(dev: int, key: tuple, x: torch.Tensor, weight: torch.Tensor 
             ports.update(rm=RM, rv=RV, nrm=_out(NRM, stats), nrv=_out(NRV, stats))
         return ports
 
-    built = rt.CACHE.build(dev, key, make)
+    built = _bn_graph(dev, key, make, "training-mode batch norm", x)
     built.bind("x", "scale", "bias", "y", "mean", "inv", *(("rm", "rv", "nrm", "nrv") if track else ()))
     # NCHW inputs run through an NHWC copy; ones / zeros stand for an absent weight / bias
     built.info = (not x.is_contiguous(memory_format=torch.channels_last), w.reshape(c) if weight is None else None,
@@ -513,25 +527,101 @@ def _bn_run(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | N
     (None without running statistics or outside training), each a tensor of its own."""
     if training:
         return _bn_train_fresh(x, weight, bias, running_mean, running_var, momentum, eps)
+    y = _bn_eval(x, weight, bias, running_mean, running_var, eps)
+    return (y, *_eval_stats(running_mean, running_var, eps), None, None)
+
+
+def _eval_stats(running_mean: torch.Tensor, running_var: torch.Tensor, eps: float) -> tuple[torch.Tensor,
+                                                                                              torch.Tensor]:
+    """The float32 [C] MEAN and INV_VARIANCE an eval-mode forward normalized with, in memory of
+    their own (what its elementwise backward reads)."""
+    c = running_mean.numel()
+    mean = running_mean.reshape(c).to(torch.float32, copy=True)
+    return mean, (running_var.reshape(c).float() + eps).rsqrt()
+
+
+def _rows_by_channel(t: torch.Tensor) -> torch.Tensor:
+    """A 4-D tensor's values as NHWC memory viewed [1, C, N*H*W, 1]: the same per-channel
+    problem at one shape cuDNN's engines take for any N, H, W (copied first when ``t`` is not
+    channels-last contiguous)."""
+    if not t.is_contiguous(memory_format=torch.channels_last):
+        t = t.contiguous(memory_format=torch.channels_last)
+    c = t.shape[1]
+    m = t.numel() // c
+    return t.as_strided((1, c, m, 1), (m * c, 1, c, c))
+
+
+def _bn_eval(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+             running_mean: torch.Tensor | None, running_var: torch.Tensor | None, eps: float) -> torch.Tensor:
+    """Eval-mode Y from the running statistics: one pointwise graph (`_bn_eval_build`) over
+    X's NHWC memory (a channels-last X as it is; others through a copy, and Y then comes back
+    contiguous). The arguments are checked when their key is first built."""
+    key = ("batchnorm_eval", x.shape, x.stride(), x.dtype, rt.sig(weight), rt.sig(bias), rt.sig(running_mean),
+           rt.sig(running_var), eps)
+    dev = x.get_device()
+    built = rt.CACHE.lookup(dev, key)
+    if built is None:
+        built = _bn_eval_build(dev, key, x, weight, bias, running_mean, running_var, eps)
+    direct, dense = built.info
+    xn = x if direct else x.contiguous(memory_format=torch.channels_last)
+    assert running_mean is not None and running_var is not None  # checked by the build
+    if not dense:
+        running_mean, running_var = running_mean.contiguous(), running_var.contiguous()
+        weight = None if weight is None else weight.contiguous()
+        bias = None if bias is None else bias.contiguous()
+    y = torch.empty_like(xn)
+    # roles bound in _bn_eval_build's order: x, mean, var, [scale], [bias], y
+    pointers = [xn.data_ptr(), running_mean.data_ptr(), running_var.data_ptr()]
+    if weight is not None:
+        pointers.append(weight.data_ptr())
+    if bias is not None:
+        pointers.append(bias.data_ptr())
+    pointers.append(y.data_ptr())
+    rt.run(built, dev, tuple(pointers))
+    return y if direct else y.contiguous()
+
+
+def _bn_eval_build(dev: int, key: tuple, x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+                   running_mean: torch.Tensor | None, running_var: torch.Tensor | None, eps: float) -> rt.Built:
+    """Check the arguments, then build and cache Y = (X - mean) * rsqrt(var + eps) * scale + bias
+    as one pointwise graph over X's NHWC memory viewed [1, C, N*H*W, 1] (`_rows_by_channel`),
+    reading the per-channel tensors as they are (any float dtypes; computed in float32).
+    ``info``: whether X is read in place (channels-last contiguous) and whether the
+    per-channel tensors are (contiguous)."""
     c = _bn_check(x, {"weight": weight, "bias": bias, "running_mean": running_mean, "running_var": running_var})
     if running_mean is None or running_var is None:
         raise rt.OpError("cudnn.ops.batch_norm: running_mean / running_var: needed when training=False")
-    xn = x.contiguous(memory_format=torch.channels_last)
-    w, b = _vec(weight, c, 1.0, x), _vec(bias, c, 0.0, x)
-    y = torch.empty_like(xn)
-    dev = rt.device_index(x)
-    mean = _vec(running_mean, c, 0.0, x)
-    inv = (_vec(running_var, c, 1.0, x) + eps).rsqrt()
+    params = {"mean": running_mean, "var": running_var, "scale": weight, "bias": bias}
+    xv = _rows_by_channel(x)
+    f32 = rt.data_type.FLOAT
 
-    def make_inf(g: pygraph) -> dict:
-        X, M, V = rt.tensor_of(g, "x", xn), rt.tensor_of(g, "mean", mean), rt.tensor_of(g, "inv", inv)
-        W, B = rt.tensor_of(g, "scale", w), rt.tensor_of(g, "bias", b)
-        Y = g.batchnorm_inference(X, M, V, W, B)
-        return {"x": X, "mean": M, "inv": V, "scale": W, "bias": B, "y": _out(Y, y)}
+    def make(g: pygraph) -> dict:
+        X = rt.tensor_of(g, "x", xv)
+        ports = {"x": X}
+        for name, p in params.items():
+            if p is not None:
+                ports[name] = g.tensor(name=name, dim=[1, c, 1, 1], stride=[c, 1, c, c],
+                                       data_type=rt.CUDNN_DTYPE[p.dtype])
+        # var at X's shape: cuDNN computes a pointwise op whose inputs are all per-channel at
+        # that smaller shape, wrongly (graph.guards), so var is broadcast inside an op of X's
+        # shape first: select(var, var, X == X) is var everywhere, whatever X holds (NaN too)
+        every = g.cmp_eq(X, X, compute_data_type=f32).set_data_type(rt.data_type.BOOLEAN)
+        var = g.binary_select(ports["var"], ports["var"], every, compute_data_type=f32)
+        inv = g.rsqrt(g.add(var, eps, compute_data_type=f32), compute_data_type=f32)
+        Y = g.mul(g.sub(X, ports["mean"], compute_data_type=f32), inv, compute_data_type=f32)
+        if "scale" in ports:
+            Y = g.mul(Y, ports["scale"], compute_data_type=f32)
+        if "bias" in ports:
+            Y = g.add(Y, ports["bias"], compute_data_type=f32)
+        ports["y"] = Y.set_output(True).set_data_type(rt.CUDNN_DTYPE[x.dtype]).set_dim(list(xv.shape)) \
+            .set_stride(list(xv.stride()))
+        return ports
 
-    built = rt.CACHE.get(dev, ("batchnorm_inference", rt.signature(xn, w)), make_inf)
-    rt.execute(built, dev, {"x": xn, "mean": mean, "inv": inv, "scale": w, "bias": b, "y": y})
-    return (y if rt.channels_last(x) else y.contiguous()), mean.reshape(c).clone(), inv.reshape(c), None, None
+    built = _bn_graph(dev, key, make, "eval-mode batch norm", x)
+    built.bind(*(r for r in ("x", "mean", "var", "scale", "bias", "y") if r in built.ports))
+    built.info = (x.is_contiguous(memory_format=torch.channels_last),
+                  all(p is None or p.is_contiguous() for p in params.values()))
+    return built
 
 
 @torch.library.custom_op("cudnn::batch_norm", mutates_args=())
@@ -550,6 +640,55 @@ def _(x, weight, bias, running_mean, running_var, training, momentum, eps):  # t
     return (rt.like_layout(x, list(x.shape), rt.channels_last(x)), stats, x.new_empty(c, dtype=torch.float32),
             x.new_empty(c, dtype=torch.float32) if track else x.new_empty(0),
             x.new_empty(c, dtype=torch.float32) if track else x.new_empty(0))
+
+
+def _bn_eval_dx(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, inv: torch.Tensor) -> torch.Tensor:
+    """Eval-mode dX = dY * inv_std * weight (X's dtype, dY's NHWC memory: dY itself when it is
+    channels-last contiguous, else a copy) by one pointwise graph over [1, C, N*H*W, 1]."""
+    key = ("batchnorm_eval_backward", dy.shape, dy.stride(), dy.dtype, x.dtype, rt.sig(weight), rt.sig(inv))
+    dev = dy.get_device()
+    built = rt.CACHE.lookup(dev, key)
+    if built is None:
+        built = _bn_eval_dx_build(dev, key, dy, x, weight, inv)
+    direct, w_dense = built.info
+    dyn = dy if direct else dy.contiguous(memory_format=torch.channels_last)
+    dx = torch.empty_like(dyn, dtype=x.dtype)
+    if weight is None:
+        rt.run(built, dev, (dyn.data_ptr(), inv.data_ptr(), dx.data_ptr()))
+    else:
+        w = weight if w_dense else weight.contiguous()
+        rt.run(built, dev, (dyn.data_ptr(), inv.data_ptr(), w.data_ptr(), dx.data_ptr()))
+    return dx
+
+
+def _bn_eval_dx_build(dev: int, key: tuple, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None,
+                      inv: torch.Tensor) -> rt.Built:
+    """Build and cache `_bn_eval_dx`'s graph (``info``: whether dY and the weight are read in place)."""
+    c = x.shape[1]
+    rt.check_tensor("batch_norm", "grad_output", dy, rank=4, device=x.device)
+    if dy.shape != x.shape:
+        raise rt.OpError(f"cudnn.ops.batch_norm: grad_output: expected the input's shape {tuple(x.shape)}, got "
+                         f"{tuple(dy.shape)}")
+    dyv = _rows_by_channel(dy)
+    f32 = rt.data_type.FLOAT
+
+    def make(g: pygraph) -> dict:
+        DY = rt.tensor_of(g, "dy", dyv)
+        ports = {"dy": DY, "inv": g.tensor(name="inv", dim=[1, c, 1, 1], stride=[c, 1, c, c],
+                                           data_type=rt.CUDNN_DTYPE[inv.dtype])}
+        DX = g.mul(DY, ports["inv"], compute_data_type=f32)
+        if weight is not None:
+            ports["scale"] = g.tensor(name="scale", dim=[1, c, 1, 1], stride=[c, 1, c, c],
+                                      data_type=rt.CUDNN_DTYPE[weight.dtype])
+            DX = g.mul(DX, ports["scale"], compute_data_type=f32)
+        ports["dx"] = DX.set_output(True).set_data_type(rt.CUDNN_DTYPE[x.dtype]).set_dim(list(dyv.shape)) \
+            .set_stride(list(dyv.stride()))
+        return ports
+
+    built = _bn_graph(dev, key, make, "the eval-mode batch-norm backward", x)
+    built.bind(*(r for r in ("dy", "inv", "scale", "dx") if r in built.ports))
+    built.info = (dy.is_contiguous(memory_format=torch.channels_last), weight is None or weight.is_contiguous())
+    return built
 
 
 def _bn_bwd_graph(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
@@ -608,7 +747,8 @@ def _bn_bwd_build(dev: int, key: tuple, dy: torch.Tensor, x: torch.Tensor, weigh
         return {"dy": DY, "x": X, "scale": W, "mean": M, "inv": V, "dx": _out(DX, dx), "dw": _out(DW, stats),
                 "db": _out(DB, stats)}
 
-    built = rt.CACHE.build(dev, key, make).bind("dy", "x", "scale", "mean", "inv", "dx", "dw", "db")
+    built = _bn_graph(dev, key, make, "the batch-norm backward", x).bind("dy", "x", "scale", "mean", "inv", "dx", "dw",
+                                                                         "db")
     built.info = (not x.is_contiguous(memory_format=cl), not dy.is_contiguous(memory_format=cl),
                   not rt.channels_last(x), w.reshape(c) if weight is None else None)
     return built
@@ -637,18 +777,33 @@ def _bn_setup(ctx, inputs, output):  # type: ignore[no-untyped-def]
 def _bn_backward(ctx, dy, *_):  # type: ignore[no-untyped-def]
     x, weight, mean, inv = ctx.saved_tensors
     training, has_w, has_b = ctx.bn
-    c = x.shape[1]
-    if training:
-        dx, dw, db = (_bn_bwd_run if rt.eager(dy, x) else torch.ops.cudnn.batch_norm_backward)(dy, x, weight, mean,
-                                                                                              inv)
-    else:  # elementwise: statistics are constants in eval mode
-        scale = inv if weight is None else inv * weight.float()
-        dx = (dy.float() * scale.reshape(1, c, 1, 1)).to(x.dtype)
-        dyf = dy.float()
-        db = dyf.sum(dim=(0, 2, 3))
-        dw = (dyf * (x.float() - mean.reshape(1, c, 1, 1)) * inv.reshape(1, c, 1, 1)).sum(dim=(0, 2, 3))
+    if not training:
+        return _bn_eval_backward(ctx, dy, x, weight, mean, inv)
+    dx, dw, db = (_bn_bwd_run if rt.eager(dy, x) else torch.ops.cudnn.batch_norm_backward)(dy, x, weight, mean, inv)
     return (dx, _typed(dw, weight.dtype) if has_w else None,
             _typed(db, weight.dtype if has_w else x.dtype) if has_b else None, None, None, None, None, None)
+
+
+def _bn_eval_backward(ctx: Any, dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None, mean: torch.Tensor,
+                      inv: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    """The gradients of an eval-mode call that ``ctx.needs_input_grad`` asks for: dX = dY *
+    inv_std * weight, and dWeight / dBias, the sums cuDNN's backward graph computes at these
+    (constant) statistics; ``mean`` and ``inv``: [C] each, ``inv`` float32."""
+    _, has_w, has_b = ctx.bn
+    want_x, want_w, want_b = ctx.needs_input_grad[:3]
+    eager = rt.eager(dy, x)
+    dx = dw = db = None
+    if want_x:
+        if eager:
+            dx = _bn_eval_dx(dy, x, weight, inv)
+        else:
+            scale = inv if weight is None else inv * weight.float()
+            dx = (dy * scale.reshape(1, x.shape[1], 1, 1)).to(x.dtype)
+    if (want_w and has_w) or (want_b and has_b):
+        _dx, dw, db = (_bn_bwd_run if eager else torch.ops.cudnn.batch_norm_backward)(dy, x, weight, mean, inv)
+    return (dx, _typed(dw, weight.dtype) if weight is not None and dw is not None else None,
+            _typed(db, x.dtype if weight is None else weight.dtype) if has_b and db is not None else None,
+            None, None, None, None, None)
 
 
 _bn.register_autograd(_bn_backward, setup_context=_bn_setup)
@@ -662,11 +817,12 @@ class _BNEager(torch.autograd.Function):
     @staticmethod
     def forward(ctx, *inputs):  # type: ignore[no-untyped-def]
         x, weight, bias, running_mean, running_var, training, momentum, eps = inputs
-        if not training:
-            out = _bn_run(*inputs)
-            _bn_setup(ctx, inputs, out)
-            ctx.train = None
-            return out[0]
+        if not training:  # the running statistics are saved as torch's eval batch norm saves them
+            y = _bn_eval(x, weight, bias, running_mean, running_var, eps)
+            ctx.train, ctx.eps = None, eps
+            ctx.bn = (False, weight is not None, bias is not None)
+            ctx.save_for_backward(x, weight, running_mean, running_var)
+            return y
         y, block, built = _bn_train_eager(x, weight, bias, running_mean, running_var, momentum, eps)
         ctx.train = built
         ctx.bn = (True, weight is not None, bias is not None)
@@ -676,7 +832,8 @@ class _BNEager(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):  # type: ignore[no-untyped-def]
         if ctx.train is None:
-            return _bn_backward(ctx, dy)
+            x, weight, running_mean, running_var = ctx.saved_tensors
+            return _bn_eval_backward(ctx, dy, x, weight, running_mean, (running_var.float() + ctx.eps).rsqrt())
         x, weight, block = ctx.saved_tensors
         built = ctx.train
         _, has_w, has_b = ctx.bn
@@ -716,7 +873,7 @@ def batch_norm(x: torch.Tensor, running_mean: torch.Tensor | None, running_var: 
             return _BNEager.apply(*args)
         if training:
             return _bn_train_eager(x, weight, bias, running_mean, running_var, args[6], args[7])[0]
-        return _bn_run(*args)[0]
+        return _bn_eval(x, weight, bias, running_mean, running_var, args[7])
     y, _m, _v, nrm, nrv = torch.ops.cudnn.batch_norm(*args)
     if training:
         _update_running(running_mean, running_var, nrm, nrv)
