@@ -148,6 +148,24 @@ def test_modules_keep_the_torch_parameters_and_state_dict_keys() -> None:
         cnn.Conv2dBiasAct(8, 16, 3, act="tanh")
 
 
+def test_conv_padding_strings_and_modes_as_torch() -> None:
+    """"same" keeps the spatial size also for an even kernel (fake shapes); the module takes
+    nn.Conv2d's padding_mode and string padding and keeps its state-dict keys; a bad string or
+    "same" with a stride is refused naming the argument."""
+    x, w, b = meta(2, 8, 13, 11), meta(16, 8, 4, 4), meta(16)
+    for dilation in (1, 2):
+        assert ops.conv2d_bias_act(x, w, b, 1, "same", dilation).shape == (2, 16, 13, 11)
+    assert ops.conv2d_bias_act(x, w, b, 1, "valid").shape == (2, 16, 10, 8)
+    with pytest.raises(ops.OpError, match="padding: expected 'same', 'valid'"):
+        ops.conv2d_bias_act(x, w, b, 1, "full")
+    with pytest.raises(ops.OpError, match="padding: 'same' needs stride 1"):
+        ops.conv2d_bias_act(x, w, b, 2, "same")
+    ours = cnn.Conv2dBiasAct(8, 16, 3, 1, "same", 2, padding_mode="reflect", act="relu")
+    theirs = nn.Conv2d(8, 16, 3, 1, "same", 2, padding_mode="reflect")
+    assert list(ours.state_dict()) == list(theirs.state_dict()) and ours.padding_mode == "reflect"
+    assert "act='relu'" in repr(ours) and "padding_mode=reflect" in repr(ours)
+
+
 def test_mha_refuses_what_cudnn_does_not_compute() -> None:
     m = cnn.MultiheadAttention(64, 4, batch_first=True)
     x = torch.randn(2, 8, 64)

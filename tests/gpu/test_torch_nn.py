@@ -70,6 +70,53 @@ def test_module_matches_torch_forward_and_backward(kind: str) -> None:
         _close(f"d{n}", p.grad, q.grad, 5e-2)
 
 
+@pytest.mark.parametrize(("kernel", "dilation", "padding", "mode"), [
+    (3, 2, "same", "zeros"), (4, 1, "same", "zeros"), (4, 3, "same", "zeros"), (3, 1, "valid", "zeros"),
+    (3, 1, 1, "reflect"), (3, 1, 1, "replicate"), (3, 1, (1, 2), "circular"), (4, 1, "same", "reflect")])
+def test_conv_module_takes_every_padding_of_nn_conv2d(kernel: int, dilation: int, padding: object,
+                                                     mode: str) -> None:
+    """padding "same" (an odd total pads the right / bottom by one more, as torch), "valid",
+    ints, and padding_mode reflect / replicate / circular: output and gradients as nn.Conv2d."""
+    torch.manual_seed(0)
+    ours, theirs = _pair(cnn.Conv2dBiasAct(8, 16, kernel, 1, padding, dilation, padding_mode=mode, act="relu"),
+                         nn.Conv2d(8, 16, kernel, 1, padding, dilation, padding_mode=mode))
+    x = torch.randn(2, 8, 13, 11, device=DEV, dtype=H).contiguous(memory_format=torch.channels_last)
+    xs, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
+    y, ref = ours(xs), torch.relu(theirs(xr))
+    assert y.shape == ref.shape
+    _close("Y", y, ref)
+    dy = torch.randn_like(ref)
+    y.backward(dy)
+    ref.backward(dy)
+    _close("dX", xs.grad, xr.grad)
+    for (n, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
+        _close(f"d{n}", p.grad, q.grad, 5e-2)
+    if mode == "zeros":  # the functional op takes torch's padding strings too
+        y2 = ops.conv2d_bias_act(x, ours.weight, ours.bias, 1, padding, dilation, 1, "relu")
+        _close("Y (functional)", y2, ref)
+
+
+def test_convert_folds_convs_with_padding_strings_and_modes() -> None:
+    """Conv2d(padding="same", padding_mode="reflect") -> BatchNorm2d -> ReLU folds like any other
+    chain, and the folded model computes what torch's does."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(8, 16, 4, padding="same", padding_mode="reflect"), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.Conv2d(16, 8, 3, padding="valid", dilation=2), nn.BatchNorm2d(8))
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+    model = model.to(DEV, H).eval()
+    x = torch.randn(2, 8, 17, 15, device=DEV, dtype=H).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        ref = model(x)
+        converted = cnn.convert(model)
+        got = converted(x)
+    assert sum(isinstance(m, cnn.Conv2dBiasAct) for m in converted.modules()) == 2
+    _close("Y", got, ref)
+
+
 def test_convert_resnet50_fp16_eval_matches_torch() -> None:
     tv = pytest.importorskip("torchvision")
     torch.manual_seed(0)

@@ -252,6 +252,32 @@ def test_batch_norm_three_channels_matches_torch_or_is_refused_by_name(training:
     torch.testing.assert_close(got.double(), want, atol=2e-2, rtol=2e-2)
 
 
+def test_a_graph_cudnn_refused_is_not_built_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graph cache remembers a key cuDNN had no engine for: later calls raise the same
+    refusal without building (a fallback to torch would otherwise rebuild on every call)."""
+    from cudnn.ops import _runtime as rt
+
+    builds: list[int] = []
+    real = rt.pygraph.build
+
+    def counted(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        builds.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(rt.pygraph, "build", counted)
+    x = torch.randn(2, 3, 5, 9, device=DEV, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    w, b = torch.randn(3, device=DEV), torch.randn(3, device=DEV)
+    messages = []
+    for _ in range(3):
+        try:
+            ops.batch_norm(x, None, None, w, b, True, eps=1.2345e-5)  # an eps no other test uses: a new key
+        except ops.OpError as exc:
+            messages.append(str(exc))
+            continue
+        pytest.skip("this cuDNN has a batch-norm engine for 3 channels")
+    assert len(builds) == 1 and len(set(messages)) == 1 and "3 channels" in messages[0]
+
+
 def test_batch_norm_eval_propagates_nan_and_inf_and_reads_statistics_each_call() -> None:
     """A NaN or infinite input element gives what torch gives there, the rest is unchanged; the
     running statistics are read at every call (changed in place, or through .data, between

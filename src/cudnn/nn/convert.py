@@ -97,9 +97,8 @@ def _swap_modules(module: nn.Module, attention: bool) -> None:
 
 
 def _foldable(conv: nn.Module, bn: nn.Module) -> bool:
-    return (type(conv) is nn.Conv2d and conv.padding_mode == "zeros" and not isinstance(conv.padding, str)
-            and type(bn) is nn.BatchNorm2d and bn.running_mean is not None and bn.running_var is not None
-            and bn.num_features == conv.out_channels)
+    return (type(conv) is nn.Conv2d and type(bn) is nn.BatchNorm2d and bn.running_mean is not None
+            and bn.running_var is not None and bn.num_features == conv.out_channels)
 
 
 def fold(conv: nn.Conv2d, bn: nn.BatchNorm2d, act: str) -> Conv2dBiasAct:
@@ -114,7 +113,8 @@ def fold(conv: nn.Conv2d, bn: nn.BatchNorm2d, act: str) -> Conv2dBiasAct:
     if bn.bias is not None:
         bias = bias + bn.bias.detach().float()
     fused = Conv2dBiasAct(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, conv.padding,
-                          conv.dilation, conv.groups, True, act, device=w.device, dtype=conv.weight.dtype)
+                          conv.dilation, conv.groups, True, conv.padding_mode, device=w.device,
+                          dtype=conv.weight.dtype, act=act)
     with torch.no_grad():
         fused.weight.copy_(w * scale.reshape(-1, 1, 1, 1))
         fused.bias.copy_(bias)

@@ -10,31 +10,37 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import ops
+from ..ops.conv import zero_padding as conv_padding
 from .sdpa import attention_with_fallback
 
 ACTS = ("none", "relu", "gelu", "silu")
 
 
 class Conv2dBiasAct(nn.Conv2d):
-    """``act(conv2d(x) + bias)`` as one fused cuDNN graph; parameters and state dict as
-    ``nn.Conv2d`` (``weight``, ``bias``). Zero padding only."""
+    """``act(conv2d(x) + bias)`` as one fused cuDNN graph; parameters, state dict and padding
+    options as ``nn.Conv2d`` (a ``padding_mode`` other than "zeros" pads with ``F.pad`` first,
+    as torch's module does)."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
-                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] = 0,
-                 dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True, act: str = "none",
-                 device: torch.device | str | None = None, dtype: torch.dtype | None = None) -> None:
+                 stride: int | tuple[int, int] = 1, padding: str | int | tuple[int, int] = 0,
+                 dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None, act: str = "none") -> None:
         if act not in ACTS:
             raise ops.OpError(f"cudnn.nn.Conv2dBiasAct: act: expected one of {ACTS}, got {act!r}")
-        if isinstance(padding, str):
-            raise ops.OpError(f"cudnn.nn.Conv2dBiasAct: padding: expected ints, got {padding!r}")
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         device=device, dtype=dtype)
+                         padding_mode, device=device, dtype=dtype)
         self.act = act
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """conv(x) + bias, then the activation, in one cuDNN graph (cudnn.ops.conv2d_bias_act)."""
-        return ops.conv2d_bias_act(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                                   self.groups, self.act)
+        if self.padding_mode == "zeros":
+            return ops.conv2d_bias_act(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                                       self.groups, self.act)
+        (ph, pw), (left, right, top, bottom) = conv_padding("conv2d_bias_act", self.padding, self.weight,
+                                                            self.dilation)
+        x = F.pad(x, (pw + left, pw + right, ph + top, ph + bottom), mode=self.padding_mode)
+        return ops.conv2d_bias_act(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups, self.act)
 
     def extra_repr(self) -> str:
         """The torch Conv2d description with the activation."""

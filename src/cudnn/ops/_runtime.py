@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from .._lib.enums import data_type, heur_mode
-from .._lib.errors import FeatureUnavailableError
+from .._lib.errors import FeatureUnavailableError, cudnnGraphNotSupportedError
 from ..backend.handle import Handle, default_handle
 from ..graph import GraphError, pygraph
 from ..graph.tensor import Tensor
@@ -147,11 +147,17 @@ class Built:
 
 
 class GraphCache:
-    """Per device, the last ``CACHE_SIZE`` built graphs by key (least recently used leaves)."""
+    """Per device, the last ``CACHE_SIZE`` built graphs by key (least recently used leaves),
+    and as many keys cuDNN had no engine for: asking again raises at once (a call that falls
+    back to torch where cuDNN refuses, as routed attention does, would otherwise pay for the
+    refused build on every call)."""
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
         self.size = size
         self._by_device: dict[int, OrderedDict[Hashable, Built]] = {}
+        # (device, key) -> the refusal's (status, context, message, hint): not the exception,
+        # whose traceback would keep the tensors of the refused call alive
+        self._refused: OrderedDict[tuple[int, Hashable], tuple[int, str, str, str]] = OrderedDict()
         self._lock = threading.Lock()
         self.builds = 0  # graphs built since start (the tests read it)
 
@@ -170,14 +176,26 @@ class GraphCache:
         return built
 
     def build(self, device: int, key: Hashable, make: Callable[[pygraph], dict[str, Tensor]]) -> Built:
-        """Build the graph ``make(g)`` declares and cache it under ``key`` on ``device``."""
+        """Build the graph ``make(g)`` declares and cache it under ``key`` on ``device``; where
+        cuDNN has no engine for it, raise cudnnGraphNotSupportedError, now and for this key
+        from then on."""
+        refused = self._refused.get((device, key))
+        if refused is not None:
+            raise cudnnGraphNotSupportedError(*refused)
         cache = self._by_device.get(device)
         if cache is None:
             cache = self._by_device.setdefault(device, OrderedDict())
         g = pygraph(io_data_type=data_type.FLOAT, intermediate_data_type=data_type.FLOAT,
                     compute_data_type=data_type.FLOAT, handle=handle(device))
         ports = make(g)
-        g.build(HEURISTICS)
+        try:
+            g.build(HEURISTICS)
+        except cudnnGraphNotSupportedError as exc:
+            with self._lock:
+                self._refused[(device, key)] = (exc.status, exc.context, exc.message, exc.hint)
+                while len(self._refused) > self.size:
+                    self._refused.popitem(last=False)
+            raise
         built = Built(g, ports, device)
         with self._lock:
             cache[key] = built
@@ -189,6 +207,7 @@ class GraphCache:
     def clear(self) -> None:
         with self._lock:
             self._by_device.clear()
+            self._refused.clear()
 
     def __len__(self) -> int:
         return sum(map(len, self._by_device.values()))

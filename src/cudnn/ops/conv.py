@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 
 from . import _runtime as rt
 
@@ -35,6 +36,23 @@ def _pair(op: str, name: str, v: int | Sequence[int]) -> tuple[int, int]:
     if len(vals) != 2 or not all(isinstance(i, int) for i in vals):
         raise rt.OpError(f"cudnn.ops.{op}: {name}: expected an int or two ints, got {v!r}")
     return vals
+
+
+def zero_padding(op: str, padding: str | int | Sequence[int], weight: torch.Tensor,
+                 dilation: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
+    """Torch's convolution padding as the symmetric padding a cuDNN graph takes plus what must
+    be padded before it: ``(pad_h, pad_w)`` and ``F.pad``'s (left, right, top, bottom) extra.
+    "same" pads (kernel - 1) * dilation per side in all, the odd one on the right / bottom, as
+    torch does; "valid" pads nothing; ints are symmetric already."""
+    if not isinstance(padding, str):
+        return _pair(op, "padding", padding), (0, 0, 0, 0)
+    if padding == "valid":
+        return (0, 0), (0, 0, 0, 0)
+    if padding != "same":
+        raise rt.OpError(f"cudnn.ops.{op}: padding: expected 'same', 'valid', an int or two ints, got {padding!r}")
+    rt.check_tensor(op, "weight", weight, rank=4)
+    (th, tw) = ((weight.shape[2] - 1) * dilation[0], (weight.shape[3] - 1) * dilation[1])
+    return (th // 2, tw // 2), (0, tw % 2, 0, th % 2)
 
 
 def out_shape(x: torch.Tensor, w: torch.Tensor, stride: list[int], padding: list[int],
@@ -287,11 +305,13 @@ class _Eager(torch.autograd.Function):
 
 
 def conv2d_bias_act(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-                    stride: int | Sequence[int] = 1, padding: int | Sequence[int] = 0,
+                    stride: int | Sequence[int] = 1, padding: str | int | Sequence[int] = 0,
                     dilation: int | Sequence[int] = 1, groups: int = 1, act: str = "none") -> torch.Tensor:
     """``act(conv2d(x, weight, stride, padding, dilation, groups) + bias)`` in one cuDNN graph,
     differentiable (see the module's note for what the backward runs). ``act`` is one of
-    "none", "relu", "gelu" (erf form) or "silu". Under CUDA autocast float32 inputs run in the
+    "none", "relu", "gelu" (erf form) or "silu"; ``padding`` as torch's conv2d takes it (ints,
+    "valid", or "same" at stride 1, whose odd total pads the right / bottom by one more,
+    through ``F.pad`` before the graph). Under CUDA autocast float32 inputs run in the
     autocast dtype, as torch's conv2d does."""
     op = "conv2d_bias_act"
     x, weight, bias = rt.autocast(x, weight, bias)
@@ -299,7 +319,15 @@ def conv2d_bias_act(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
         rt.choice(op, "act", act, ACTS)
     if isinstance(groups, bool) or not isinstance(groups, int):
         raise rt.OpError(f"cudnn.ops.{op}: groups: expected an int, got {groups!r}")
-    s, p, d = _pair(op, "stride", stride), _pair(op, "padding", padding), _pair(op, "dilation", dilation)
+    s, d = _pair(op, "stride", stride), _pair(op, "dilation", dilation)
+    if type(padding) is tuple:
+        p = _pair(op, "padding", padding)
+    else:
+        if padding == "same" and s != (1, 1):
+            raise rt.OpError(f"cudnn.ops.{op}: padding: 'same' needs stride 1 (as torch), got stride {s}")
+        p, extra = zero_padding(op, padding, weight, d)
+        if any(extra):
+            x = F.pad(x, extra)
     save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                         or (bias is not None and bias.requires_grad))
     if rt.eager(x, weight, bias):
