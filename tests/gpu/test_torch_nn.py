@@ -12,6 +12,7 @@ attention in bf16: 2e-2 of the largest reference value, against torch's SDPA in 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -59,8 +60,15 @@ def test_module_matches_torch_forward_and_backward(kind: str) -> None:
         ours_causal = ours(x, x, x, need_weights=False, is_causal=True, attn_mask=mask)[0]
         _close("MHA out (is_causal)", ours_causal, ref)
         return
+    _same_forward_and_backward(ours, theirs, ref_fn, x)
+
+
+def _same_forward_and_backward(ours: nn.Module, theirs: nn.Module, ref_fn: Callable[[torch.Tensor], torch.Tensor],
+                               x: torch.Tensor) -> torch.Tensor:
+    """ours(x) against ref_fn(x) (theirs inside), then dX and each parameter's gradient; the reference output."""
     xs, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
     y, ref = ours(xs), ref_fn(xr)
+    assert y.shape == ref.shape
     _close("Y", y, ref)
     dy = torch.randn_like(ref)
     y.backward(dy)
@@ -68,6 +76,7 @@ def test_module_matches_torch_forward_and_backward(kind: str) -> None:
     _close("dX", xs.grad, xr.grad)
     for (n, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
         _close(f"d{n}", p.grad, q.grad, 5e-2)
+    return ref.detach()
 
 
 @pytest.mark.parametrize(("kernel", "dilation", "padding", "mode"), [
@@ -81,16 +90,7 @@ def test_conv_module_takes_every_padding_of_nn_conv2d(kernel: int, dilation: int
     ours, theirs = _pair(cnn.Conv2dBiasAct(8, 16, kernel, 1, padding, dilation, padding_mode=mode, act="relu"),
                          nn.Conv2d(8, 16, kernel, 1, padding, dilation, padding_mode=mode))
     x = torch.randn(2, 8, 13, 11, device=DEV, dtype=H).contiguous(memory_format=torch.channels_last)
-    xs, xr = x.clone().requires_grad_(), x.clone().requires_grad_()
-    y, ref = ours(xs), torch.relu(theirs(xr))
-    assert y.shape == ref.shape
-    _close("Y", y, ref)
-    dy = torch.randn_like(ref)
-    y.backward(dy)
-    ref.backward(dy)
-    _close("dX", xs.grad, xr.grad)
-    for (n, p), (_, q) in zip(ours.named_parameters(), theirs.named_parameters()):
-        _close(f"d{n}", p.grad, q.grad, 5e-2)
+    ref = _same_forward_and_backward(ours, theirs, lambda t: torch.relu(theirs(t)), x)
     if mode == "zeros":  # the functional op takes torch's padding strings too
         y2 = ops.conv2d_bias_act(x, ours.weight, ours.bias, 1, padding, dilation, 1, "relu")
         _close("Y (functional)", y2, ref)
