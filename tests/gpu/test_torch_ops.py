@@ -392,6 +392,53 @@ def test_cuda_graph_capture_and_replay() -> None:
         torch.testing.assert_close(out, _step(x, w, b, lw, static_q), atol=1e-3, rtol=1e-3)
 
 
+@pytest.mark.parametrize("training", [True, False], ids=["train", "eval"])
+def test_batch_norm_under_torch_compile_and_cuda_graph_capture(training: bool) -> None:
+    """torch.compile(fullgraph=True) of batch norm, forward and backward, as eager (output,
+    gradients, running statistics); eval mode also captured into a CUDA graph and replayed
+    on new inputs."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    x = torch.randn(4, 16, 8, 8, device=DEV, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    w, b = 1 + 0.2 * torch.randn(16, device=DEV), 0.2 * torch.randn(16, device=DEV)
+    rm, rv = 0.1 * torch.randn(16, device=DEV), 0.5 + torch.rand(16, device=DEV)
+
+    def step(x_: torch.Tensor, w_: torch.Tensor, b_: torch.Tensor, rm_: torch.Tensor,
+             rv_: torch.Tensor) -> torch.Tensor:
+        return ops.batch_norm(x_, rm_, rv_, w_, b_, training).float().square().mean()
+
+    eager_in, comp_in = leaves(x, w, b), leaves(x, w, b)
+    eager_stats, comp_stats = (rm.clone(), rv.clone()), (rm.clone(), rv.clone())
+    ref = step(*eager_in, *eager_stats)
+    ref.backward()
+    got = torch.compile(step, fullgraph=True)(*comp_in, *comp_stats)
+    got.backward()
+    torch.testing.assert_close(got, ref, atol=1e-3, rtol=1e-3)
+    for name, a, b_ in zip(("dX", "dWeight", "dBias"), comp_in, eager_in):
+        torch.testing.assert_close(a.grad, b_.grad, atol=1e-2, rtol=1e-2, msg=lambda m, name=name: f"{name}: {m}")
+    for a, b_ in zip(comp_stats, eager_stats):
+        torch.testing.assert_close(a, b_, atol=1e-4, rtol=1e-4)
+    if training:
+        return
+    static_x = x.clone()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():  # warm up: build the graph outside capture
+        for _ in range(2):
+            ops.batch_norm(static_x, rm, rv, w, b, False)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        out = ops.batch_norm(static_x, rm, rv, w, b, False)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        static_x.copy_(torch.randn_like(static_x))
+        graph.replay()
+        torch.cuda.synchronize()
+        want = F.batch_norm(static_x.float(), rm, rv, w, b, False).half()
+        torch.testing.assert_close(out, want, atol=2e-2, rtol=2e-2)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
 def test_autocast_runs_float32_inputs_in_the_autocast_dtype(dtype: torch.dtype) -> None:
     torch.manual_seed(0)
