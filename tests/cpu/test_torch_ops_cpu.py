@@ -173,6 +173,8 @@ def test_mha_refuses_what_cudnn_does_not_compute() -> None:
         m(x, x, x, need_weights=True)
     with pytest.raises(cudnn.GraphError, match="key_padding_mask"):
         m(x, x, x, key_padding_mask=torch.zeros(2, 8, dtype=torch.bool))
+    with pytest.raises(cudnn.GraphError, match=r"query/key/value: expected three 3-D .* \(8, 64\), \(2, 8, 64\)"):
+        m(x[0], x, x)
 
 
 class _Net(nn.Module):

@@ -11,6 +11,7 @@ attention in bf16: 2e-2 of the largest reference value, against torch's SDPA in 
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable
 
@@ -222,3 +223,35 @@ def test_convert_sends_a_transformer_layers_attention_to_cudnn(monkeypatch: pyte
     assert calls == [True]  # cuDNN's causal attention ran the layer's call
     _close("layer out", got, ref)
     _close("dx", dx, ref_dx)
+
+
+@pytest.mark.parametrize("batch_first", [True, False], ids=["batch_first", "seq_first"])
+def test_attention_modules_take_unbatched_and_sequence_first_inputs(batch_first: bool,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """nn.MultiheadAttention's unbatched [L, E] inputs and batch_first=False [L, B, E] inputs, as
+    torch's module computes them (self-attention through the one packed projection, and cross
+    attention), through cudnn.nn.MultiheadAttention and through convert's routed module, whose
+    calls reach cuDNN's attention."""
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(128, 4, batch_first=batch_first).to(DEV, H)
+    ours = cnn.MultiheadAttention(128, 4, batch_first=batch_first).to(DEV, H)
+    ours.load_state_dict(theirs.state_dict())
+    routed = cnn.convert(copy.deepcopy(theirs))
+    assert type(routed) is cnn.RoutedMultiheadAttention
+    calls: list[int] = []
+    attention = ops.scaled_dot_product_attention
+
+    def counted(*args: object, **kwargs: object) -> torch.Tensor:
+        calls.append(1)
+        return attention(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ops, "scaled_dot_product_attention", counted)
+    batched = (3, 64, 128) if batch_first else (64, 3, 128)
+    for shape in [(64, 128), batched]:
+        x, kv = torch.randn(shape, device=DEV, dtype=H), torch.randn(shape, device=DEV, dtype=H)
+        for name, (q, k, v) in (("self", (x, x, x)), ("cross", (x, kv, kv))):
+            ref = theirs(q, k, v, need_weights=False)[0]
+            with torch.no_grad():
+                _close(f"{name} {shape}", ours(q, k, v)[0], ref)
+                _close(f"{name} {shape} routed", routed(q, k, v, need_weights=False)[0], ref)
+    assert len(calls) == 8

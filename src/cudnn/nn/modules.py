@@ -85,6 +85,9 @@ class MultiheadAttention(nn.MultiheadAttention):
             raise ops.OpError(f"{where}: dropout: only 0.0 is supported in training, got {self.dropout}")
         if key_padding_mask is not None:
             raise ops.OpError(f"{where}: key_padding_mask: not supported; fold it into attn_mask")
+        if not _batched_or_not(query, key, value):
+            raise ops.OpError(f"{where}: query/key/value: expected three 3-D (batched) or three 2-D (unbatched) "
+                              f"tensors, got shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
         return _attend(self, query, key, value, attn_mask, is_causal and attn_mask is None, 0.0,
                        ops.scaled_dot_product_attention), None
 
@@ -103,6 +106,7 @@ class RoutedMultiheadAttention(nn.MultiheadAttention):
                 is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """As ``nn.MultiheadAttention.forward``; see the class for which calls reach SDPA."""
         if (need_weights or key_padding_mask is not None or not _packed(self) or query.is_nested
+                or not _batched_or_not(query, key, value)
                 or (is_causal and attn_mask is None)):  # the last: torch's module says what it needs
             return super().forward(query, key, value, key_padding_mask, need_weights, attn_mask,
                                    average_attn_weights, is_causal)
@@ -118,14 +122,23 @@ def _packed(m: nn.MultiheadAttention) -> bool:
         and not m.add_zero_attn
 
 
+def _batched_or_not(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> bool:
+    """Three 3-D tensors (batched) or three 2-D ones (unbatched), as torch's module takes them."""
+    return query.dim() == key.dim() == value.dim() and query.dim() in (2, 3)
+
+
 def _attend(m: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
             attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
             attention: Any) -> torch.Tensor:
     """``m``'s computation (packed in-projection, heads, ``attention`` as SDPA, out-projection)
     for the calls both modules above send to SDPA; torch's mask conventions are turned into
     SDPA's (a [B * H, L, S] mask to [B, H, L, S]; a boolean mask's True means "masked out")."""
-    if not m.batch_first:
-        query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+    unbatched = query.dim() == 2  # [L, E]: one sequence, whatever batch_first says
+    if unbatched or not m.batch_first:
+        to_batch_first = (lambda t: t.unsqueeze(0)) if unbatched else (lambda t: t.transpose(0, 1))
+        shared = query is key and key is value  # self-attention keeps its one projection
+        query = to_batch_first(query)
+        key, value = (query, query) if shared else (to_batch_first(key), to_batch_first(value))
     b, sq, e = query.shape
     h, d = m.num_heads, e // m.num_heads
     w, bias = m.in_proj_weight, m.in_proj_bias
@@ -144,4 +157,6 @@ def _attend(m: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor, va
     kwargs = {"dropout_p": dropout_p} if dropout_p else {}
     o = attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kwargs)
     o = F.linear(o.transpose(1, 2).reshape(b, sq, e), m.out_proj.weight, m.out_proj.bias)
+    if unbatched:
+        return o.squeeze(0)
     return o if m.batch_first else o.transpose(0, 1)
