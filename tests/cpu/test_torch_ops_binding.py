@@ -7,6 +7,7 @@ never fresh allocations nothing wrote. Skipped where torch is not installed."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -29,7 +30,8 @@ class Recorder:
     def __init__(self, graph: pygraph, log: list) -> None:
         self.graph, self.log = graph, log
 
-    def run_pointers(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int, handle: Any) -> None:
+    def run_pointers(self, uids: tuple[int, ...], pointers: tuple[int, ...], workspace: int, handle: Any,
+                     stream: int | None = None) -> None:
         self.log.append((self.graph, uids, pointers))
 
 
@@ -64,6 +66,9 @@ def bound(monkeypatch: pytest.MonkeyPatch) -> Bound:
     log = state.log
 
     class Graph(pygraph):
+        def __init__(self, *args: Any, handle: Any = None, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)  # no cuDNN handle on CPU
+
         def build(self, _modes: Any = None) -> None:
             self.validate()
 
@@ -82,7 +87,7 @@ def bound(monkeypatch: pytest.MonkeyPatch) -> Bound:
     monkeypatch.setattr(rt, "CACHE", rt.GraphCache())
     monkeypatch.setattr(rt, "pygraph", Graph)
     monkeypatch.setattr(rt, "Built", Built)
-    monkeypatch.setattr(rt, "handle", lambda device: None)
+    monkeypatch.setattr(rt, "handle", lambda device: SimpleNamespace(last_stream=0))  # no stream on CPU
     monkeypatch.setattr(rt, "eager", lambda *tensors: True)
     monkeypatch.setattr(rt, "check_cuda", lambda *args: None)
     monkeypatch.setattr(rt, "device_index", lambda t: 0)
@@ -174,9 +179,15 @@ def test_batch_norm(bound: Bound, layout: str) -> None:
         check(bound, lambda: ops.batch_norm(x, None, None, w, b, True), x, w, b)
         check(bound, lambda: ops.batch_norm(x, rm, rv, None, None, True), x, rm, rv, in_place=(rm, rv))
         check(bound, lambda: ops.batch_norm(x, rm, rv, w, b, False), x, rm, rv, w, b)
+        check(bound, lambda: ops.batch_norm(x, rm, rv, None, None, False), x, rm, rv)
+        low = [t.to(H) for t in (rm, rv, w, b)]  # statistics and parameters in the input's dtype (.half())
+        check(bound, lambda: ops.batch_norm(x, low[0], low[1], low[2], low[3], False), x, *low)
     xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
     check(bound, lambda: ops.batch_norm(xg, rm, rv, wg, bg, True).sum().backward(), xg, wg, bg, rm, rv,
           in_place=(rm, rv))
+    for wi, bi in ((wg, bg), (w, b)):  # eval mode: every gradient, and dX alone (frozen parameters)
+        check(bound, lambda wi=wi, bi=bi: ops.batch_norm(xg, rm, rv, wi, bi, False).sum().backward(), xg, wi, bi,
+              rm, rv)
 
 
 @pytest.mark.parametrize("masked", [False, True])
