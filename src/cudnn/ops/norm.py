@@ -534,16 +534,17 @@ def _bn_run(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | N
 def _eval_stats(running_mean: torch.Tensor, running_var: torch.Tensor, eps: float) -> tuple[torch.Tensor,
                                                                                               torch.Tensor]:
     """The float32 [C] MEAN and INV_VARIANCE an eval-mode forward normalized with, in memory of
-    their own (what its elementwise backward reads)."""
+    their own (the registered op's outputs, which its backward reads)."""
     c = running_mean.numel()
     mean = running_mean.reshape(c).to(torch.float32, copy=True)
     return mean, (running_var.reshape(c).float() + eps).rsqrt()
 
 
 def _rows_by_channel(t: torch.Tensor) -> torch.Tensor:
-    """A 4-D tensor's values as NHWC memory viewed [1, C, N*H*W, 1]: the same per-channel
-    problem at one shape cuDNN's engines take for any N, H, W (copied first when ``t`` is not
-    channels-last contiguous)."""
+    """A 4-D tensor's values as NHWC memory viewed [1, C, N*H*W, 1] (copied first when ``t`` is
+    not channels-last contiguous): the same per-channel pointwise problem, at a shape cuDNN's
+    pointwise engines take where they refuse some real ones ([N, C, 1, 1] on cuDNN 9.19).
+    Not for batch norm's training graphs: their engines run slower at this shape."""
     if not t.is_contiguous(memory_format=torch.channels_last):
         t = t.contiguous(memory_format=torch.channels_last)
     c = t.shape[1]
