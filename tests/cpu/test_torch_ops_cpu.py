@@ -88,6 +88,29 @@ def test_sdpa_shapes_gqa_and_bhsd_output() -> None:
     assert q.grad.shape == q.shape and k.grad.shape == k.shape and v.grad.shape == v.shape
 
 
+def test_sdpa_takes_three_and_five_dimensions_as_torch() -> None:
+    """[B, S, D] (one head) and [A, B, H, S, D] (batch dimensions before the heads): O and the
+    gradients keep the inputs' shapes, masks broadcast as against torch's batch dimensions."""
+    for shape, mask in (((2, 64, 32), (2, 64, 80)), ((3, 2, 4, 64, 32), (2, 1, 64, 80))):
+        q = meta(*shape, dtype=torch.float16)
+        k = meta(*shape[:-2], 80, 32, dtype=torch.float16)
+        v = meta(*shape[:-2], 80, 48, dtype=torch.float16)
+        o = ops.scaled_dot_product_attention(q, k, v, attn_mask=meta(*mask, dtype=torch.float16, grad=False))
+        assert o.shape == (*shape[:-1], 48)
+        o.sum().backward()
+        assert q.grad.shape == q.shape and k.grad.shape == k.shape and v.grad.shape == v.shape
+    q5 = meta(3, 2, 4, 64, 32, dtype=torch.float16)
+    _raises(lambda: ops.scaled_dot_product_attention(q5, q5[:1], q5[:1]), "key/value", "batch dimensions")
+    _raises(lambda: ops.scaled_dot_product_attention(q5, q5, q5, attn_mask=meta(2, 3, 2, 4, 64, 64,
+                                                                                  dtype=torch.float16, grad=False)),
+            "attn_mask", "at most 5 dimensions")
+    _raises(lambda: ops.scaled_dot_product_attention(q5, q5, q5, attn_mask=meta(5, 1, 64, 64, dtype=torch.float16,
+                                                                                  grad=False)),
+            "attn_mask", "does not broadcast")
+    q2 = meta(64, 32, dtype=torch.float16)
+    _raises(lambda: ops.scaled_dot_product_attention(q2, q2, q2), "query", "4 dimensions")
+
+
 def _raises(fn, *words: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(cudnn.GraphError) as info:
         fn()

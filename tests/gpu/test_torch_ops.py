@@ -339,6 +339,28 @@ def test_scaled_dot_product_attention(dtype: torch.dtype, case: str) -> None:
     close("dV", vs.grad, dv, dtype, 2)
 
 
+@pytest.mark.parametrize("shape", [(3, 128, 64), (2, 3, 4, 128, 64)], ids=["3d", "5d"])
+def test_scaled_dot_product_attention_of_three_and_five_dimensions(shape: tuple[int, ...]) -> None:
+    """[B, S, D] and [A, B, H, S, D] inputs as torch computes them: causal, and with a float
+    mask broadcast over the batch dimensions; output and gradients (fp16 tolerances)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(shape, device=DEV, dtype=torch.float16) for _ in range(3))
+    mask = torch.randn(*shape[:-3][-1:], 1, shape[-2], shape[-2], device=DEV, dtype=torch.float16) \
+        if len(shape) > 3 else torch.randn(shape[0], shape[1], shape[1], device=DEV, dtype=torch.float16)
+    for opts in ({"is_causal": True}, {"attn_mask": mask}):
+        qs, ks, vs = leaves(q, k, v)
+        o = ops.scaled_dot_product_attention(qs, ks, vs, **opts)
+        assert o.shape == shape
+        do = torch.randn_like(o)
+        o.backward(do)
+        ref_opts = {n: (t.double() if isinstance(t, torch.Tensor) else t) for n, t in opts.items()}
+        ref, dq, dk, dv = ref_grads(lambda q_, k_, v_: F.scaled_dot_product_attention(q_, k_, v_, **ref_opts),
+                                    [q, k, v], do)
+        close("O", o, ref, torch.float16)
+        for name, got, want in (("dQ", qs.grad, dq), ("dK", ks.grad, dk), ("dV", vs.grad, dv)):
+            close(name, got, want, torch.float16, 2)
+
+
 def test_experimental_name_is_the_op() -> None:
     assert cudnn.experimental.scaled_dot_product_attention is ops.scaled_dot_product_attention
 

@@ -1,11 +1,12 @@
 """``cudnn.ops.scaled_dot_product_attention``: torch's SDPA semantics (BHSD) over cuDNN's
 ``sdpa`` / ``sdpa_backward`` graphs.
 
-Covered: fp16 / bf16 Q, K, V of shape [B, H, S, D] (any strides with a unit head-dim stride),
-``is_causal`` (torch's top-left causal mask), ``scale``, ``enable_gqa`` (H_q a multiple of
-H_kv), and ``attn_mask`` as an additive float mask or a boolean keep-mask broadcastable to
-[B, H, S_q, S_kv] (a boolean mask becomes a 0 / -inf bias). Not covered, and refused naming
-the argument: ``dropout_p`` > 0, a mask that needs a gradient, other dtypes or ranks.
+Covered: fp16 / bf16 Q, K, V of shape [B, H, S, D] (any strides with a unit head-dim stride;
+[B, S, D] and [..., B, H, S, D] as views of that shape), ``is_causal`` (torch's top-left
+causal mask), ``scale``, ``enable_gqa`` (H_q a multiple of H_kv), and ``attn_mask`` as an
+additive float mask or a boolean keep-mask broadcastable to [B, H, S_q, S_kv] (a boolean mask
+becomes a 0 / -inf bias). Not covered, and refused naming the argument: ``dropout_p`` > 0, a
+mask that needs a gradient, other dtypes, fewer than 3 dimensions.
 O is laid out BSHD (as torch's flash kernels return it); Stats (log-sum-exp, float32) is kept
 for the backward.
 """
@@ -239,8 +240,12 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
                                  is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> torch.Tensor:
     """``torch.nn.functional.scaled_dot_product_attention`` through cuDNN's attention graphs
-    (see the module's note for what is covered; the rest raises, naming the argument). Under
-    CUDA autocast float32 inputs run in the autocast dtype."""
+    (see the module's note for what is covered; the rest raises, naming the argument). Inputs
+    of 3 dimensions ([B, S, D], one head) or more than 4 (batch dimensions before the heads)
+    run as [B, H, S, D] views of themselves, as torch takes them. Under CUDA autocast float32
+    inputs run in the autocast dtype."""
+    if isinstance(query, torch.Tensor) and query.dim() != 4 and _other_rank(query, key, value):
+        return _as_four_dims(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     query, key, value = rt.autocast(query, key, value)
     if attn_mask is not None and attn_mask.dtype == torch.float32 and query.dtype != torch.float32:
         attn_mask = attn_mask.to(query.dtype)
@@ -263,3 +268,42 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
             return _Eager.apply(query, key, value, bias, bool(is_causal), s, bool(enable_gqa))
         return _run(query, key, value, bias, bool(is_causal), s, False, bool(enable_gqa))[0]
     return torch.ops.cudnn.sdpa(query, key, value, bias, bool(is_causal), s, training)[0]
+
+
+def _other_rank(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> bool:
+    """Three tensors of one rank, 3 or above 4 (the 4-D case runs as it is; others are refused
+    by the 4-D checks, naming the argument)."""
+    return all(isinstance(t, torch.Tensor) and t.dim() == query.dim() for t in (key, value)) \
+        and (query.dim() == 3 or query.dim() > 4)
+
+
+def _as_four_dims(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: torch.Tensor | None,
+                  dropout_p: float, is_causal: bool, scale: float | None, enable_gqa: bool) -> torch.Tensor:
+    """Attention over [..., S, D] tensors of rank 3 or above 4 as [B, H, S, D] views: a 3-D call
+    is one head, more than 4 dimensions fold those before the heads into one batch; the mask,
+    broadcast against the batch dimensions the same way; O gets the batch dimensions back."""
+    rank, lead = query.dim(), query.shape[:-3]
+    if rank == 3:
+        q, k, v = (t.unsqueeze(1) for t in (query, key, value))
+    else:
+        if key.shape[:-3] != lead or value.shape[:-3] != lead:
+            raise rt.OpError(f"cudnn.ops.{_OP}: key/value: batch dimensions {tuple(key.shape[:-3])} / "
+                             f"{tuple(value.shape[:-3])} differ from the query's {tuple(lead)}")
+        q, k, v = (t.reshape(-1, *t.shape[-3:]) for t in (query, key, value))
+    mask = attn_mask
+    if mask is not None and mask.dim() > 2:
+        given = tuple(mask.shape)
+        if mask.dim() > rank:
+            raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: expected at most {rank} dimensions (the query's), "
+                             f"got shape {tuple(mask.shape)}")
+        mask = mask.reshape((1,) * (rank - mask.dim()) + tuple(mask.shape))
+        if rank == 3:
+            mask = mask.unsqueeze(1)
+        else:
+            try:
+                mask = mask.expand(*lead, *mask.shape[-3:]).reshape(-1, *mask.shape[-3:])
+            except RuntimeError:
+                raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: shape {given} does not broadcast to "
+                                 f"the query's batch dimensions {tuple(lead)}") from None
+    o = scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa)
+    return o.squeeze(1) if rank == 3 else o.reshape(*lead, *o.shape[1:])
