@@ -187,6 +187,8 @@ def test_conv_padding_strings_and_modes_as_torch() -> None:
     theirs = nn.Conv2d(8, 16, 3, 1, "same", 2, padding_mode="reflect")
     assert list(ours.state_dict()) == list(theirs.state_dict()) and ours.padding_mode == "reflect"
     assert "act='relu'" in repr(ours) and "padding_mode=reflect" in repr(ours)
+    with pytest.raises(ops.OpError, match="padding_mode: got 'relu', an activation.*act='relu'"):
+        cnn.Conv2dBiasAct(8, 16, 3, 1, 1, 1, 1, True, "relu")
 
 
 def test_mha_refuses_what_cudnn_does_not_compute() -> None:

@@ -28,6 +28,9 @@ class Conv2dBiasAct(nn.Conv2d):
                  dtype: torch.dtype | None = None, act: str = "none") -> None:
         if act not in ACTS:
             raise ops.OpError(f"cudnn.nn.Conv2dBiasAct: act: expected one of {ACTS}, got {act!r}")
+        if padding_mode in ACTS:
+            raise ops.OpError(f"cudnn.nn.Conv2dBiasAct: padding_mode: got {padding_mode!r}, an activation; the "
+                              f"arguments follow nn.Conv2d's order, so give the activation as act={padding_mode!r}")
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                          padding_mode, device=device, dtype=dtype)
         self.act = act
