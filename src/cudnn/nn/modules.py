@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import ops
-from ..ops.conv import zero_padding as conv_padding
+from ..ops.conv import conv_padding
 from .sdpa import attention_with_fallback
 
 ACTS = ("none", "relu", "gelu", "silu")
@@ -41,7 +41,7 @@ class Conv2dBiasAct(nn.Conv2d):
             return ops.conv2d_bias_act(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                                        self.groups, self.act)
         (ph, pw), (left, right, top, bottom) = conv_padding("conv2d_bias_act", self.padding, self.weight,
-                                                            self.dilation)
+                                                            self.stride, self.dilation)
         x = F.pad(x, (pw + left, pw + right, ph + top, ph + bottom), mode=self.padding_mode)
         return ops.conv2d_bias_act(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups, self.act)
 
@@ -136,16 +136,16 @@ def _attend(m: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor, va
     """``m``'s computation (packed in-projection, heads, ``attention`` as SDPA, out-projection)
     for the calls both modules above send to SDPA; torch's mask conventions are turned into
     SDPA's (a [B * H, L, S] mask to [B, H, L, S]; a boolean mask's True means "masked out")."""
+    shared = query is key and key is value  # self-attention: one GEMM for the three projections
     unbatched = query.dim() == 2  # [L, E]: one sequence, whatever batch_first says
     if unbatched or not m.batch_first:
         to_batch_first = (lambda t: t.unsqueeze(0)) if unbatched else (lambda t: t.transpose(0, 1))
-        shared = query is key and key is value  # self-attention keeps its one projection
         query = to_batch_first(query)
         key, value = (query, query) if shared else (to_batch_first(key), to_batch_first(value))
     b, sq, e = query.shape
     h, d = m.num_heads, e // m.num_heads
     w, bias = m.in_proj_weight, m.in_proj_bias
-    if query is key and key is value:  # self-attention: one GEMM for the three projections
+    if shared:
         q, k, v = F.linear(query, w, bias).view(b, sq, 3, h, d).permute(2, 0, 3, 1, 4)
     else:
         bq, bk, bv = (None, None, None) if bias is None else bias.chunk(3)

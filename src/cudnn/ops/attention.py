@@ -295,8 +295,8 @@ def _as_four_dims(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, a
         given = tuple(mask.shape)
         if mask.dim() > rank:
             raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: expected at most {rank} dimensions (the query's), "
-                             f"got shape {tuple(mask.shape)}")
-        mask = mask.reshape((1,) * (rank - mask.dim()) + tuple(mask.shape))
+                             f"got shape {given}")
+        mask = mask.reshape((1,) * (rank - mask.dim()) + given)
         if rank == 3:
             mask = mask.unsqueeze(1)
         else:

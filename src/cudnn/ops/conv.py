@@ -38,20 +38,22 @@ def _pair(op: str, name: str, v: int | Sequence[int]) -> tuple[int, int]:
     return vals
 
 
-def zero_padding(op: str, padding: str | int | Sequence[int], weight: torch.Tensor,
+def conv_padding(op: str, padding: str | int | Sequence[int], weight: torch.Tensor, stride: tuple[int, int],
                  dilation: tuple[int, int]) -> tuple[tuple[int, int], tuple[int, int, int, int]]:
     """Torch's convolution padding as the symmetric padding a cuDNN graph takes plus what must
     be padded before it: ``(pad_h, pad_w)`` and ``F.pad``'s (left, right, top, bottom) extra.
-    "same" pads (kernel - 1) * dilation per side in all, the odd one on the right / bottom, as
-    torch does; "valid" pads nothing; ints are symmetric already."""
+    "same" (stride 1 only, as torch) pads (kernel - 1) * dilation per side in all, the odd one
+    on the right / bottom, as torch does; "valid" pads nothing; ints are symmetric already."""
     if not isinstance(padding, str):
         return _pair(op, "padding", padding), (0, 0, 0, 0)
     if padding == "valid":
         return (0, 0), (0, 0, 0, 0)
     if padding != "same":
         raise rt.OpError(f"cudnn.ops.{op}: padding: expected 'same', 'valid', an int or two ints, got {padding!r}")
+    if stride != (1, 1):
+        raise rt.OpError(f"cudnn.ops.{op}: padding: 'same' needs stride 1 (as torch), got stride {stride}")
     rt.check_tensor(op, "weight", weight, rank=4)
-    (th, tw) = ((weight.shape[2] - 1) * dilation[0], (weight.shape[3] - 1) * dilation[1])
+    th, tw = (weight.shape[2] - 1) * dilation[0], (weight.shape[3] - 1) * dilation[1]
     return (th // 2, tw // 2), (0, tw % 2, 0, th % 2)
 
 
@@ -320,14 +322,12 @@ def conv2d_bias_act(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     if isinstance(groups, bool) or not isinstance(groups, int):
         raise rt.OpError(f"cudnn.ops.{op}: groups: expected an int, got {groups!r}")
     s, d = _pair(op, "stride", stride), _pair(op, "dilation", dilation)
-    if type(padding) is tuple:
-        p = _pair(op, "padding", padding)
-    else:
-        if padding == "same" and s != (1, 1):
-            raise rt.OpError(f"cudnn.ops.{op}: padding: 'same' needs stride 1 (as torch), got stride {s}")
-        p, extra = zero_padding(op, padding, weight, d)
+    if isinstance(padding, str):
+        p, extra = conv_padding(op, padding, weight, s, d)
         if any(extra):
             x = F.pad(x, extra)
+    else:
+        p = _pair(op, "padding", padding)
     save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
                                         or (bias is not None and bias.requires_grad))
     if rt.eager(x, weight, bias):
