@@ -40,12 +40,23 @@ def causal(n: int) -> torch.Tensor:
     return torch.ones(n, n, dtype=torch.bool).triu(1)  # torch's MHA: True is masked out
 
 
+def padding(dtype: torch.dtype = torch.bool) -> torch.Tensor:
+    """A [B, S] key-padding mask: the second sequence's last two keys are padding."""
+    pad = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
+    return pad if dtype == torch.bool else torch.zeros(2, 6).masked_fill_(pad, float("-inf"))
+
+
 @pytest.mark.parametrize("batch_first", [True, False])
 @pytest.mark.parametrize("mask", ["none", "bool", "float", "per_head", "causal_hint"])
-def test_calls_sent_to_sdpa_give_torchs_results(batch_first: bool, mask: str) -> None:
+@pytest.mark.parametrize("pad", [None, torch.bool, torch.float32], ids=["no_pad", "bool_pad", "float_pad"])
+def test_calls_sent_to_sdpa_give_torchs_results(batch_first: bool, mask: str, pad: torch.dtype | None) -> None:
+    """Every mask form torch's module takes, with and without a key-padding mask (merged into
+    the attention mask as torch merges them, a causal hint included)."""
     ref, routed = pair(batch_first)
     q, k, v = qkv(batch_first)
     kwargs: dict[str, object] = {"need_weights": False}
+    if pad is not None:
+        kwargs["key_padding_mask"] = padding(pad)
     if mask == "bool":
         kwargs["attn_mask"] = torch.rand(6, 6) > 0.7
     elif mask == "float":
@@ -65,12 +76,13 @@ def test_calls_sent_to_sdpa_give_torchs_results(batch_first: bool, mask: str) ->
 def test_calls_left_to_torch_are_torchs() -> None:
     ref, routed = pair(True)
     q, k, v = qkv(True)
-    pad = torch.tensor([[False] * 6, [False] * 4 + [True] * 2])
-    for kwargs in ({}, {"key_padding_mask": pad, "need_weights": False}, {"average_attn_weights": False}):
+    for kwargs in ({}, {"key_padding_mask": padding(), "need_weights": True}, {"average_attn_weights": False}):
         got, want = routed(q, k, v, **kwargs), ref(q, k, v, **kwargs)
         torch.testing.assert_close(got, want, atol=0, rtol=0)  # attention weights too (need_weights defaults True)
     with pytest.raises(RuntimeError, match="attn_mask"):  # torch's module says what an is_causal hint needs
         routed(q, k, v, need_weights=False, is_causal=True)
+    with pytest.raises(AssertionError, match="key_padded_mask"):  # a padding mask of the wrong shape: torch's says
+        routed(q, k, v, key_padding_mask=padding()[:, :5], need_weights=False)
     kdim_ref, kdim = pair(True, kdim=8, vdim=8)
     kq, _, _ = qkv(True)
     kk, kv = torch.randn(2, 6, 8), torch.randn(2, 6, 8)

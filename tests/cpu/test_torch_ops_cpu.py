@@ -123,7 +123,8 @@ def test_bad_input_is_refused_naming_op_and_argument() -> None:
     k = meta(2, 2, 64, 32, dtype=torch.float16)
     sdpa = ops.scaled_dot_product_attention
     _raises(lambda: sdpa(q, k, k), "scaled_dot_product_attention", "enable_gqa")
-    _raises(lambda: sdpa(q, q, q, dropout_p=0.1), "dropout_p")
+    for p in (1.0, -0.1, "0.1", True):  # dropout_p > 0 runs cuDNN's Philox dropout; these are not probabilities
+        _raises(lambda p=p: sdpa(q, q, q, dropout_p=p), "dropout_p", "[0, 1)")
     _raises(lambda: sdpa(q.float(), q.float(), q.float()), "query", "dtype")
     _raises(lambda: sdpa(q, q, q, attn_mask=meta(64, 64, dtype=torch.float16), is_causal=True), "attn_mask")
     _raises(lambda: sdpa(q, q, q, attn_mask=meta(64, 64, dtype=torch.float16)), "attn_mask", "requires grad")
@@ -196,8 +197,11 @@ def test_mha_refuses_what_cudnn_does_not_compute() -> None:
     x = torch.randn(2, 8, 64)
     with pytest.raises(cudnn.GraphError, match="need_weights"):
         m(x, x, x, need_weights=True)
-    with pytest.raises(cudnn.GraphError, match="key_padding_mask"):
-        m(x, x, x, key_padding_mask=torch.zeros(2, 8, dtype=torch.bool))
+    bads = (torch.zeros(2, 7, dtype=torch.bool), torch.zeros(8, 2, dtype=torch.bool),
+            torch.zeros(2, 8, dtype=torch.int32))
+    for bad in bads:
+        with pytest.raises(cudnn.GraphError, match=r"key_padding_mask: expected a boolean or float \[B, S\] tensor"):
+            m(x, x, x, key_padding_mask=bad)
     with pytest.raises(cudnn.GraphError, match=r"query/key/value: expected three 3-D .* \(8, 64\), \(2, 8, 64\)"):
         m(x[0], x, x)
 

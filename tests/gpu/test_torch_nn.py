@@ -255,3 +255,77 @@ def test_attention_modules_take_unbatched_and_sequence_first_inputs(batch_first:
                 _close(f"{name} {shape}", ours(q, k, v)[0], ref)
                 _close(f"{name} {shape} routed", routed(q, k, v, need_weights=False)[0], ref)
     assert len(calls) == 8
+
+
+@pytest.mark.parametrize("padding", [torch.bool, torch.float16], ids=["bool", "float"])
+@pytest.mark.parametrize("batch_first", [True, False], ids=["batch_first", "seq_first"])
+def test_attention_modules_take_a_key_padding_mask(batch_first: bool, padding: torch.dtype,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key-padding mask, alone and with a causal attention mask (torch merges the two), as
+    torch's module computes it, output and input gradients: cudnn.nn.MultiheadAttention and
+    convert's routed module both send the call to cuDNN's attention."""
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(128, 4, batch_first=batch_first).to(DEV, H)
+    ours = cnn.MultiheadAttention(128, 4, batch_first=batch_first).to(DEV, H)
+    ours.load_state_dict(theirs.state_dict())
+    routed = cnn.convert(copy.deepcopy(theirs))
+    calls: list[int] = []
+    attention = ops.scaled_dot_product_attention
+
+    def counted(*args: object, **kwargs: object) -> torch.Tensor:
+        calls.append(1)
+        return attention(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ops, "scaled_dot_product_attention", counted)
+    pad = torch.zeros(3, 64, dtype=torch.bool, device=DEV)
+    pad[1, 40:], pad[2, 10:] = True, True  # padded keys at the end of two of the sequences
+    mask = pad if padding == torch.bool else torch.zeros(3, 64, device=DEV, dtype=H).masked_fill_(pad, float("-inf"))
+    causal = nn.Transformer.generate_square_subsequent_mask(64, device=DEV, dtype=H)
+    x = torch.randn((3, 64, 128) if batch_first else (64, 3, 128), device=DEV, dtype=H)
+    for extra in ({}, {"attn_mask": causal}, {"attn_mask": causal, "is_causal": True}):
+        xs = [x.clone().requires_grad_() for _ in range(3)]
+        ref = theirs(xs[0], xs[0], xs[0], key_padding_mask=mask, need_weights=False, **extra)[0]
+        (ref_dx,) = torch.autograd.grad(ref.float().square().sum(), xs[0])
+        for name, module, xi in (("ours", ours, xs[1]), ("routed", routed, xs[2])):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)  # no fallback to torch's SDPA
+                got = module(xi, xi, xi, key_padding_mask=mask, need_weights=False, **extra)[0]
+            (dx,) = torch.autograd.grad(got.float().square().sum(), xi)
+            _close(f"{name} {sorted(extra)}", got, ref)
+            _close(f"{name} {sorted(extra)} dx", dx, ref_dx)
+    with torch.no_grad():  # cudnn.nn's module also takes is_causal without a mask (torch's wants one)
+        ref = theirs(x, x, x, key_padding_mask=mask, need_weights=False, attn_mask=causal)[0]
+        _close("ours is_causal only", ours(x, x, x, key_padding_mask=mask, need_weights=False, is_causal=True)[0],
+               ref)
+    assert len(calls) == 7
+
+
+def test_attention_modules_apply_dropout_in_training_through_cudnn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With dropout set, a training call passes it to cuDNN's attention (no fallback to torch):
+    two calls differ, the gradients are finite, and in eval mode the module is torch's again.
+    (tests/gpu/test_torch_ops.py checks the dropout itself against torch.)"""
+    torch.manual_seed(0)
+    theirs = nn.MultiheadAttention(128, 4, dropout=0.2, batch_first=True).to(DEV, H)
+    ours = cnn.MultiheadAttention(128, 4, dropout=0.2, batch_first=True).to(DEV, H)
+    ours.load_state_dict(theirs.state_dict())
+    routed = cnn.convert(copy.deepcopy(theirs).train())
+    seen: list[float] = []
+    attention = ops.scaled_dot_product_attention
+
+    def counted(*args: object, **kwargs: object) -> torch.Tensor:
+        seen.append(float(kwargs.get("dropout_p", 0.0)))  # type: ignore[arg-type]
+        return attention(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ops, "scaled_dot_product_attention", counted)
+    x = torch.randn(2, 64, 128, device=DEV, dtype=H, requires_grad=True)
+    for module in (ours.train(), routed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            a, b = module(x, x, x, need_weights=False)[0], module(x, x, x, need_weights=False)[0]
+        assert not torch.equal(a, b)
+        (dx,) = torch.autograd.grad(a.float().sum(), x)
+        assert torch.isfinite(dx).all()
+        module.eval()
+        with torch.no_grad():
+            _close("eval", module(x, x, x, need_weights=False)[0], theirs.eval()(x, x, x, need_weights=False)[0])
+    assert seen == [0.2, 0.2, 0.0, 0.2, 0.2, 0.0]

@@ -6,7 +6,8 @@ the torch op and autograd), so tolerances only cover cuDNN's arithmetic and outp
                   dX/dW/dB: the same relative, atol scaled by the largest reference magnitude
   layer/RMS norm  Y, dX as above; dWeight/dBias (sums over rows) atol 3e-2 x magnitude
   batch norm      as layer norm; running statistics atol/rtol 1e-3
-  attention       O fp16 2e-2 | bf16 6e-2; dQ/dK/dV twice that, scaled by magnitude
+  attention       O fp16 2e-2 | bf16 6e-2; dQ/dK/dV twice that, scaled by magnitude (dropout:
+                  against the same math with the mask cuDNN drew, read off O for V = I)
 Also: torch.compile(fullgraph=True) of each op (forward and backward), CUDA-graph capture and
 replay, autocast, channels-last and contiguous inputs, the graph cache's reuse, the eager
 path (no dispatcher) against the registered ops, the eager backward's graphs kept on the
@@ -363,6 +364,108 @@ def test_scaled_dot_product_attention_of_three_and_five_dimensions(shape: tuple[
 
 def test_experimental_name_is_the_op() -> None:
     assert cudnn.experimental.scaled_dot_product_attention is ops.scaled_dot_product_attention
+
+
+# -- attention dropout -----------------------------------------------------------------------------
+# With V the identity (S_kv = D), O is the dropped, rescaled probabilities themselves: O = P * keep
+# / (1 - p). So one call shows cuDNN's mask (O != 0 where P > 0), and the reference, in float64
+# through torch's autograd, is (P * keep / (1 - p)) @ V with that mask: output and all three
+# gradients, which the backward can only match by drawing the forward's mask again.
+
+DROP = 0.25
+
+
+def _eye_qkv(dtype: torch.dtype, hk: int = 4) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    q, k, _ = _qkv(dtype, hq=4, hk=hk, sq=128, skv=64, d=64)
+    return q, k, torch.eye(64, device=DEV, dtype=dtype).expand(2, hk, 64, 64).contiguous()
+
+
+def _check_dropout(o: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dtype: torch.dtype,
+                   grads: tuple | None = None, do: torch.Tensor | None = None, **opts: object) -> torch.Tensor:
+    """Check O (from V = I) against the probabilities and, given ``grads`` for ``do``, the
+    gradients; returns the mask cuDNN drew. The kept share is 1 - p within 0.02 (65536 draws:
+    0.02 is 13 standard deviations)."""
+    eye = torch.eye(64, device=DEV, dtype=torch.float64)
+    gqa = q.shape[1] // k.shape[1]
+    with torch.no_grad():
+        prob = F.scaled_dot_product_attention(q.double(), k.double(), eye.expand(*k.shape[:2], 64, 64),
+                                              enable_gqa=gqa > 1, **opts)
+    live, keep = prob > 0, o != 0
+    assert not (keep & ~live).any(), "O is nonzero where the attention probability is 0"
+    kept = float(keep[live].float().mean())
+    assert abs(kept - (1 - DROP)) < 0.02, f"kept {kept:.4f} of the live probabilities, expected {1 - DROP}"
+
+    def fn(q_: torch.Tensor, k_: torch.Tensor, v_: torch.Tensor) -> torch.Tensor:
+        p_ = F.scaled_dot_product_attention(q_, k_, eye.expand(*k_.shape[:2], 64, 64), enable_gqa=gqa > 1, **opts)
+        return (p_ * keep / (1 - DROP)) @ v_.repeat_interleave(gqa, 1)
+
+    if grads is None:
+        with torch.no_grad():
+            close("O", o, fn(q.double(), k.double(), v.double()), dtype)
+        return keep
+    ref, dq, dk, dv = ref_grads(fn, [q, k, v], do)  # type: ignore[arg-type]
+    close("O", o, ref, dtype)
+    for name, got, want in zip(("dQ", "dK", "dV"), grads, (dq, dk, dv)):
+        close(name, got, want, dtype, 2)
+    return keep
+
+
+DROP_CASES = {"plain": {}, "causal": {"is_causal": True}, "bool_mask": {"mask": True}, "gqa": {"hk": 2}}
+
+
+@pytest.mark.parametrize("path", ["eager", "compiled"])
+@pytest.mark.parametrize("case", sorted(DROP_CASES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+def test_attention_dropout_forward_and_backward(dtype: torch.dtype, case: str, path: str) -> None:
+    """dropout_p > 0 runs cuDNN's Philox dropout: about p of the probabilities dropped, the rest
+    scaled by 1 / (1 - p), and the backward's gradients those of the same mask (see above);
+    eager and under torch.compile(fullgraph=True)."""
+    torch._dynamo.reset()
+    opts = dict(DROP_CASES[case])
+    q, k, v = _eye_qkv(dtype, opts.pop("hk", 4))
+    if opts.pop("mask", False):
+        mask = torch.rand(128, 64, device=DEV) > 0.3
+        mask[:, 0] = True  # every row keeps a key
+        opts["attn_mask"] = mask
+
+    def attend(q_: torch.Tensor, k_: torch.Tensor, v_: torch.Tensor) -> torch.Tensor:
+        return ops.scaled_dot_product_attention(q_, k_, v_, dropout_p=DROP, enable_gqa=q_.shape[1] != k_.shape[1],
+                                                **opts)
+
+    fn = torch.compile(attend, fullgraph=True) if path == "compiled" else attend
+    qs, ks, vs = leaves(q, k, v)
+    o = fn(qs, ks, vs)
+    do = torch.randn_like(o)
+    o.backward(do)
+    _check_dropout(o.detach(), q, k, v, dtype, (qs.grad, ks.grad, vs.grad), do, **opts)
+
+
+def test_attention_dropout_follows_torchs_generator_and_redraws_on_cuda_graph_replay() -> None:
+    """The mask comes from torch's CUDA generator: torch.manual_seed repeats it, the next call
+    draws another. A captured call (no gradient: the inference graph) draws a new mask on each
+    replay, each one right (see above)."""
+    q, k, v = _eye_qkv(torch.float16)
+    attend = lambda: ops.scaled_dot_product_attention(q, k, v, dropout_p=DROP)  # noqa: E731
+    torch.manual_seed(7)
+    first = attend()
+    torch.manual_seed(7)
+    assert torch.equal(attend(), first)
+    assert not torch.equal(attend(), first)
+    _check_dropout(first, q, k, v, torch.float16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        attend()  # build outside capture
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = attend()
+    masks = []
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        masks.append(_check_dropout(out.clone(), q, k, v, torch.float16))
+    assert not torch.equal(masks[0], masks[1]), "a replay drew the captured mask again"
 
 
 # -- compile, CUDA graphs, autocast, cache ---------------------------------------------------------

@@ -2,8 +2,8 @@
 
 - ``nn.LayerNorm`` -> `LayerNorm`, ``nn.RMSNorm`` -> `RMSNorm` (same parameters, in place);
 - ``nn.MultiheadAttention`` -> `RoutedMultiheadAttention` (the same module, whose calls
-  without attention weights or a key-padding mask run cuDNN's attention, or torch's SDPA after
-  a warning where cuDNN does not cover them), unless ``attention=False``;
+  without attention weights run cuDNN's attention, or torch's SDPA after a warning where
+  cuDNN does not cover them), unless ``attention=False``;
 - in eval mode, Conv2d -> BatchNorm2d [-> ReLU] chains found by tracing the model with
   ``torch.fx`` become one `Conv2dBiasAct` with the batch norm folded into its weight and bias
   (inference only: folding freezes the running statistics). The model is then returned as

@@ -69,9 +69,10 @@ class RMSNorm(nn.RMSNorm):
 
 class MultiheadAttention(nn.MultiheadAttention):
     """``nn.MultiheadAttention`` (batch_first or not, same parameters and state dict) whose
-    attention is `cudnn.ops.scaled_dot_product_attention`. Supported: equal embed dims for q, k
-    and v (packed in_proj_weight), no bias_k / bias_v / add_zero_attn, dropout 0, and no
-    attention weights returned (``need_weights=False``); the rest raises naming the argument."""
+    attention is `cudnn.ops.scaled_dot_product_attention` (dropout in training, as torch's, and a
+    key-padding mask merged into the attention mask, as torch merges them). Supported: equal
+    embed dims for q, k and v (packed in_proj_weight), no bias_k / bias_v / add_zero_attn, and
+    no attention weights returned (``need_weights=False``); the rest raises naming the argument."""
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 key_padding_mask: torch.Tensor | None = None, need_weights: bool = False,
@@ -84,39 +85,41 @@ class MultiheadAttention(nn.MultiheadAttention):
                               "attention; pass need_weights=False")
         if not _packed(self):
             raise ops.OpError(f"{where}: kdim/vdim, add_bias_kv and add_zero_attn are not supported")
-        if self.dropout and self.training:
-            raise ops.OpError(f"{where}: dropout: only 0.0 is supported in training, got {self.dropout}")
-        if key_padding_mask is not None:
-            raise ops.OpError(f"{where}: key_padding_mask: not supported; fold it into attn_mask")
         if not _batched_or_not(query, key, value):
             raise ops.OpError(f"{where}: query/key/value: expected three 3-D (batched) or three 2-D (unbatched) "
                               f"tensors, got shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}")
-        return _attend(self, query, key, value, attn_mask, is_causal and attn_mask is None, 0.0,
-                       ops.scaled_dot_product_attention), None
+        if key_padding_mask is not None:
+            _check_padding_mask(where, key_padding_mask, key, self.batch_first)
+        causal = is_causal and attn_mask is None
+        return _attend(self, query, key, value, attn_mask, causal, self.dropout if self.training else 0.0,
+                       ops.scaled_dot_product_attention, key_padding_mask), None
 
 
 class RoutedMultiheadAttention(nn.MultiheadAttention):
     """What `convert` puts in place of an ``nn.MultiheadAttention`` (same parameters, state dict
-    and call signature, torch's defaults included). A call with ``need_weights=False`` and no
-    key-padding mask runs its projections and cuDNN's attention, or torch's SDPA after a
-    warning naming why for a call cuDNN does not cover (`sdpa.attention_with_fallback`); any
-    other call (attention weights wanted, a key-padding mask, kdim / vdim, bias_k / bias_v,
-    add_zero_attn) is torch's module unchanged."""
+    and call signature, torch's defaults included). A call with ``need_weights=False`` runs its
+    projections and cuDNN's attention (dropout in training, a key-padding mask merged into the
+    attention mask), or torch's SDPA after a warning naming why for a call cuDNN does not cover
+    (`sdpa.attention_with_fallback`); any other call (attention weights wanted, kdim / vdim,
+    bias_k / bias_v, add_zero_attn) is torch's module unchanged."""
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 key_padding_mask: torch.Tensor | None = None, need_weights: bool = True,
                 attn_mask: torch.Tensor | None = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """As ``nn.MultiheadAttention.forward``; see the class for which calls reach SDPA."""
-        if (need_weights or key_padding_mask is not None or not _packed(self) or query.is_nested
+        if (need_weights or not _packed(self) or query.is_nested
                 or not _batched_or_not(query, key, value)
-                or (is_causal and attn_mask is None)):  # the last: torch's module says what it needs
+                or (is_causal and attn_mask is None)  # torch's module says what it needs
+                or (key_padding_mask is not None and not _padding_mask_fits(key_padding_mask, key, self.batch_first))):
             return super().forward(query, key, value, key_padding_mask, need_weights, attn_mask,
                                    average_attn_weights, is_causal)
-        if is_causal:  # torch's module: the mask is a hint, and SDPA applies causality itself
-            attn_mask = None
-        return _attend(self, query, key, value, attn_mask, is_causal, self.dropout if self.training else 0.0,
-                       attention_with_fallback), None
+        if is_causal and key_padding_mask is None:  # torch's module: the mask is a hint, and SDPA applies
+            attn_mask, causal = None, True          # causality itself (with a padding mask, the two merge)
+        else:
+            causal = False
+        return _attend(self, query, key, value, attn_mask, causal, self.dropout if self.training else 0.0,
+                       attention_with_fallback, key_padding_mask), None
 
 
 def _packed(m: nn.MultiheadAttention) -> bool:
@@ -130,12 +133,40 @@ def _batched_or_not(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor)
     return query.dim() == key.dim() == value.dim() and query.dim() in (2, 3)
 
 
+def _padding_mask_fits(mask: torch.Tensor, key: torch.Tensor, batch_first: bool) -> bool:
+    """A key-padding mask of the shape torch's module takes: [B, S] for a batched key, [S] for
+    an unbatched one, boolean or floating point."""
+    if key.dim() == 2:
+        expected: tuple[int, ...] = (key.shape[0],)
+    else:
+        expected = (key.shape[0], key.shape[1]) if batch_first else (key.shape[1], key.shape[0])
+    return isinstance(mask, torch.Tensor) and tuple(mask.shape) == expected \
+        and (mask.dtype == torch.bool or mask.is_floating_point())
+
+
+def _check_padding_mask(where: str, mask: torch.Tensor, key: torch.Tensor, batch_first: bool) -> None:
+    if not _padding_mask_fits(mask, key, batch_first):
+        want = "[S]" if key.dim() == 2 else "[B, S]"
+        got = f"shape {tuple(mask.shape)}, dtype {str(mask.dtype).removeprefix('torch.')}" \
+            if isinstance(mask, torch.Tensor) else type(mask).__name__
+        raise ops.OpError(f"{where}: key_padding_mask: expected a boolean or float {want} tensor (the key's "
+                          f"batch and sequence), got {got}")
+
+
+def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A mask as torch's module reads it, as an additive one: a boolean mask's True is -inf."""
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask, float("-inf"))
+    return mask.to(dtype)
+
+
 def _attend(m: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
             attn_mask: torch.Tensor | None, is_causal: bool, dropout_p: float,
-            attention: Any) -> torch.Tensor:
+            attention: Any, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
     """``m``'s computation (packed in-projection, heads, ``attention`` as SDPA, out-projection)
     for the calls both modules above send to SDPA; torch's mask conventions are turned into
-    SDPA's (a [B * H, L, S] mask to [B, H, L, S]; a boolean mask's True means "masked out")."""
+    SDPA's (a [B * H, L, S] mask to [B, H, L, S]; a boolean mask's True means "masked out"; a
+    key-padding mask is added to the attention mask as a [B, 1, 1, S] one, as torch merges them)."""
     shared = query is key and key is value  # self-attention: one GEMM for the three projections
     unbatched = query.dim() == 2  # [L, E]: one sequence, whatever batch_first says
     if unbatched or not m.batch_first:
@@ -155,7 +186,13 @@ def _attend(m: nn.MultiheadAttention, query: torch.Tensor, key: torch.Tensor, va
         v = F.linear(value, wv, bv).view(b, value.shape[1], h, d).transpose(1, 2)
     if attn_mask is not None and attn_mask.dim() == 3:
         attn_mask = attn_mask.view(b, h, *attn_mask.shape[1:])
-    if attn_mask is not None and attn_mask.dtype == torch.bool:
+    if key_padding_mask is not None:
+        padding = _additive(key_padding_mask, q.dtype).view(b, 1, 1, key.shape[1])
+        if is_causal:  # SDPA takes a mask or causality, not both: the causal mask joins the padding
+            attn_mask = torch.ones(sq, key.shape[1], dtype=torch.bool, device=q.device).triu(1)
+            is_causal = False
+        attn_mask = padding if attn_mask is None else _additive(attn_mask, q.dtype) + padding
+    elif attn_mask is not None and attn_mask.dtype == torch.bool:
         attn_mask = ~attn_mask
     kwargs = {"dropout_p": dropout_p} if dropout_p else {}
     o = attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kwargs)

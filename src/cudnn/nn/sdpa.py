@@ -4,7 +4,7 @@ routes them to one of torch's backends.
 
 Inside the context (or a function decorated with it), every call of torch's SDPA made on this
 thread runs cuDNN's attention graphs, forward and backward. A call cuDNN does not cover
-(dropout, float32 outside autocast, a CPU tensor, a shape no engine supports) raises
+(float32 outside autocast, a CPU tensor, a shape no engine supports) raises
 `cudnn.ops.OpError` or cuDNN's not-supported error before any kernel runs; with
 ``fallback=True`` it runs torch's own SDPA instead, after a warning that names the reason
 (once per reason). `cudnn.nn.convert` runs the forward of a model with SDPA call sites in

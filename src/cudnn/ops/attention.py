@@ -5,8 +5,10 @@ Covered: fp16 / bf16 Q, K, V of shape [B, H, S, D] (any strides with a unit head
 [B, S, D] and [..., B, H, S, D] as views of that shape), ``is_causal`` (torch's top-left
 causal mask), ``scale``, ``enable_gqa`` (H_q a multiple of H_kv), and ``attn_mask`` as an
 additive float mask or a boolean keep-mask broadcastable to [B, H, S_q, S_kv] (a boolean mask
-becomes a 0 / -inf bias). Not covered, and refused naming the argument: ``dropout_p`` > 0, a
-mask that needs a gradient, other dtypes, fewer than 3 dimensions.
+becomes a 0 / -inf bias), and ``dropout_p`` (cuDNN's Philox dropout: each call draws its seed
+and offset from torch's CUDA generator, so ``torch.manual_seed`` repeats a call's mask, a CUDA
+graph replay draws a new one, and the backward reuses the forward's). Not covered, and refused
+naming the argument: a mask that needs a gradient, other dtypes, fewer than 3 dimensions.
 O is laid out BSHD (as torch's flash kernels return it); Stats (log-sum-exp, float32) is kept
 for the backward.
 """
@@ -24,6 +26,26 @@ if TYPE_CHECKING:
     from ..graph import pygraph
 
 _OP = "scaled_dot_product_attention"
+_SEEDS = 1 << 62  # Philox seeds and offsets are drawn below this
+
+
+def _dropout_p(p: object) -> float:
+    """``dropout_p`` as a float in [0, 1), or an OpError naming it."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+        raise rt.OpError(f"cudnn.ops.{_OP}: dropout_p: expected a float in [0, 1), got {p!r}")
+    return float(p)
+
+
+def _rng(q: torch.Tensor) -> torch.Tensor:
+    """One call's Philox seed and offset (int64 [2] on the query's device), drawn from torch's
+    CUDA generator: seeded by torch.manual_seed, and drawn anew on every CUDA graph replay."""
+    return torch.randint(_SEEDS, (2,), dtype=torch.int64, device=q.device)
+
+
+def _rng_ports(g: pygraph) -> dict:
+    """The graph's seed and offset tensors: [1, 1, 1, 1] int64 each, the halves of `_rng`'s."""
+    return {name: g.tensor(name=name, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=rt.data_type.INT64)
+            for name in ("seed", "offset")}
 
 
 def _o_like(q: torch.Tensor, dv: int) -> torch.Tensor:
@@ -72,20 +94,24 @@ def _bias(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> torch.
 
 
 def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
-         scale: float, training: bool, enable_gqa: bool = True) -> tuple[torch.Tensor, torch.Tensor | None, rt.Built]:
-    """O (BSHD memory), in training Stats [B, H, S_q, 1] float32, and the graph. Arguments are
-    checked when their key is first built; a hit only allocates and runs."""
+         scale: float, training: bool, enable_gqa: bool = True, dropout_p: float = 0.0,
+         rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None, rt.Built]:
+    """O (BSHD memory), in training Stats [B, H, S_q, 1] float32, and the graph; with
+    ``dropout_p``, ``rng`` holds the Philox seed and offset (`_rng`). Arguments are checked
+    when their key is first built; a hit only allocates and runs."""
     key = ("sdpa", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(bias), is_causal, scale, training,
-           enable_gqa)
+           enable_gqa, dropout_p)
     dev = q.get_device()
     built = rt.CACHE.lookup(dev, key)
     if built is None:
-        built = _build(dev, key, q, k, v, bias, is_causal, scale, training, enable_gqa)
+        built = _build(dev, key, q, k, v, bias, is_causal, scale, training, enable_gqa, dropout_p)
     size, strides = built.info
     o = q.new_empty_strided(size, strides)
-    # roles bound in _build's order: q, k, v, [bias], o, [stats]
+    # roles bound in _build's order: q, k, v, [bias], [seed, offset], o, [stats]
     head = (q.data_ptr(), k.data_ptr(), v.data_ptr()) if bias is None \
         else (q.data_ptr(), k.data_ptr(), v.data_ptr(), bias.data_ptr())
+    if dropout_p:
+        head = (*head, rng.data_ptr(), rng.data_ptr() + 8)  # type: ignore[union-attr]
     if not training:
         rt.run(built, dev, (*head, o.data_ptr()))
         return o, None, built
@@ -95,7 +121,7 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor |
 
 
 def _build(dev: int, key: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
-           is_causal: bool, scale: float, training: bool, enable_gqa: bool) -> rt.Built:
+           is_causal: bool, scale: float, training: bool, enable_gqa: bool, dropout_p: float) -> rt.Built:
     """Check the arguments, then build and cache the attention graph for ``key``."""
     _check(q, k, v, None, enable_gqa)
     if bias is not None:
@@ -107,28 +133,32 @@ def _build(dev: int, key: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         ports = {"q": Q, "k": K, "v": V}
         if bias is not None:
             ports["bias"] = rt.tensor_of(g, "bias", bias)
+        if dropout_p:
+            ports.update(_rng_ports(g))
         Out, S = g.sdpa(Q, K, V, generate_stats=training, attn_scale=scale, bias=ports.get("bias"),
-                        use_causal_mask=is_causal)
+                        use_causal_mask=is_causal,
+                        dropout=(dropout_p, ports["seed"], ports["offset"]) if dropout_p else None)
         ports["o"] = Out.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride()))
         if training:
             ports["stats"] = S.set_output(True).set_data_type(rt.data_type.FLOAT)
         return ports
 
     built = rt.CACHE.build(dev, key, make)
-    built.bind(*(r for r in ("q", "k", "v", "bias", "o", "stats") if r in built.ports))
+    built.bind(*(r for r in ("q", "k", "v", "bias", "seed", "offset", "o", "stats") if r in built.ports))
     built.info = (tuple(o.shape), o.stride())
     return built
 
 
 @torch.library.custom_op("cudnn::sdpa", mutates_args=())
 def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
-         scale: float, training: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    o, stats, _ = _run(q, k, v, bias, is_causal, scale, training)
+         scale: float, training: bool, dropout_p: float = 0.0,
+         rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    o, stats, _ = _run(q, k, v, bias, is_causal, scale, training, True, dropout_p, rng)
     return o, (q.new_empty(0, dtype=torch.float32) if stats is None else stats)
 
 
 @_fwd.register_fake
-def _(q, k, v, bias, is_causal, scale, training):  # type: ignore[no-untyped-def]
+def _(q, k, v, bias, is_causal, scale, training, dropout_p=0.0, rng=None):  # type: ignore[no-untyped-def]
     _check(q, k, v, None, True)
     stats = q.new_empty(q.shape[0], q.shape[1], q.shape[2], 1, dtype=torch.float32) if training \
         else q.new_empty(0, dtype=torch.float32)
@@ -136,9 +166,11 @@ def _(q, k, v, bias, is_causal, scale, training):  # type: ignore[no-untyped-def
 
 
 def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-             stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float,
+             stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
+             rng: torch.Tensor | None = None,
              forward: rt.Built | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dQ, dK, dV (the layouts of Q, K, V) from cuDNN's attention backward graph. ``forward``:
+    """dQ, dK, dV (the layouts of Q, K, V) from cuDNN's attention backward graph; with
+    ``dropout_p``, the forward's mask again from its seed and offset (``rng``). ``forward``:
     the graph that made O and Stats, where the backward graph is kept once found, by the
     layouts and type of what it reads (the eager path; their shapes follow from the forward's
     key, and saved-tensor hooks may give the saved tensors back in other layouts)."""
@@ -151,24 +183,26 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     built = None if forward is None else forward.derived.get(memo)
     if built is None:
         key = ("sdpa_backward", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(o), rt.sig(do),
-               rt.sig(stats), rt.sig(bias), dq.stride(), dk.stride(), dv.stride(), is_causal, scale)
+               rt.sig(stats), rt.sig(bias), dq.stride(), dk.stride(), dv.stride(), is_causal, scale, dropout_p)
         built = rt.CACHE.lookup(dev, key)
         if built is None:
-            built = _build_bwd(dev, key, do, q, k, v, o, stats, bias, is_causal, scale, dq, dk, dv)
+            built = _build_bwd(dev, key, do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, dq, dk, dv)
         if forward is not None:
             forward.derived[memo] = built
-    if bias is None:
-        rt.run(built, dev, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), stats.data_ptr(),
-                            dq.data_ptr(), dk.data_ptr(), dv.data_ptr()))
-    else:
-        rt.run(built, dev, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), stats.data_ptr(),
-                            dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), bias.data_ptr()))
+    # roles bound in _build_bwd's order: q, k, v, o, do, stats, dq, dk, dv, [bias], [seed, offset]
+    ptrs: tuple[int, ...] = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), stats.data_ptr(),
+            dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
+    if bias is not None:
+        ptrs = (*ptrs, bias.data_ptr())
+    if dropout_p:
+        ptrs = (*ptrs, rng.data_ptr(), rng.data_ptr() + 8)  # type: ignore[union-attr]
+    rt.run(built, dev, ptrs)
     return dq, dk, dv
 
 
 def _build_bwd(dev: int, key: tuple, do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                o: torch.Tensor, stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float,
-               dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor) -> rt.Built:
+               dropout_p: float, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor) -> rt.Built:
     """Build and cache the attention backward graph for ``key`` (its inputs come from the forward)."""
 
     def make(g: pygraph) -> dict:
@@ -176,42 +210,47 @@ def _build_bwd(dev: int, key: tuple, do: torch.Tensor, q: torch.Tensor, k: torch
                                                          ("stats", stats))}
         if bias is not None:
             ports["bias"] = rt.tensor_of(g, "bias", bias)
+        if dropout_p:
+            ports.update(_rng_ports(g))
         DQ, DK, DV = g.sdpa_backward(ports["q"], ports["k"], ports["v"], ports["o"], ports["do"], ports["stats"],
-                                     attn_scale=scale, bias=ports.get("bias"), use_causal_mask=is_causal)
+                                     attn_scale=scale, bias=ports.get("bias"), use_causal_mask=is_causal,
+                                     dropout=(dropout_p, ports["seed"], ports["offset"]) if dropout_p else None)
         for name, T, t in (("dq", DQ, dq), ("dk", DK, dk), ("dv", DV, dv)):
             ports[name] = T.set_output(True).set_dim(list(t.shape)).set_stride(list(t.stride()))
         return ports
 
-    roles = ("q", "k", "v", "o", "do", "stats", "dq", "dk", "dv") + (() if bias is None else ("bias",))
+    roles = ("q", "k", "v", "o", "do", "stats", "dq", "dk", "dv") + (() if bias is None else ("bias",)) \
+        + (("seed", "offset") if dropout_p else ())
     return rt.CACHE.build(dev, key, make).bind(*roles)
 
 
 @torch.library.custom_op("cudnn::sdpa_backward", mutates_args=())
 def _bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, stats: torch.Tensor,
-         bias: torch.Tensor | None, is_causal: bool, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale)
+         bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
+         rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng)
 
 
 @_bwd.register_fake
-def _(do, q, k, v, o, stats, bias, is_causal, scale):  # type: ignore[no-untyped-def]
+def _(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p=0.0, rng=None):  # type: ignore[no-untyped-def]
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup(ctx, inputs, output):  # type: ignore[no-untyped-def]
-    q, k, v, bias, is_causal, scale, training = inputs
+    q, k, v, bias, is_causal, scale, training, dropout_p, rng = inputs
     o, stats = output
-    ctx.attn = (is_causal, scale, training)
-    ctx.save_for_backward(q, k, v, o, stats, bias)
+    ctx.attn = (is_causal, scale, training, dropout_p)
+    ctx.save_for_backward(q, k, v, o, stats, bias, rng)
 
 
 def _backward(ctx, do, _dstats):  # type: ignore[no-untyped-def]
-    q, k, v, o, stats, bias = ctx.saved_tensors
-    is_causal, scale, training = ctx.attn
+    q, k, v, o, stats, bias, rng = ctx.saved_tensors
+    is_causal, scale, training, dropout_p = ctx.attn
     if not training:
         raise RuntimeError(f"cudnn.ops.{_OP}: the forward ran without Stats (no input required grad then); "
                            "cannot differentiate it")
-    dq, dk, dv = torch.ops.cudnn.sdpa_backward(do, q, k, v, o, stats, bias, is_causal, scale)
-    return dq, dk, dv, None, None, None, None
+    dq, dk, dv = torch.ops.cudnn.sdpa_backward(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng)
+    return dq, dk, dv, None, None, None, None, None, None
 
 
 _fwd.register_autograd(_backward, setup_context=_setup)
@@ -221,18 +260,18 @@ class _Eager(torch.autograd.Function):
     """The eager path with a gradient wanted (see `_runtime`)."""
 
     @staticmethod
-    def forward(ctx, q, k, v, bias, is_causal, scale, enable_gqa):  # type: ignore[no-untyped-def]
-        o, stats, built = _run(q, k, v, bias, is_causal, scale, True, enable_gqa)
-        ctx.attn = (is_causal, scale, built)
-        ctx.save_for_backward(q, k, v, o, stats, bias)
+    def forward(ctx, q, k, v, bias, is_causal, scale, enable_gqa, dropout_p, rng):  # type: ignore[no-untyped-def]
+        o, stats, built = _run(q, k, v, bias, is_causal, scale, True, enable_gqa, dropout_p, rng)
+        ctx.attn = (is_causal, scale, dropout_p, built)
+        ctx.save_for_backward(q, k, v, o, stats, bias, rng)
         return o
 
     @staticmethod
     def backward(ctx, do):  # type: ignore[no-untyped-def]
-        q, k, v, o, stats, bias = ctx.saved_tensors
-        is_causal, scale, built = ctx.attn
-        dq, dk, dv = _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, built)
-        return dq, dk, dv, None, None, None, None
+        q, k, v, o, stats, bias, rng = ctx.saved_tensors
+        is_causal, scale, dropout_p, built = ctx.attn
+        dq, dk, dv = _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng, built)
+        return dq, dk, dv, None, None, None, None, None, None
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -249,25 +288,24 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     query, key, value = rt.autocast(query, key, value)
     if attn_mask is not None and attn_mask.dtype == torch.float32 and query.dtype != torch.float32:
         attn_mask = attn_mask.to(query.dtype)
-    if dropout_p != 0.0:
-        raise rt.OpError(f"cudnn.ops.{_OP}: dropout_p: only 0.0 is supported (cuDNN's Philox dropout does not "
-                         f"reproduce torch's random stream), got {dropout_p}")
+    p = _dropout_p(dropout_p)
     if is_causal and attn_mask is not None:
         raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: give either attn_mask or is_causal=True, not both "
                          "(as torch)")
     fast = rt.eager(query, key, value, attn_mask)
-    if not fast or attn_mask is not None:  # the eager path checks Q, K, V when it first builds their key
-        _check(query, key, value, attn_mask, enable_gqa)
+    if not fast or attn_mask is not None or p:  # else the eager path checks Q, K, V when it first builds their key
+        _check(query, key, value, attn_mask, enable_gqa)  # (dropout: before its seed is drawn)
     if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
         raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: a mask that requires grad is not supported (no dBias)")
     s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     training = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
     bias = _bias(attn_mask, query, key)
+    rng = _rng(query) if p else None
     if fast:
         if training:
-            return _Eager.apply(query, key, value, bias, bool(is_causal), s, bool(enable_gqa))
-        return _run(query, key, value, bias, bool(is_causal), s, False, bool(enable_gqa))[0]
-    return torch.ops.cudnn.sdpa(query, key, value, bias, bool(is_causal), s, training)[0]
+            return _Eager.apply(query, key, value, bias, bool(is_causal), s, bool(enable_gqa), p, rng)
+        return _run(query, key, value, bias, bool(is_causal), s, False, bool(enable_gqa), p, rng)[0]
+    return torch.ops.cudnn.sdpa(query, key, value, bias, bool(is_causal), s, training, p, rng)[0]
 
 
 def _other_rank(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> bool:
