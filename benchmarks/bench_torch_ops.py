@@ -11,8 +11,9 @@ lowest of 5 rounds alternating between cudnn.ops and torch
 (without grad, and for the "fwd+bwd" rows a forward and backward with grad; the "new x" rows
 take another input each call, as training does, so cuDNN needs a new variant pack); --profile CASE
 prints a cProfile of one such case.
-Ratios are torch time / cudnn time (above 1: cudnn-py faster). Attention is compared twice:
-with the backend torch picks, and held to torch's flash backend. Never asserts on time.
+Ratios are torch time / cudnn time (above 1: cudnn-py faster). Attention, without and with
+dropout, is compared twice: with the backend torch picks, and held to torch's flash backend.
+Never asserts on time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import itertools
 import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -92,23 +94,27 @@ def cases() -> dict[str, tuple[Callable[..., torch.Tensor], Callable[..., torch.
             lambda x_, w_, b_: F.batch_norm(x_, rm, rv, w_, b_, False), [bx, bw, bb]),
         "sdpa causal b4 h16 s2048 d128 bf16": (sdpa, torch_sdpa, [q, q.clone(), q.clone()]),
         "sdpa causal b4 h16 s2048 d128 bf16 vs flash": (sdpa, flash_sdpa, [q, q.clone(), q.clone()]),
+        "sdpa causal dropout 0.1 b4 h16 s2048 d128 bf16": (
+            partial(sdpa, dropout_p=0.1), partial(torch_sdpa, dropout_p=0.1), [q, q.clone(), q.clone()]),
+        "sdpa causal dropout 0.1 b4 h16 s2048 d128 bf16 vs flash": (
+            partial(sdpa, dropout_p=0.1), partial(flash_sdpa, dropout_p=0.1), [q, q.clone(), q.clone()]),
     }
 
 
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    return ops.scaled_dot_product_attention(q, k, v, is_causal=True)
+def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:
+    return ops.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
 
 
-def torch_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def torch_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:
     """torch's SDPA with the backend torch picks (on an H200 with torch 2.11: its cuDNN backend,
     the kernels cudnn-py runs)."""
-    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
 
 
-def flash_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def flash_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dropout_p: float = 0.0) -> torch.Tensor:
     """torch's SDPA held to its flash-attention backend."""
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout_p)
 
 
 def main() -> None:
@@ -203,6 +209,9 @@ def overhead_pairs() -> dict[str, tuple[Callable[[], object], Callable[[], objec
             lambda: F.batch_norm(gbx, bn_rm, bn_rv, gbw, gbb, False).sum().backward()),
         "sdpa fwd+bwd": (lambda: ops.scaled_dot_product_attention(gq, gq, gq).sum().backward(),
                          lambda: F.scaled_dot_product_attention(gq, gq, gq).sum().backward()),
+        "sdpa dropout fwd+bwd": (
+            lambda: ops.scaled_dot_product_attention(gq, gq, gq, dropout_p=0.1).sum().backward(),
+            lambda: F.scaled_dot_product_attention(gq, gq, gq, dropout_p=0.1).sum().backward()),
     }
 
 

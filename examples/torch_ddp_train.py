@@ -18,6 +18,11 @@ Scaling shows where each GPU's share of the batch keeps it busy. A step launches
 kernels from Python; with a small share per GPU (ResNet-50 at 128 images) the step takes as
 long as that host work, with torch's modules as with cudnn's, and a second GPU saves little.
 The defaults (1024 images, 32 sequences) give each GPU enough work for the GPU to set the pace.
+``--tune-plans`` sets ``torch.backends.cudnn.benchmark``: the first step times the heuristics'
+leading candidate plans of each cuDNN graph and keeps the fastest (at ResNet-50's deeper shapes
+the first batch-norm plan is not the fastest). That first step then takes minutes, as batch
+norm's plans are compiled to be timed; the plan cache keeps the choices, so later runs start
+at once with them.
 """
 
 from __future__ import annotations
@@ -176,12 +181,16 @@ def main() -> None:
     ap.add_argument("--torch-modules", action="store_true", help="the models from torch's modules, not cudnn's")
     ap.add_argument("--broadcast-buffers", action="store_true",
                     help="DDP broadcasts rank 0's buffers (batch-norm statistics) before every forward")
+    ap.add_argument("--tune-plans", action="store_true",
+                    help="torch.backends.cudnn.benchmark: time candidate plans at the first step, keep the fastest")
     ap.add_argument("--jsonl", help="append one JSON line per model (rank 0) to this file")
     ap.add_argument("--report", metavar="JSONL", help="print the 1-vs-N comparison of a log and exit")
     args = ap.parse_args()
     if args.report:
         report(args.report)
         return
+    # cudnn.ops graphs and torch's own cuDNN convolutions alike time their candidates once per shape
+    torch.backends.cudnn.benchmark = args.tune_plans
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
     torch.cuda.set_device(device)
     dist.init_process_group("nccl", device_id=device)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import types
+import typing
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from typing import Any
@@ -152,3 +153,31 @@ def test_progress_uses_tqdm_when_installed(monkeypatch: pytest.MonkeyPatch,
     assert len(made) == 1 and made[0].desc == "autotuning g" and made[0].total == 5 and made[0].closed
     assert made[0].postfix == [(0, "eng0"), (1, "eng1"), (0, "eng4")]
     assert capsys.readouterr().err == ""  # tqdm draws; no plain line besides
+
+
+class _Counted(Candidate):
+    """A candidate whose build is recorded (finalizing a plan needs a GPU)."""
+
+    built: typing.ClassVar[list[int]] = []
+
+    def build(self, handle: int, label: str, kernel_cache: Any = None) -> Any:
+        _Counted.built.append(self.engine_index)
+        self.plan = object()  # type: ignore[assignment]
+        return self.plan
+
+
+def test_building_all_plans_stops_at_the_limit_autotuning_passes() -> None:
+    """autotune(max_plans=K) builds the heuristics' first K candidates only (a runtime-compiled
+    engine's plan takes a compilation each); no limit builds them all."""
+    for limit, expected in ((2, [0, 1]), (None, [0, 1, 2, 3])):
+        ps = PlanSet("g")
+        ps.all.extend(_Counted(None, i, {}, [], [], "A") for i in range(4))
+        _Counted.built = []
+        ps.build(0, cudnn.build_plan_policy.ALL, limit)
+        assert _Counted.built == expected
+        assert ps.selected is ps.all[0]
+    from cudnn.graph.autotune import autotune
+
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="max_plans must be None or an int >= 1"):
+            autotune(None, {}, max_plans=bad)  # type: ignore[arg-type]

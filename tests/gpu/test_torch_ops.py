@@ -580,6 +580,47 @@ def test_autocast_runs_float32_inputs_in_the_autocast_dtype(dtype: torch.dtype) 
     close("O", o, o_ref.float(), dtype, 2)
 
 
+def test_benchmark_mode_tunes_each_graph_once_and_results_stay_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With torch.backends.cudnn.benchmark set, each new graph times its candidate plans once
+    (the cache counts it) and runs the fastest; results still match torch (conv, batch norm,
+    attention, forward and backward), and a second call builds and tunes nothing."""
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    cudnn.ops._runtime.CACHE.clear()
+    torch.manual_seed(0)
+    cl = torch.channels_last
+    x = torch.randn(8, 64, 14, 14, device=DEV, dtype=torch.bfloat16).contiguous(memory_format=cl)
+    w = (torch.randn(64, 64, 3, 3, device=DEV, dtype=torch.bfloat16) / 24).contiguous(memory_format=cl)
+    bw, bb = torch.rand(64, device=DEV) + 0.5, torch.randn(64, device=DEV)
+    q = torch.randn(2, 4, 128, 64, device=DEV, dtype=torch.bfloat16)
+
+    def step(x_: torch.Tensor, w_: torch.Tensor, bw_: torch.Tensor, bb_: torch.Tensor, q_: torch.Tensor,
+             cudnn_ops: bool) -> torch.Tensor:
+        if cudnn_ops:
+            y = ops.batch_norm(ops.conv2d_bias_act(x_, w_, None, 1, 1, 1, 1, "none"), None, None, bw_, bb_, True)
+            a = ops.scaled_dot_product_attention(q_, q_, q_, is_causal=True)
+        else:
+            y = F.batch_norm(F.conv2d(x_, w_, None, 1, 1), None, None, bw_, bb_, True)
+            a = F.scaled_dot_product_attention(q_, q_, q_, is_causal=True)
+        return y.float().square().mean() + a.float().square().mean()
+
+    cache = cudnn.ops._runtime.CACHE
+    for round_ in range(2):
+        tuned, built = cache.tuned, cache.builds
+        ours = leaves(x, w, bw, bb, q)
+        loss = step(*ours, True)
+        loss.backward()
+        if round_ == 0:
+            assert cache.tuned - tuned == cache.builds - built >= 6  # conv, bn, sdpa; each backward
+        else:
+            assert cache.builds == built and cache.tuned == tuned
+    d = [t.detach().double().requires_grad_() for t in (x, w, bw, bb, q)]
+    ref = step(*d, False)
+    ref.backward()
+    close("loss", loss, ref, torch.bfloat16)
+    for name, got, want in zip(("dX", "dW", "dGamma", "dBeta", "dQ"), ours, d):
+        close(name, got.grad, want.grad, torch.bfloat16, 2)
+
+
 def test_graph_cache_reuses_built_graphs() -> None:
     q = _qkv(torch.float16)[0]
     ops.scaled_dot_product_attention(q, q, q)

@@ -62,15 +62,18 @@ class TuneReport(list[TuneResult]):
 
 def autotune(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None,
              warmup: int = 3, repeats: int = 10, progress: bool | None = None,
-             alternatives: Sequence[Pipeline] = ()) -> tuple[Pipeline, TuneReport]:
-    """Time all candidate plans of ``p`` (and of each alternative lowering of the same graph)
-    with real buffers; select the fastest and return the pipeline that holds it, and the table.
+             alternatives: Sequence[Pipeline] = (), max_plans: int | None = None) -> tuple[Pipeline, TuneReport]:
+    """Time all candidate plans of ``p`` (and of each alternative lowering of the same graph;
+    with ``max_plans``, the first that many of each) with real buffers; select the fastest and
+    return the pipeline that holds it, and the table.
 
     ``workspace`` may be None: a buffer as large as the largest plan needs is allocated. Given
     a workspace, plans that need more than it holds are reported and skipped, so the caller's
     buffer stays valid for whatever is selected."""
     if warmup < 0 or repeats < 1:
         raise ValueError(f"autotune: warmup must be >= 0 and repeats >= 1, got {warmup}, {repeats}")
+    if max_plans is not None and (isinstance(max_plans, bool) or not isinstance(max_plans, int) or max_plans < 1):
+        raise ValueError(f"autotune: max_plans must be None or an int >= 1, got {max_plans!r}")
     capacity = workspace_capacity(workspace) if workspace is not None else None
     h = handle if handle is not None else p.handle()
     timer = _Timer(p.label, get_stream(h), progress)
@@ -80,13 +83,14 @@ def autotune(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any = None
         try:
             if q is not p:
                 q.create_plans(DEFAULT_HEURISTICS)
-            q.build_plans(build_plan_policy.ALL)
+            q.build_plans(build_plan_policy.ALL, max_plans)
         except (CudnnError, GraphError) as exc:
             if q is p:
                 raise
             found.append((q, TuneResult(-1, "(no plan)", None, 0, _short(exc), tag)))
             continue
-        found += [(q, r) for r in _time_plans(q, variant_pack, workspace, capacity, h, warmup, repeats, timer, tag)]
+        found += [(q, r) for r in _time_plans(q, variant_pack, workspace, capacity, h, warmup, repeats, timer, tag,
+                                              max_plans)]
     timer.done()
     found.sort(key=lambda pr: (pr[1].time_ms is None, pr[1].time_ms or 0.0))
     report = TuneReport(r for _, r in found)
@@ -125,11 +129,12 @@ class _Timer:
 
 
 def _time_plans(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any, capacity: int | None, h: Any,
-                warmup: int, repeats: int, timer: _Timer, tag: str) -> list[TuneResult]:
-    """One row per candidate plan of ``p``: its median time, or why it did not run."""
+                warmup: int, repeats: int, timer: _Timer, tag: str, max_plans: int | None) -> list[TuneResult]:
+    """One row per candidate plan of ``p`` (the first ``max_plans``): its median time, or why
+    it did not run."""
     from .._lib import cuda
 
-    cands = p.plans().candidates
+    cands = p.plans().candidates[:max_plans]
     own_ws = None
     if workspace is None:
         need = max([p.workspace_size(c) for c in cands if c.plan is not None] + [0])

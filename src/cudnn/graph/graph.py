@@ -535,19 +535,22 @@ class pygraph:  # the documented name
     # -- autotuning, serialization, CUDA graphs ------------------------------------------------
 
     def autotune(self, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None,
-                 warmup: int = 3, repeats: int = 10, progress: bool | None = None) -> TuneReport:
+                 warmup: int = 3, repeats: int = 10, progress: bool | None = None,
+                 max_plans: int | None = None) -> TuneReport:
         """Time every candidate plan on these buffers, select the fastest, cache the choice;
         returns the table (fastest first), which ``describe_plans()`` also shows.
 
         ``progress``: None (the default) shows progress only once tuning has run for a second,
-        True always, False never; it is tqdm's bar when tqdm is installed, else a line on stderr."""
+        True always, False never; it is tqdm's bar when tqdm is installed, else a line on stderr.
+        ``max_plans``: build and time only the heuristics' first ``max_plans`` candidates of
+        each lowering (a runtime-compiled engine's plan takes a compilation to build)."""
         if not self._pipeline.has_plans() or not any(c.config is not None for c in self._pipeline.plans().all):
             # built from the plan cache (no candidates kept): ask the heuristics now
             self.build_operation_graph()
             self.create_execution_plans(DEFAULT_HEURISTICS)
         p = self._pipeline  # read after the heuristics: build_operation_graph may start a new pipeline
         winner, report = autotune(p, variant_pack, workspace, handle, warmup, repeats, progress,
-                                  alternatives=p.alternatives())
+                                  alternatives=p.alternatives(), max_plans=max_plans)
         self._pipeline = winner
         plan_report.remember(winner, report)
         plan_store.store(winner, DEFAULT_HEURISTICS, autotuned=True)

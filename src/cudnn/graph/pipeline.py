@@ -223,8 +223,9 @@ class Pipeline:
                 raise
             plans.add_ranking(heur, mode.name, tolerant)
 
-    def build_plans(self, policy: build_plan_policy) -> None:
-        self.plans().build(self.build_handle_ptr(), build_plan_policy(policy))
+    def build_plans(self, policy: build_plan_policy, limit: int | None = None) -> None:
+        """Build the first supported candidate, or (ALL) every one, or the first ``limit``."""
+        self.plans().build(self.build_handle_ptr(), build_plan_policy(policy), limit)
 
     def build_candidate(self, cand: Candidate) -> Descriptor:
         return cand.build(self.build_handle_ptr(), self.label, self.plans().kernel_cache)
@@ -240,16 +241,18 @@ class Pipeline:
     def select(self, cand: Candidate) -> None:
         self.plans().selected = cand
 
-    def adopt(self, plan: Descriptor, workspace: int, name: str, bindings: list[Binding] | None = None) -> None:
+    def adopt(self, plan: Descriptor, workspace: int, name: str, bindings: list[Binding] | None = None,
+              source: str = "cache") -> None:
         """Make a finalized plan (from the plan cache or serialized data) the selected one.
 
-        ``bindings`` come from the serialized record when the graph has no nodes to lower."""
+        ``bindings`` come from the serialized record when the graph has no nodes to lower;
+        ``source`` is where the plan came from, as `describe_plans` shows it."""
         if bindings is not None:
             self._lowered = Lowered([], bindings, [], 0, [])
         else:
             self.lowered()
         plans = PlanSet(self.label)
-        cand = Candidate(None, -1, {}, [], [], "cache", plan=plan, workspace=workspace, restored_name=name)
+        cand = Candidate(None, -1, {}, [], [], source, plan=plan, workspace=workspace, restored_name=name)
         plans.put_first(cand)
         plans.selected = cand
         self._plans = plans

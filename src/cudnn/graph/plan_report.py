@@ -36,7 +36,7 @@ class PlanRow:
     knobs: dict[str, int]
     behavior_notes: list[str]
     numerical_notes: list[str]
-    source: str  # the heuristic mode that proposed it, "manual", or "cache"
+    source: str  # the heuristic mode that proposed it, "manual", "cache" or "autotuned cache"
     workspace: int | None  # bytes, known once the plan is built
     status: str  # "selected", "built", "not built", or "failed: STATUS"
     time_ms: float | None = None  # median time measured by autotune

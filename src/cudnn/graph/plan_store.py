@@ -26,6 +26,8 @@ from .serialize import PlanRecord, TensorRecord, device_identity
 
 # -- the plan cache ---------------------------------------------------------------------------
 
+TUNED_SOURCE = "autotuned cache"  # the source of a plan adopted from an autotuned record
+
 
 def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | None:
     """(autotuned key, heuristic key) of the pipeline's validated graph, or None if it cannot be cached.
@@ -63,7 +65,7 @@ def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> Pipeline | None:
             q = lowering_of(p, remembered)
             if q is None:
                 continue
-            q.adopt(plan, remembered.workspace, remembered.plan_name)
+            q.adopt(plan, remembered.workspace, remembered.plan_name, source=_source(keys, key))
             plan_cache.hits += 1
             return q
     for key in keys:
@@ -86,12 +88,17 @@ def adopt_cached(p: Pipeline, modes: Sequence[heur_mode]) -> Pipeline | None:
             plan_cache.forget(key)
             continue
         plan_cache.remember(key, record, plan)
-        q.adopt(plan, record.workspace, record.plan_name)
+        q.adopt(plan, record.workspace, record.plan_name, source=_source(keys, key))
         plan_cache.hits += 1
         plan_cache.disk_hits += 1
         return q
     plan_cache.misses += 1
     return None
+
+
+def _source(keys: tuple[str, str], key: str) -> str:
+    """What `describe_plans` names as the source of a plan the cache held under ``key``."""
+    return TUNED_SOURCE if key == keys[0] else "cache"
 
 
 def check_fits(p: Pipeline, rec: PlanRecord, plan: Descriptor) -> None:

@@ -289,9 +289,11 @@ class PlanSet:
                 continue
         raise self.not_supported(self.candidates)
 
-    def build(self, handle: int, policy: build_plan_policy) -> None:
+    def build(self, handle: int, policy: build_plan_policy, limit: int | None = None) -> None:
+        """Select the first candidate that builds or (ALL) build every candidate, the first
+        ``limit`` of them if given, and keep the selection if it is among those built."""
         if policy == build_plan_policy.ALL:
-            for c in self.candidates:
+            for c in self.candidates[:limit]:
                 try:
                     c.build(handle, self.label, self.kernel_cache)
                 except CudnnError:

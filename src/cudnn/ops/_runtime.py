@@ -5,7 +5,9 @@ caching allocator.
 A cached entry is a built ``pygraph`` and its cudnn tensors by role; the key is the op name
 plus the shapes, strides, dtypes and options the graph was built for (the device is the
 cache's own key). Building happens once per key; a call is a dict lookup, one workspace
-allocation and one ``graph.execute``.
+allocation and one ``graph.execute``. With ``torch.backends.cudnn.benchmark`` set, as for
+torch's own cuDNN calls, a build also times every candidate plan once on scratch buffers and
+keeps the fastest (`tune`); otherwise the heuristics' first plan runs.
 
 Eager calls skip torch's dispatcher (`eager`): a registered custom op costs tens of
 microseconds of Python per call (dispatch, autograd wrapper, alias checks), more than the
@@ -26,19 +28,23 @@ from typing import Any
 import torch
 
 from .._lib.enums import data_type, heur_mode
-from .._lib.errors import FeatureUnavailableError, cudnnGraphNotSupportedError
+from .._lib.errors import CudnnError, FeatureUnavailableError, cudnnGraphNotSupportedError
 from ..backend.handle import Handle, default_handle
 from ..graph import GraphError, pygraph
+from ..graph.plan_store import TUNED_SOURCE
 from ..graph.tensor import Tensor
+from ..log import get_logger
 
 CUDNN_DTYPE: dict[torch.dtype, data_type] = {
     torch.float16: data_type.HALF, torch.bfloat16: data_type.BFLOAT16, torch.float32: data_type.FLOAT,
     torch.int32: data_type.INT32, torch.int64: data_type.INT64, torch.uint8: data_type.UINT8,
 }
+TORCH_DTYPE: dict[data_type, torch.dtype] = {v: k for k, v in CUDNN_DTYPE.items()}
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 HALVES = (torch.float16, torch.bfloat16)
 HEURISTICS = [heur_mode.A, heur_mode.FALLBACK]
 CACHE_SIZE = 128  # built graphs kept per device
+TUNE_PLANS = 16  # candidates timed per graph in benchmark mode (batch norm's are compiled at build)
 
 
 class OpError(GraphError):
@@ -160,6 +166,7 @@ class GraphCache:
         self._refused: OrderedDict[tuple[int, Hashable], tuple[int, str, str, str]] = OrderedDict()
         self._lock = threading.Lock()
         self.builds = 0  # graphs built since start (the tests read it)
+        self.tuned = 0  # of those, how many had their plans timed (torch.backends.cudnn.benchmark)
 
     def get(self, device: int, key: Hashable, make: Callable[[pygraph], dict[str, Tensor]]) -> Built:
         """The graph for ``key`` on ``device``; ``make(g)`` declares it on a fresh graph
@@ -196,10 +203,12 @@ class GraphCache:
                 while len(self._refused) > self.size:
                     self._refused.popitem(last=False)
             raise
+        tuned = bool(torch.backends.cudnn.benchmark) and tune(g, ports, device)
         built = Built(g, ports, device)
         with self._lock:
             cache[key] = built
             self.builds += 1
+            self.tuned += tuned
             while len(cache) > self.size:
                 cache.popitem(last=False)
         return built
@@ -214,6 +223,35 @@ class GraphCache:
 
 
 CACHE = GraphCache()
+
+
+def tune(g: pygraph, ports: dict[str, Tensor], device: int) -> bool:
+    """Select ``g``'s fastest plan among the heuristics' first ``TUNE_PLANS``, each run on
+    zeroed scratch tensors of the graph's shapes (``torch.backends.cudnn.benchmark``: the
+    first call of a shape pays for it, as in torch's own benchmark mode, and the plan cache
+    keeps the choice for later processes). Where that cannot run (a CUDA graph being captured,
+    no memory for the scratch tensors, a cuDNN error) the heuristics' plan stays, the
+    ``cudnn.ops`` log says why, and this returns False."""
+    if any(r.status == "selected" and r.source == TUNED_SOURCE for r in g.describe_plans()):
+        return True  # the build took a plan an earlier tuning chose (in this process or before)
+    if torch.cuda.is_current_stream_capturing():
+        return False
+    try:
+        pack = {t: _scratch(t.get_dim(), t.get_stride(), TORCH_DTYPE[t.get_data_type()], device)
+                for t in ports.values()}
+        g.autotune(pack, handle=handle(device), warmup=1, repeats=5, progress=False, max_plans=TUNE_PLANS)
+    except (torch.OutOfMemoryError, CudnnError, GraphError) as exc:
+        get_logger("ops").info("autotuning %s kept the heuristics' plan: %s", g.label(), exc)
+        return False
+    return True
+
+
+def _scratch(dims: list[int], strides: list[int], dtype: torch.dtype, device: int) -> torch.Tensor:
+    """Zeros laid out as ``dims`` / ``strides`` (broadcast and padded strides included)."""
+    extent = 1 + sum((d - 1) * s for d, s in zip(dims, strides)) if all(dims) else 0
+    return torch.zeros(extent, dtype=dtype, device=device).as_strided(dims, strides)
+
+
 _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
