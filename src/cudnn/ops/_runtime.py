@@ -6,8 +6,8 @@ A cached entry is a built ``pygraph`` and its cudnn tensors by role; the key is 
 plus the shapes, strides, dtypes and options the graph was built for (the device is the
 cache's own key). Building happens once per key; a call is a dict lookup, one workspace
 allocation and one ``graph.execute``. With ``torch.backends.cudnn.benchmark`` set, as for
-torch's own cuDNN calls, a build also times every candidate plan once on scratch buffers and
-keeps the fastest (`tune`); otherwise the heuristics' first plan runs.
+torch's own cuDNN calls, a build also times the heuristics' leading candidate plans once on
+scratch buffers and keeps the fastest (`tune`); otherwise the heuristics' first plan runs.
 
 Eager calls skip torch's dispatcher (`eager`): a registered custom op costs tens of
 microseconds of Python per call (dispatch, autograd wrapper, alias checks), more than the
