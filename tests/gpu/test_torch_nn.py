@@ -32,6 +32,21 @@ def _close(name: str, got: torch.Tensor, ref: torch.Tensor, tol: float = 2e-2) -
     torch.testing.assert_close(got.float(), ref.float(), atol=tol * mag, rtol=tol, msg=lambda m: f"{name}: {m}")
 
 
+@pytest.fixture
+def attention_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """The keyword arguments of each cudnn.ops.scaled_dot_product_attention call the test
+    makes (the op runs as usual): which calls reached cuDNN's attention, and with what."""
+    calls: list[dict[str, object]] = []
+    attention = ops.scaled_dot_product_attention
+
+    def counted(*args: object, **kwargs: object) -> torch.Tensor:
+        calls.append(kwargs)
+        return attention(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ops, "scaled_dot_product_attention", counted)
+    return calls
+
+
 def _pair(ours: nn.Module, theirs: nn.Module) -> tuple[nn.Module, nn.Module]:
     ours.load_state_dict(theirs.state_dict())
     return ours.to(DEV, H), theirs.to(DEV, H)
@@ -195,7 +210,7 @@ def test_convert_routes_attention_call_sites_to_cudnn() -> None:
     _close("block out", got, ref)
 
 
-def test_convert_sends_a_transformer_layers_attention_to_cudnn(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_convert_sends_a_transformer_layers_attention_to_cudnn(attention_calls: list[dict[str, object]]) -> None:
     """nn.TransformerEncoderLayer in training calls its nn.MultiheadAttention without weights:
     after convert that call runs cuDNN's attention graph (forward and backward), its layer norms
     cudnn.nn's; output and input gradient match the torch layer (bf16: 2e-2 of the largest)."""
@@ -208,26 +223,18 @@ def test_convert_sends_a_transformer_layers_attention_to_cudnn(monkeypatch: pyte
     (ref_dx,) = torch.autograd.grad(ref.float().square().sum(), x)
     converted = cnn.convert(layer)
     assert type(converted.self_attn) is cnn.RoutedMultiheadAttention
-    calls: list[bool] = []
-    attention = ops.scaled_dot_product_attention
-
-    def counted(*args: object, **kwargs: object) -> torch.Tensor:
-        calls.append(bool(kwargs.get("is_causal")))
-        return attention(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ops, "scaled_dot_product_attention", counted)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no fallback to torch's SDPA
         got = converted(x, src_mask=mask, is_causal=True)
     (dx,) = torch.autograd.grad(got.float().square().sum(), x)
-    assert calls == [True]  # cuDNN's causal attention ran the layer's call
+    assert [bool(kw.get("is_causal")) for kw in attention_calls] == [True]  # cuDNN's causal attention ran it
     _close("layer out", got, ref)
     _close("dx", dx, ref_dx)
 
 
 @pytest.mark.parametrize("batch_first", [True, False], ids=["batch_first", "seq_first"])
 def test_attention_modules_take_unbatched_and_sequence_first_inputs(batch_first: bool,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                   attention_calls: list[dict[str, object]]) -> None:
     """nn.MultiheadAttention's unbatched [L, E] inputs and batch_first=False [L, B, E] inputs, as
     torch's module computes them (self-attention through the one packed projection, and cross
     attention), through cudnn.nn.MultiheadAttention and through convert's routed module, whose
@@ -238,14 +245,6 @@ def test_attention_modules_take_unbatched_and_sequence_first_inputs(batch_first:
     ours.load_state_dict(theirs.state_dict())
     routed = cnn.convert(copy.deepcopy(theirs))
     assert type(routed) is cnn.RoutedMultiheadAttention
-    calls: list[int] = []
-    attention = ops.scaled_dot_product_attention
-
-    def counted(*args: object, **kwargs: object) -> torch.Tensor:
-        calls.append(1)
-        return attention(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ops, "scaled_dot_product_attention", counted)
     batched = (3, 64, 128) if batch_first else (64, 3, 128)
     for shape in [(64, 128), batched]:
         x, kv = torch.randn(shape, device=DEV, dtype=H), torch.randn(shape, device=DEV, dtype=H)
@@ -254,13 +253,13 @@ def test_attention_modules_take_unbatched_and_sequence_first_inputs(batch_first:
             with torch.no_grad():
                 _close(f"{name} {shape}", ours(q, k, v)[0], ref)
                 _close(f"{name} {shape} routed", routed(q, k, v, need_weights=False)[0], ref)
-    assert len(calls) == 8
+    assert len(attention_calls) == 8
 
 
 @pytest.mark.parametrize("padding", [torch.bool, torch.float16], ids=["bool", "float"])
 @pytest.mark.parametrize("batch_first", [True, False], ids=["batch_first", "seq_first"])
 def test_attention_modules_take_a_key_padding_mask(batch_first: bool, padding: torch.dtype,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                   attention_calls: list[dict[str, object]]) -> None:
     """A key-padding mask, alone and with a causal attention mask (torch merges the two), as
     torch's module computes it, output and input gradients: cudnn.nn.MultiheadAttention and
     convert's routed module both send the call to cuDNN's attention."""
@@ -269,14 +268,6 @@ def test_attention_modules_take_a_key_padding_mask(batch_first: bool, padding: t
     ours = cnn.MultiheadAttention(128, 4, batch_first=batch_first).to(DEV, H)
     ours.load_state_dict(theirs.state_dict())
     routed = cnn.convert(copy.deepcopy(theirs))
-    calls: list[int] = []
-    attention = ops.scaled_dot_product_attention
-
-    def counted(*args: object, **kwargs: object) -> torch.Tensor:
-        calls.append(1)
-        return attention(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ops, "scaled_dot_product_attention", counted)
     pad = torch.zeros(3, 64, dtype=torch.bool, device=DEV)
     pad[1, 40:], pad[2, 10:] = True, True  # padded keys at the end of two of the sequences
     mask = pad if padding == torch.bool else torch.zeros(3, 64, device=DEV, dtype=H).masked_fill_(pad, float("-inf"))
@@ -297,26 +288,19 @@ def test_attention_modules_take_a_key_padding_mask(batch_first: bool, padding: t
         ref = theirs(x, x, x, key_padding_mask=mask, need_weights=False, attn_mask=causal)[0]
         _close("ours is_causal only", ours(x, x, x, key_padding_mask=mask, need_weights=False, is_causal=True)[0],
                ref)
-    assert len(calls) == 7
+    assert len(attention_calls) == 7
 
 
-def test_attention_modules_apply_dropout_in_training_through_cudnn(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_attention_modules_apply_dropout_in_training_through_cudnn(attention_calls: list[dict[str, object]]) -> None:
     """With dropout set, a training call passes it to cuDNN's attention (no fallback to torch):
-    two calls differ, the gradients are finite, and in eval mode the module is torch's again.
+    two calls differ and the gradients are finite; in eval mode the call runs without dropout and
+    matches torch's module.
     (tests/gpu/test_torch_ops.py checks the dropout itself against torch.)"""
     torch.manual_seed(0)
     theirs = nn.MultiheadAttention(128, 4, dropout=0.2, batch_first=True).to(DEV, H)
     ours = cnn.MultiheadAttention(128, 4, dropout=0.2, batch_first=True).to(DEV, H)
     ours.load_state_dict(theirs.state_dict())
     routed = cnn.convert(copy.deepcopy(theirs).train())
-    seen: list[float] = []
-    attention = ops.scaled_dot_product_attention
-
-    def counted(*args: object, **kwargs: object) -> torch.Tensor:
-        seen.append(float(kwargs.get("dropout_p", 0.0)))  # type: ignore[arg-type]
-        return attention(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(ops, "scaled_dot_product_attention", counted)
     x = torch.randn(2, 64, 128, device=DEV, dtype=H, requires_grad=True)
     for module in (ours.train(), routed):
         with warnings.catch_warnings():
@@ -328,4 +312,4 @@ def test_attention_modules_apply_dropout_in_training_through_cudnn(monkeypatch: 
         module.eval()
         with torch.no_grad():
             _close("eval", module(x, x, x, need_weights=False)[0], theirs.eval()(x, x, x, need_weights=False)[0])
-    assert seen == [0.2, 0.2, 0.0, 0.2, 0.2, 0.0]
+    assert [kw.get("dropout_p", 0.0) for kw in attention_calls] == [0.2, 0.2, 0.0, 0.2, 0.2, 0.0]
