@@ -337,3 +337,16 @@ def test_fake_tensor_mode_reaches_the_fake_kernels() -> None:
         n = ops.layer_norm(torch.empty(4, 32, device=META), [32])
     assert y.shape == (2, 16, 10, 10) and y.is_contiguous(memory_format=torch.channels_last)
     assert n.shape == (4, 32)
+
+
+def test_registered_attention_op_refuses_dropout_without_its_seed_and_offset() -> None:
+    """torch.ops.cudnn.sdpa / sdpa_backward take dropout's Philox seed and offset as an int64 (2,)
+    tensor on the query's device (cudnn.ops draws it per call); anything else is refused by name."""
+    from cudnn.ops.attention import _check_rng
+
+    q = torch.empty(1, 1, 8, 8)
+    _check_rng(torch.zeros(2, dtype=torch.int64), q)
+    for bad in (None, torch.zeros(2, dtype=torch.int32), torch.zeros(1, 2, dtype=torch.int64),
+                torch.zeros(4, dtype=torch.int64)[::2], torch.zeros(2, dtype=torch.int64, device=META)):
+        with pytest.raises(cudnn.GraphError, match=r"rng: with dropout_p > 0, expected the Philox seed and offset"):
+            _check_rng(bad, q)

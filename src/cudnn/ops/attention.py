@@ -42,6 +42,15 @@ def _rng(q: torch.Tensor) -> torch.Tensor:
     return torch.randint(_SEEDS, (2,), dtype=torch.int64, device=q.device)
 
 
+def _check_rng(rng: torch.Tensor | None, q: torch.Tensor) -> None:
+    """With dropout, the registered op's ``rng`` must be a seed and offset as `_rng` draws them."""
+    if not isinstance(rng, torch.Tensor) or rng.dtype != torch.int64 or tuple(rng.shape) != (2,) \
+            or not rng.is_contiguous() or rng.device != q.device:
+        got = f"{tuple(rng.shape)} {rng.dtype} on {rng.device}" if isinstance(rng, torch.Tensor) else repr(rng)
+        raise rt.OpError(f"cudnn.ops.{_OP}: rng: with dropout_p > 0, expected the Philox seed and offset as a "
+                         f"contiguous int64 tensor of shape (2,) on {q.device}, got {got}")
+
+
 def _rng_ports(g: pygraph) -> dict:
     """The graph's seed and offset tensors: [1, 1, 1, 1] int64 each, the halves of `_rng`'s."""
     return {name: g.tensor(name=name, dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=rt.data_type.INT64)
@@ -111,6 +120,7 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor |
     head = (q.data_ptr(), k.data_ptr(), v.data_ptr()) if bias is None \
         else (q.data_ptr(), k.data_ptr(), v.data_ptr(), bias.data_ptr())
     if dropout_p:
+        _check_rng(rng, q)
         head = (*head, rng.data_ptr(), rng.data_ptr() + 8)  # type: ignore[union-attr]
     if not training:
         rt.run(built, dev, (*head, o.data_ptr()))
@@ -195,6 +205,7 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     if bias is not None:
         ptrs = (*ptrs, bias.data_ptr())
     if dropout_p:
+        _check_rng(rng, q)
         ptrs = (*ptrs, rng.data_ptr(), rng.data_ptr() + 8)  # type: ignore[union-attr]
     rt.run(built, dev, ptrs)
     return dq, dk, dv
