@@ -43,7 +43,8 @@ def _rng(q: torch.Tensor) -> torch.Tensor:
 
 
 def _check_rng(rng: torch.Tensor | None, q: torch.Tensor) -> None:
-    """With dropout, the registered op's ``rng`` must be a seed and offset as `_rng` draws them."""
+    """With dropout, the registered ops' ``rng`` must be a seed and offset as `_rng` draws them
+    (the eager path draws its own, so only the registered ops check)."""
     if not isinstance(rng, torch.Tensor) or rng.dtype != torch.int64 or tuple(rng.shape) != (2,) \
             or not rng.is_contiguous() or rng.device != q.device:
         got = f"{tuple(rng.shape)} {rng.dtype} on {rng.device}" if isinstance(rng, torch.Tensor) else repr(rng)
@@ -120,7 +121,6 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor |
     head = (q.data_ptr(), k.data_ptr(), v.data_ptr()) if bias is None \
         else (q.data_ptr(), k.data_ptr(), v.data_ptr(), bias.data_ptr())
     if dropout_p:
-        _check_rng(rng, q)
         head = (*head, rng.data_ptr(), rng.data_ptr() + 8)  # type: ignore[union-attr]
     if not training:
         rt.run(built, dev, (*head, o.data_ptr()))
@@ -163,6 +163,8 @@ def _build(dev: int, key: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
          scale: float, training: bool, dropout_p: float = 0.0,
          rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    if dropout_p:
+        _check_rng(rng, q)
     o, stats, _ = _run(q, k, v, bias, is_causal, scale, training, True, dropout_p, rng)
     return o, (q.new_empty(0, dtype=torch.float32) if stats is None else stats)
 
@@ -205,7 +207,6 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     if bias is not None:
         ptrs = (*ptrs, bias.data_ptr())
     if dropout_p:
-        _check_rng(rng, q)
         ptrs = (*ptrs, rng.data_ptr(), rng.data_ptr() + 8)  # type: ignore[union-attr]
     rt.run(built, dev, ptrs)
     return dq, dk, dv
@@ -239,6 +240,8 @@ def _build_bwd(dev: int, key: tuple, do: torch.Tensor, q: torch.Tensor, k: torch
 def _bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, stats: torch.Tensor,
          bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
          rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if dropout_p:
+        _check_rng(rng, q)
     return _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng)
 
 
