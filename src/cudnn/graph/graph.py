@@ -218,6 +218,7 @@ class pygraph:  # the documented name
         """Infer unset dims, strides and data types; check the graph's rules. No GPU needed."""
         if not self.nodes:
             raise GraphError("the graph has no nodes")
+        hygiene.check_writers(self.nodes)  # before inference, which would write the shared tensor twice
         for node in self.nodes:
             node.infer(self.context)
         self._check_rules()

@@ -6,7 +6,9 @@ another graph is refused when the op is called. Tensor names key the printed JSO
 must be unique in a graph: a tensor left unnamed (and a constant made from a number) gets a
 generated name, ``node::PORT``, which gives way (``node::PORT.1``) to a name the user chose;
 two different tensors given the same name by the user are refused at ``validate()``, naming
-both places.
+both places. A tensor has one writer, and one the graph reads as an input is not also written
+by it: the fresh outputs ``add_node`` makes keep this by construction, ``check_writers`` holds
+every output to it, those the caller passes in (attention's score_max, dBias, ...) included.
 """
 
 from __future__ import annotations
@@ -62,6 +64,36 @@ def check_names(nodes: Sequence[Node]) -> None:
             taken.add(current)
         else:
             _generate(t, wanted, taken)
+
+
+def check_writers(nodes: Sequence[Node]) -> None:
+    """Refuse a tensor on two output ports, an output that is also an input of its node, one
+    written by two nodes, and one read by an earlier node as a graph input and then written."""
+    writers: dict[int, tuple[Node, str]] = {}
+    readers: dict[int, tuple[Node, str]] = {}
+    for node in nodes:
+        ports: dict[int, str] = {}
+        for port, t in node.outputs.items():
+            at = f"{node.at(node.arg(port))} tensor {t.label()}"
+            first = ports.setdefault(id(t), port)
+            if first != port:
+                raise GraphError(f"{node.at(node.arg(first))} and {node.arg(port)} are one tensor {t.label()}; "
+                                 "each output needs a tensor of its own")
+            read = next((p for p, x in node.inputs.items() if x is t), None)
+            if read is not None:
+                raise GraphError(f"{at} is also its input {node.arg(read)}; an output cannot be one of its "
+                                 "node's inputs: give it a tensor of its own")
+            if id(t) in writers:
+                other, where = writers[id(t)]
+                raise GraphError(f"{at} is already written by {other.at(other.arg(where))}; a tensor has one "
+                                 "writer: give each output a tensor of its own")
+            if id(t) in readers:
+                other, where = readers[id(t)]
+                raise GraphError(f"{at} is read earlier by {other.at(other.arg(where))} as a graph input; the "
+                                 "graph cannot also write it: give the output a tensor of its own")
+        for port, t in node.inputs.items():
+            readers.setdefault(id(t), (node, port))
+        writers.update((id(t), (node, port)) for port, t in node.outputs.items())
 
 
 def _ports(nodes: Sequence[Node]) -> Iterator[tuple[Node, str, Tensor]]:

@@ -26,8 +26,8 @@ from .sdpa_ops import (
     _callable,
     _dropout_backward,
     _dropout_forward,
-    _int_or_none,
     _output,
+    _positive_or_none,
     _scale,
     _tensor,
 )
@@ -91,7 +91,7 @@ def sdpa_fp8(self: Any, q: Any, k: Any, v: Any, descale_q: Any, descale_k: Any, 
         generate_stats=stats, attn_scale_value=scale_value, alibi=_bool(use_alibi_mask, at, "use_alibi_mask"),
         padding=_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
         right_bound=right, dropout_p=p,
-        max_seq_len_kv=_int_or_none(paged_attention_max_seq_len_kv, at, "paged_attention_max_seq_len_kv"),
+        max_seq_len_kv=_positive_or_none(paged_attention_max_seq_len_kv, at, "paged_attention_max_seq_len_kv"),
         score_mod=_callable(fn, at, "fn"))
     given = {"descale_q": descale_q, "descale_k": descale_k, "descale_v": descale_v, "descale_s": descale_s,
                  "scale_s": scale_s, "scale_o": scale_o}

@@ -47,6 +47,8 @@ class Node:
 
     op: str = ""  # set by the class; an instance may refine it (a pointwise node says "relu")
     tag: ClassVar[str] = ""
+    # the op call's argument name of ports named otherwise (sdpa's Max is score_max), for messages
+    port_args: ClassVar[dict[str, str]] = {}
 
     def __init__(self, name: str, compute_data_type: Any = NOT_SET) -> None:
         self.name = name
@@ -62,6 +64,10 @@ class Node:
     def at(self, port: str) -> str:
         """'conv_fprop 'conv2d': W' - the prefix of every message about a port."""
         return f"{self.label()}: {port}"
+
+    def arg(self, port: str) -> str:
+        """The name the op call gave the tensor on ``port`` (``port_args``; else the port's own)."""
+        return self.port_args.get(port, port)
 
     # -- the protocol -----------------------------------------------------------------------
 

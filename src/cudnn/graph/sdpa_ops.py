@@ -36,6 +36,15 @@ def _int_or_none(value: Any, at: str, arg: str) -> int | None:
     return value
 
 
+def _positive_or_none(value: Any, at: str, arg: str) -> int | None:
+    """A size (a sequence length): refused here when not positive, before a node made from it
+    (a paged cache load, a workspace size) fails far from the call."""
+    n = _int_or_none(value, at, arg)
+    if n is not None and n <= 0:
+        raise GraphError(f"{at}: {arg}: expected a positive int, got {n}")
+    return n
+
+
 def _bool(value: Any, at: str, arg: str) -> bool:
     if not isinstance(value, bool):
         raise GraphError(f"{at}: {arg} must be True or False, got {value!r}")
@@ -198,9 +207,9 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
         generate_stats=stats, attn_scale_value=scale_value, alibi=_bool(use_alibi_mask, at, "use_alibi_mask"),
         padding=_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
         right_bound=right, dropout_p=p,
-        max_seq_len_kv=_int_or_none(paged_attention_max_seq_len_kv, at, "paged_attention_max_seq_len_kv"),
-        max_total_seq_len_q=_int_or_none(max_total_seq_len_q, at, "max_total_seq_len_q"),
-        max_total_seq_len_kv=_int_or_none(max_total_seq_len_kv, at, "max_total_seq_len_kv"),
+        max_seq_len_kv=_positive_or_none(paged_attention_max_seq_len_kv, at, "paged_attention_max_seq_len_kv"),
+        max_total_seq_len_q=_positive_or_none(max_total_seq_len_q, at, "max_total_seq_len_q"),
+        max_total_seq_len_kv=_positive_or_none(max_total_seq_len_kv, at, "max_total_seq_len_kv"),
         score_mod=_callable(score_mod, at, "score_mod"), implementation=_implementation(implementation, at),
         unfuse_fma=_bool(unfuse_fma, at, "unfuse_fma"), stats_use_log2=_bool(stats_use_log2, at, "stats_use_log2"))
     inputs: dict[str, Maybe] = {
@@ -254,8 +263,8 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
         attn_scale_value=scale_value, alibi=_bool(use_alibi_mask, at, "use_alibi_mask"),
         padding=_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
         right_bound=right, dropout_p=p,
-        max_total_seq_len_q=_int_or_none(max_total_seq_len_q, at, "max_total_seq_len_q"),
-        max_total_seq_len_kv=_int_or_none(max_total_seq_len_kv, at, "max_total_seq_len_kv"),
+        max_total_seq_len_q=_positive_or_none(max_total_seq_len_q, at, "max_total_seq_len_q"),
+        max_total_seq_len_kv=_positive_or_none(max_total_seq_len_kv, at, "max_total_seq_len_kv"),
         score_mod=_callable(score_mod, at, "score_mod"),
         score_mod_bprop=_callable(score_mod_bprop, at, "score_mod_bprop"),
         deterministic=_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..._lib.enums import data_type
 from ..errors import GraphError
@@ -90,6 +90,11 @@ def loaded_version() -> int | None:
 class SdpaBase(Node):
     """Shared inference and checks of the forward and backward attention nodes."""
 
+    port_args: ClassVar[dict[str, str]] = {
+        "Max": "score_max", "Sum_exp": "score_sum_exp", "RNG_DUMP": "rng_dump", "DSINK_TOKEN": "dSink_token",
+        "Bias": "bias", "SINK_TOKEN": "sink_token", "Attn_scale": "attn_scale", "Block_mask": "block_mask",
+        "SEQ_LEN_Q": "seq_len_q", "SEQ_LEN_KV": "seq_len_kv", "Page_table_K": "paged_attention_k_table",
+        "Page_table_V": "paged_attention_v_table"}
     io_types: tuple[data_type, ...] = HALF_TYPES  # what Q, K and V may be (the FP8 nodes widen it)
     io_hint = " (FP8 attention is sdpa_fp8)"
     dims: Dims  # the problem sizes, set by infer() (from problem())

@@ -246,7 +246,12 @@ class Concatenate(Node):
         shapes = [t.get_dim() for t in self.inputs.values()]
         rank = len(shapes[0])
         if not 0 <= self.axis < rank:
-            raise GraphError(f"{self.label()}: axis {self.axis} is out of range for rank {rank}")
+            raise GraphError(f"{self.at('axis')}: expected 0 to {rank - 1} (the inputs' rank is {rank}), "
+                             f"got {self.axis}")
+        count = len(self.inputs)
+        if self.in_place_index is not None and not 0 <= self.in_place_index < count:
+            raise GraphError(f"{self.at('in_place_index')}: expected an index of the {count} inputs, 0 to "
+                             f"{count - 1}, got {self.in_place_index}")
         for port, dims in zip(self.inputs, shapes):
             if len(dims) != rank or any(d != s for i, (d, s) in enumerate(zip(dims, shapes[0])) if i != self.axis):
                 raise GraphError(f"{self.at(port)}: dims {dims} must match {shapes[0]} except on axis {self.axis}")
