@@ -149,7 +149,9 @@ def release_everything() -> str:
 
     cudnn.plan_cache.clear(disk=False)
     gc.collect()
+    cudnn.release_pending()  # what the collections freed (finalizers only queue their releases)
     handles = destroy_all_handles()
+    cudnn.release_pending()
     torch = sys.modules.get("torch")
     held = "no torch"
     if torch is not None and torch.cuda.is_initialized():

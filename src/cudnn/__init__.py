@@ -76,6 +76,7 @@ _EXPORTS: dict[str, str] = {
     "set_execute_checks": ".graph.execute",
     "set_execute_replay": ".backend.replay",
     "execute_replay": ".backend.replay",
+    "release_pending": "._lib.release",
     "set_log_level": ".log",
     "tensor": ".graph:Tensor",
     "plan_cache": ".graph",

@@ -8,7 +8,7 @@ import weakref
 import pytest
 
 import cudnn
-from cudnn._lib import marshal
+from cudnn._lib import marshal, release
 from cudnn._lib.enums import cudnnBackendAttributeName_t as A
 from cudnn._lib.enums import cudnnBackendAttributeType_t as T
 from cudnn.backend import Descriptor, Fraction
@@ -43,7 +43,9 @@ def test_context_manager_closes() -> None:
     assert d.closed
 
 
-def test_garbage_collection_destroys_once() -> None:
+def test_garbage_collection_queues_the_destroy_and_a_release_point_runs_it_once() -> None:
+    """The collector's finalizer makes no cuDNN call (it may run anywhere, inside a capture or
+    another library's call): the destroy waits for cudnn-py's next release point."""
     before = live_count()
     d = _tensor()
     assert live_count() == before + 1 and not d.destroyed
@@ -51,7 +53,10 @@ def test_garbage_collection_destroys_once() -> None:
     del d
     gc.collect()
     assert ref() is None
-    assert live_count() == before
+    assert live_count() == before + 1 and release.pending() >= 1
+    assert cudnn.release_pending() >= 1
+    assert live_count() == before and release.pending() == 0
+    assert cudnn.release_pending() == 0
 
 
 def test_parent_keeps_child_alive_and_defers_its_close() -> None:
@@ -66,9 +71,12 @@ def test_parent_keeps_child_alive_and_defers_its_close() -> None:
     y_ref = weakref.ref(y)
     del x, y
     gc.collect()
+    cudnn.release_pending()
     assert live_count() == before and y_ref() is not None  # both held by op
-    op.close()
+    op.close()  # on purpose: destroyed now, with the closed child it held
+    assert live_count() == before - 2
     gc.collect()
+    cudnn.release_pending()  # y, collected with op's hold on it
     assert live_count() == before - 3  # op, then the children it released
     assert y_ref() is None
 

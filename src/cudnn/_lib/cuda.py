@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import release
 from .errors import CudaUnavailableError, install_gpu_check, install_hint
 
 
@@ -208,7 +209,8 @@ def synchronize(stream: int | None = None) -> None:
 # -- memory --------------------------------------------------------------------------------
 
 class DeviceBuffer:
-    """Device memory from cudaMalloc, freed exactly once (close(), `with`, or GC)."""
+    """Device memory from cudaMalloc, freed exactly once: by close() or `with`, else at the
+    next safe point after the object is collected (`release`)."""
 
     __slots__ = ("ptr", "nbytes", "device", "_finalizer", "__weakref__")
 
@@ -216,10 +218,10 @@ class DeviceBuffer:
         self.nbytes = int(nbytes)
         self.device = current_device()
         self.ptr = int(_rt("cudaMalloc", runtime().cudaMalloc(max(self.nbytes, 1))))
-        self._finalizer = weakref.finalize(self, _free, self.ptr)
+        self._finalizer = weakref.finalize(self, release.later, _free, self.ptr)
 
     def close(self) -> None:
-        self._finalizer()
+        release.now(self._finalizer)
         self.ptr = 0
 
     def __int__(self) -> int:
@@ -322,7 +324,7 @@ class Event:
 
     def __init__(self) -> None:
         self.handle = _rt("cudaEventCreate", runtime().cudaEventCreate())
-        self._finalizer = weakref.finalize(self, _destroy_event, self.handle)
+        self._finalizer = weakref.finalize(self, release.later, _destroy_event, self.handle)
 
     def record(self, stream: int = 0) -> None:
         _rt("cudaEventRecord", runtime().cudaEventRecord(self.handle, stream))
@@ -355,15 +357,16 @@ def destroy_stream(stream: int) -> None:
 
 def capture_graph(stream: int, work: Callable[[], int]) -> int:
     """Capture what ``work()`` enqueues on ``stream`` and instantiate it: the executable graph's
-    handle (an int, for `destroy_graph_exec`), or 0 when ``work`` returned a nonzero status or
-    the capture failed.
+    handle (an int, for `destroy_graph_exec`), or 0 when ``work`` returned a nonzero status, the
+    capture failed, or the graph holds anything but kernels and memsets (`REPLAYABLE_NODES`).
 
     The capture is thread-local (a call of this thread that is unsafe inside a capture, such as
     a synchronization, a legacy-stream launch or an allocation, fails instead of running, and
     the capture with it) and is made holding the GIL: beginning it, ``work()`` (which must make
     only calls that keep the GIL, see `capi.execute_holding_gil`) and ending it, so no other
     Python thread issues CUDA work while it is open. cuDNN shares state between its handles,
-    and another thread's cuDNN call inside that window fails."""
+    and another thread's cuDNN call inside that window fails. A finalizer the garbage collector
+    runs inside the window only queues its release (`release`)."""
     drv = _driver_holding_gil()
     if drv.cuStreamBeginCapture_v2(stream, _CAPTURE_THREAD_LOCAL):
         return 0
@@ -378,10 +381,37 @@ def capture_graph(stream: int, work: Callable[[], int]) -> int:
         return 0
     executable = ctypes.c_void_p()
     try:
+        if set(graph_node_types(graph.value or 0)) - REPLAYABLE_NODES:
+            return 0
         err = drv.cuGraphInstantiateWithFlags(ctypes.byref(executable), graph, 0)
     finally:
         drv.cuGraphDestroy(graph)
     return 0 if err else executable.value or 0
+
+
+# CUgraphNodeType values a replay may hold: kernels and memsets, which read and write only the
+# device memory their parameters name. Copies (which may read host memory that the library
+# rewrites at every execute), host callbacks, events, allocations and child or conditional
+# graphs would make a replay differ from the execute it stands for: such packs are executed.
+GRAPH_NODE_KERNEL, GRAPH_NODE_MEMSET, GRAPH_NODE_EMPTY = 0, 2, 5
+REPLAYABLE_NODES = frozenset({GRAPH_NODE_KERNEL, GRAPH_NODE_MEMSET, GRAPH_NODE_EMPTY})
+
+
+def graph_node_types(graph: int) -> list[int]:
+    """The CUgraphNodeType of every node of the (not instantiated) CUDA graph ``graph``."""
+    drv = _driver_holding_gil()
+    count = ctypes.c_size_t(0)
+    if drv.cuGraphGetNodes(graph, None, ctypes.byref(count)):
+        return [-1]
+    nodes = (ctypes.c_void_p * max(count.value, 1))()
+    if drv.cuGraphGetNodes(graph, nodes, ctypes.byref(count)):
+        return [-1]
+    kind = ctypes.c_int(-1)
+
+    def node_type(node: int | None) -> int:
+        return -1 if drv.cuGraphNodeGetType(node, ctypes.byref(kind)) else kind.value
+
+    return [node_type(node) for node in nodes[:count.value]]
 
 
 _CAPTURE_THREAD_LOCAL = 1  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
@@ -394,25 +424,51 @@ def _driver_holding_gil() -> ctypes.PyDLL:
     drv = ctypes.PyDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
     p = ctypes.c_void_p
     for name, args in (("cuStreamBeginCapture_v2", [p, ctypes.c_int]), ("cuStreamEndCapture", [p, p]),
-                       ("cuGraphInstantiateWithFlags", [p, p, ctypes.c_ulonglong]), ("cuGraphDestroy", [p])):
+                       ("cuGraphInstantiateWithFlags", [p, p, ctypes.c_ulonglong]), ("cuGraphDestroy", [p]),
+                       ("cuGraphGetNodes", [p, p, p]), ("cuGraphNodeGetType", [p, p])):
         fn = getattr(drv, name)
         fn.restype, fn.argtypes = ctypes.c_int, args
     return drv
 
 
 def destroy_graph_exec(executable: int) -> None:
-    """Destroy an executable graph (one still running is freed when it completes)."""
+    """Destroy an executable graph (one still running is freed when it completes). Called by
+    `release.drain`, never from a finalizer."""
     try:
         driver().cuGraphExecDestroy(executable)
-    except Exception:  # noqa: BLE001 - a finalizer must not raise (the context may be gone at exit)
+    except Exception:  # noqa: BLE001 - a release must not raise (the context may be gone at exit)
         pass
+
+
+def stream_capturing(stream: int) -> bool:
+    """Whether ``stream`` is being captured (the legacy stream: whether a capture makes using it
+    an error); True too when the driver refuses the question, False with no usable driver."""
+    try:
+        err, status = driver().cuStreamIsCapturing(stream)
+    except Exception:  # noqa: BLE001 - cuda-bindings' error without libcuda: nothing is being captured
+        return False
+    return bool(err) or bool(status)
+
+
+def release_unless_capturing(stream: int) -> int:
+    """Run the queued releases (`release.drain`) unless ``stream`` is being captured, where a
+    release could break the capture; how many ran. For the points where cudnn-py builds plans
+    or captures a pack."""
+    if not release.pending() or stream_capturing(stream):
+        return 0
+    return release.drain()
 
 
 def graph_calls() -> tuple[Callable[[int, int], Any], Callable[[int], Any]]:
     """cuda-bindings' ``cuGraphLaunch(executable, stream) -> (CUresult,)`` and
     ``cuStreamIsCapturing(stream) -> (CUresult, status)``, for hot paths that read the results
-    themselves (both are falsy on success / not capturing)."""
+    themselves (both are falsy on success / not capturing).
+
+    cuda-bindings resolves its driver symbols at its first driver call, running Python code
+    under a lock of its own that a nested call waits for: that first call is made here, at a
+    point cudnn-py chooses, rather than at whichever launch comes first."""
     drv = driver()
+    drv.cuDriverGetVersion()
     return drv.cuGraphLaunch, drv.cuStreamIsCapturing
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from enum import IntEnum
 from typing import Any, Union
 
-from .._lib import capi, enums, marshal
+from .._lib import capi, enums, marshal, release
 from .._lib.enums import cudnnBackendAttributeName_t as Attr
 from .._lib.enums import cudnnBackendAttributeType_t as AttrType
 from .._lib.enums import cudnnBackendDescriptorType_t as DescType
@@ -107,7 +107,7 @@ class Descriptor:
         if status:
             raise_status(status, self._context("creating"))
         self._ptr: int = ptr
-        self._finalizer = weakref.finalize(self, _destroy, self._ptr, self._children)
+        self._finalizer = weakref.finalize(self, release.later, _destroy, self._ptr, self._children)
         _live[0] += 1
 
     # -- identity and lifetime ------------------------------------------------------------
@@ -135,7 +135,7 @@ class Descriptor:
             return
         self._closing = True
         if self._holders == 0:
-            self._finalizer()
+            release.now(self._finalizer)
 
     def __enter__(self) -> Descriptor:
         return self
@@ -386,10 +386,7 @@ class BareDescriptor:
 
     def __del__(self) -> None:
         if self.ptr:
-            try:
-                destroy_raw(self.ptr)
-            except Exception:  # noqa: BLE001 - a finalizer must not raise (interpreter shutdown)
-                pass
+            release.later(destroy_raw, self.ptr)  # not here: see `cudnn._lib.release`
 
 
 _live = [0]  # C descriptors created and not yet destroyed
@@ -429,7 +426,8 @@ def live_count() -> int:
 
 
 def _destroy(ptr: int, children: list[Descriptor]) -> None:
-    """Finalizer: destroy the C descriptor, then release the children it held."""
+    """A descriptor's release (by close(), or by `release.drain` once it was collected): destroy
+    the C descriptor, then release the closed children it held."""
     _live[0] -= 1
     if ptr:
         try:
@@ -439,7 +437,7 @@ def _destroy(ptr: int, children: list[Descriptor]) -> None:
     for child in children:
         child._holders -= 1
         if child._holders == 0 and child._closing:
-            child._finalizer()
+            release.now(child._finalizer)
     children.clear()
 
 

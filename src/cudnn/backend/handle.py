@@ -11,7 +11,7 @@ import os
 import threading
 import weakref
 
-from .._lib import capi, cuda, marshal
+from .._lib import capi, cuda, marshal, release
 from .._lib.errors import CudnnInitError, DescriptorClosedError, raise_status
 
 
@@ -26,6 +26,7 @@ class Handle:
     def __init__(self, device: int | None = None) -> None:
         if _forked[0]:
             raise fork_error()
+        release.drain()  # a known point: dead handles and plans go before another handle comes
         if device is None:
             status, ptr = marshal.create_handle()
         else:
@@ -39,10 +40,11 @@ class Handle:
             where = "the current device" if device is None else f"device {device}"
             raise_status(status, f"creating a cuDNN handle on {where}")
         self.address: int = ptr
-        self._finalizer = weakref.finalize(self, _destroy, ptr)
+        self._finalizer = weakref.finalize(self, release.later, _destroy, ptr)
         self.last_stream = 0
         self.device = cuda.current_device() if device is None else device
         _live.add(self)
+        _by_address[ptr] = self
         _created[0] = True
         _alive[0] += 1
 
@@ -65,8 +67,10 @@ class Handle:
 
     def close(self) -> None:
         """Destroy the handle (idempotent)."""
+        if self.address:
+            _by_address.pop(self.address, None)
         self.address = 0
-        self._finalizer()
+        release.now(self._finalizer)
 
     def __enter__(self) -> Handle:
         return self
@@ -108,6 +112,9 @@ def closed_error() -> Exception:
 # -- fork(): a child cannot use the parent's CUDA context ------------------------------------
 
 _live: weakref.WeakSet[Handle] = weakref.WeakSet()  # handles of this process
+# address -> open Handle: what a raw int handle may name (an entry goes with close() or the Handle)
+_by_address: weakref.WeakValueDictionary[int, Handle] = weakref.WeakValueDictionary()
+_raw: set[int] = set()  # handles of cudnn.legacy's cudnnCreate, until its cudnnDestroy
 _created = [False]  # this process made a handle: CUDA is initialised
 _alive = [0]  # cudnnHandle_t created and not yet destroyed (live_handle_count)
 _forked = [False]  # set in a child forked after that
@@ -131,6 +138,8 @@ def _after_fork_in_child() -> None:
         return
     _forked[0] = True
     _alive[0] = 0  # the parent's handles are not this process's to destroy
+    _by_address.clear()
+    _raw.clear()
     for h in list(_live):
         h._finalizer.detach()  # never cudnnDestroy the parent's handle
         h.address = 0
@@ -155,6 +164,7 @@ def live_handle_count() -> int:
 
 
 def _destroy(ptr: int) -> None:
+    """A Handle's release: by close(), or by `release.drain` once the Handle was collected."""
     _alive[0] -= 1
     try:
         capi.graph.cudnnDestroy(ptr)
@@ -171,8 +181,43 @@ def as_handle_ptr(handle: Handle | int | None) -> int:
     if isinstance(handle, int) and not isinstance(handle, bool):
         if handle == 0:
             raise ValueError("a cuDNN handle cannot be 0 (NULL)")
-        return handle
+        if not is_live(handle):
+            raise unknown_handle_error(handle)
+        return int(handle)
     raise TypeError(f"expected a cudnn handle (from cudnn.create_handle()), got {type(handle).__name__}")
+
+
+def is_live(address: int) -> bool:
+    """Whether ``address`` is a cuDNN handle of this process not yet destroyed: one cudnn-py
+    created (``cudnn.create_handle``, default handles, ``cudnn.legacy.cudnnCreate``)."""
+    return address in _by_address or address in _raw
+
+
+def unknown_handle_error(address: int) -> Exception:
+    """What a raw int that is no live handle of this process raises (cuDNN itself would read
+    whatever memory it points at)."""
+    if _forked[0]:
+        return fork_error()
+    return DescriptorClosedError(
+        f"{address:#x} is not a live cuDNN handle of this process: cudnn.create_handle() never returned it "
+        "(nor cudnn.legacy.cudnnCreate), or it was destroyed since")
+
+
+def note_raw(address: int, alive: bool) -> None:
+    """A handle created (``alive``) or destroyed outside a Handle, by ``cudnn.legacy``."""
+    if alive:
+        _raw.add(address)
+    else:
+        _raw.discard(address)
+
+
+def release_point(handle: int) -> None:
+    """Run the queued releases (`cudnn._lib.release`) unless ``handle``'s stream is being
+    captured: where cudnn-py starts building for that handle."""
+    if release.pending():
+        stream = marshal.handle_stream(handle) if handle else 0
+        if stream >= 0:
+            cuda.release_unless_capturing(stream)
 
 
 _local = threading.local()
@@ -204,9 +249,15 @@ def destroy_handle(handle: Handle | int) -> None:
     if isinstance(handle, Handle):
         handle.close()
         return
-    status = capi.graph.cudnnDestroy(as_handle_ptr(handle))
+    ptr = as_handle_ptr(handle)
+    owner = _by_address.get(ptr)
+    if owner is not None:  # int(h) of a Handle: destroyed through it, once
+        owner.close()
+        return
+    status = capi.graph.cudnnDestroy(ptr)
     if status:
         raise_status(status, "destroying a cuDNN handle")
+    note_raw(ptr, False)
 
 
 def set_stream(handle: Handle | int, stream: int) -> None:

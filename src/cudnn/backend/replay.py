@@ -26,6 +26,12 @@ What keeps a replay equal to the execute it stands for:
   at WARNING or below): that callback takes the GIL, which a capture holds. With errors only
   (the level cudnn-py leaves after logging is switched off) captures go on.
 
+- it holds kernels and memsets only (`cuda.REPLAYABLE_NODES`): a captured execute with a copy,
+  a host callback, an event or an allocation in it is not replayed, and that pack is executed;
+- a Replay that becomes unreachable is not destroyed by its finalizer, which runs wherever the
+  garbage collector does (inside another library's call, between a capture's begin and end):
+  it is queued (`cudnn._lib.release`) and destroyed at the next capture or build.
+
 Launches of one graph run one after another even on two streams (CUDA orders them), where
 two executes of one pack could overlap; both would write the same buffers. The Runner decides
 which packs are captured (see `cudnn.graph.execute`); ``set_execute_replay(False)`` or
@@ -40,7 +46,7 @@ import threading
 import weakref
 from typing import Any, Literal
 
-from .._lib import capi, cuda, marshal
+from .._lib import capi, cuda, marshal, release
 from .handle import Handle, forked
 
 _ENV = "CUDNN_PY_EXECUTE_REPLAY"
@@ -84,7 +90,7 @@ class Replay:
 
     def __init__(self, executable: int) -> None:
         self.executable = executable
-        weakref.finalize(self, _destroy, executable)
+        weakref.finalize(self, release.later, _destroy, executable)
         _live.add(self)
 
     def launch(self, handle: int, stream: int | None = None) -> bool:
@@ -107,6 +113,7 @@ class Replay:
 
 
 def _destroy(executable: int) -> None:
+    """A dead Replay's release (run by `release.drain`)."""
     if executable and not forked():  # a forked child's inherited CUDA objects are not its own
         cuda.destroy_graph_exec(executable)
 
@@ -148,6 +155,7 @@ def capture(plan: int, pack: int, handle: int, device: int | None, label: str = 
     stream = marshal.handle_stream(handle)
     if stream < 0 or (stream > 1 and _is_capturing(stream)[1]):
         return None
+    cuda.release_unless_capturing(stream)  # dead replays among them: free before holding another
     execute = capi.execute_holding_gil()
     with _lock:
         try:

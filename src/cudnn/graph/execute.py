@@ -44,12 +44,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .._lib import capi, cuda
+from .._lib import capi, cuda, release
 from .._lib.enums import data_type
 from .._lib.errors import raise_status
 from .._lib.host import HostScalar
 from ..backend import plan as backend_plan
-from ..backend.handle import as_handle_ptr, closed_error, get_stream
+from ..backend.handle import as_handle_ptr, closed_error, get_stream, unknown_handle_error
+from ..backend.handle import is_live as is_live_handle
 from ..backend.replay import Replay, capture
 from .errors import ExecutionInputError, ExecutionInputWarning
 from .tensor import Tensor
@@ -238,7 +239,7 @@ class PackCache:
         self.by_pointers: OrderedDict[tuple[Any, ...], PointerEntry] = OrderedDict()
         self.lock = threading.Lock()  # held from a by_pointers lookup to the execute of what it found
         self._destroy = backend_plan.destroy_pack
-        weakref.finalize(self, _destroy_packs, self.by_pointers, self._destroy)
+        weakref.finalize(self, release.later, _destroy_packs, self.by_pointers, self._destroy)
 
     def lookup_by_value(self, variant_pack: Mapping[Any, Any], workspace: Any, tensor: Any) -> Entry | None:
         """After an identity miss: packs holding raw pointers or numbers are found by their values
@@ -290,7 +291,8 @@ class PackCache:
 
 def _destroy_packs(packs: OrderedDict[tuple[Any, ...], PointerEntry],
                    destroy: Callable[[int], None]) -> None:
-    """Finalizer of a PackCache: destroy the run_pointers packs it still holds."""
+    """A collected PackCache's release (run by `release.drain`): destroy the run_pointers packs
+    it still holds."""
     for address, *_ in packs.values():
         destroy(address)
     packs.clear()
@@ -500,10 +502,15 @@ class Runner:
         stream is ``stream`` where the caller knows it): ``replay``'s graph when it launches,
         else one ``cudnnBackendExecute``. Returns the handle's address after an execute, 0
         after a replay."""
-        try:
-            h = handle if type(handle) is int else handle.address
-        except AttributeError:
-            h = as_handle_ptr(handle)  # a clear TypeError for anything else
+        if type(handle) is int:
+            if not is_live_handle(handle):  # a destroyed or made-up address: cuDNN would read it
+                raise unknown_handle_error(handle)
+            h = handle
+        else:
+            try:
+                h = handle.address
+            except AttributeError:
+                h = as_handle_ptr(handle)  # a clear TypeError for anything else
         if fills:
             self._fill(fills, h)
         if replay and replay.launch(h, stream):

@@ -25,7 +25,7 @@ from .._lib.errors import (
 from .._lib.host import HostScalar
 from ..backend import engine as eng
 from ..backend.descriptor import Descriptor
-from ..backend.handle import Handle, as_handle_ptr, default_handle
+from ..backend.handle import Handle, as_handle_ptr, default_handle, release_point
 from .errors import GraphStateError
 from .execute import SCRATCH_ALIGNMENT, Binding, Runner, ScratchSlot, needed_bytes
 from .expand import expand
@@ -163,6 +163,7 @@ class Pipeline:
 
     def _lower(self) -> Descriptor:
         lowered = self.lowered()
+        release_point(self.build_handle_ptr())  # objects of graphs collected since go here, on purpose
         lowering = Lowering(self.build_handle_ptr(), loader.report().version)
         ops: list[Descriptor] = []
         for node in lowered.nodes:

@@ -12,6 +12,9 @@ import threading
 import weakref
 
 from .._lib.errors import DescriptorClosedError
+from ..backend.handle import note_raw
+
+_HANDLE = "cudnnHandle_t"  # raw ints of these may also be given to the graph API
 
 
 class Opaque:
@@ -79,6 +82,8 @@ def adopt(ctype: str, value: int) -> Opaque:
         obj = _live.get(key)
         if obj is None:
             obj = _live[key] = Opaque(ctype, value)
+            if ctype == _HANDLE:
+                note_raw(key[1], True)
         return obj
 
 
@@ -86,6 +91,8 @@ def mark_destroyed(obj: Opaque | None, ctype: str, value: int) -> None:
     """After a successful cudnnDestroy...: the object (or the one registered for the pointer)."""
     with _lock:
         registered = _live.pop((ctype, int(value)), None)
+    if ctype == _HANDLE:
+        note_raw(int(value), False)
     for target in (obj, registered):
         if target is not None:
             target._destroyed = True

@@ -1,0 +1,22 @@
+"""CPU tests: fake backends are given small ints as cuDNN handles."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from cudnn.backend.handle import note_raw
+
+FAKE_HANDLES = (0x1, 0x1000, 0x1234)  # what the fake backends' tests pass as handle=
+
+
+@pytest.fixture(autouse=True)
+def fake_handles() -> Iterator[None]:
+    """Make the fake handles live ones, as ``cudnn.legacy.cudnnCreate`` registers its handles
+    (an int no handle was made for is refused before cuDNN reads it), then forget them."""
+    for address in FAKE_HANDLES:
+        note_raw(address, True)
+    yield
+    for address in FAKE_HANDLES:
+        note_raw(address, False)

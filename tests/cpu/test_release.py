@@ -1,0 +1,178 @@
+"""Releasing CUDA and cuDNN objects: never from a finalizer, always at a point cudnn-py chooses.
+
+The hang these guard against (a process blocked for ever in an execute loop): the garbage
+collector ran inside cuda-bindings' first driver call, which resolves its symbols holding a
+non-reentrant lock, and a dead Replay's finalizer called cuda-bindings again, waiting for that
+lock. Here a fake library with such a lock stands in for cuda-bindings; the test that collects
+a Replay inside it would block (it fails after a timeout instead) if the finalizer made the call.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import threading
+import weakref
+from typing import Any
+
+import pytest
+
+import cudnn
+from cudnn._lib import cuda, release
+from cudnn.backend import replay
+
+
+@pytest.fixture(autouse=True)
+def empty_queue() -> Any:
+    release.drain()
+    yield
+    release.drain()
+
+
+class Owner:
+    """An object owning a fake C resource the way cudnn-py's owners do."""
+
+    def __init__(self, log: list[str], name: str) -> None:
+        self.finalizer = weakref.finalize(self, release.later, log.append, name)
+
+
+def test_a_collected_owner_only_queues_its_release() -> None:
+    log: list[str] = []
+    a, b = Owner(log, "a"), Owner(log, "b")
+    cycle: list[Any] = [a, b]
+    cycle.append(cycle)
+    del a, b, cycle
+    gc.collect()
+    assert log == [] and release.pending() == 2
+    assert release.drain() == 2
+    assert log == ["a", "b"] and release.pending() == 0
+
+
+def test_close_releases_at_once_and_only_once() -> None:
+    log: list[str] = []
+    owner = Owner(log, "x")
+    release.now(owner.finalizer)
+    release.now(owner.finalizer)
+    del owner
+    gc.collect()
+    assert log == ["x"] and release.pending() == 0
+
+
+def test_a_failing_release_does_not_stop_the_others() -> None:
+    log: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("context gone")
+
+    release.later(broken)
+    release.later(log.append, "after")
+    assert release.drain() == 2 and log == ["after"]
+
+
+def test_releases_queued_while_draining_are_run_too() -> None:
+    log: list[str] = []
+    release.later(lambda: release.later(log.append, "child"))
+    assert release.drain() == 2 and log == ["child"]
+
+
+def test_the_public_name_drains() -> None:
+    log: list[str] = []
+    release.later(log.append, 1)
+    assert cudnn.release_pending() == 1 and log == [1]
+
+
+class _LazyLibrary:
+    """cuda-bindings' driver module as it behaves: the first call resolves the library under a
+    non-reentrant lock, running Python code (where the collector can run) while it holds it."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ready = False
+        self.destroyed: list[int] = []
+        self.blocked = False
+
+    def _init(self) -> None:
+        if self.ready:
+            return
+        with self.lock:
+            gc.collect()  # what an allocation inside the resolution (os.getenv) can trigger
+            self.ready = True
+
+    def cuGraphLaunch(self, executable: int, stream: int) -> tuple[int]:
+        self._init()
+        return (0,)
+
+    def cuGraphExecDestroy(self, executable: int) -> tuple[int]:
+        if not self.ready:  # a nested first call: the real library waits here for ever
+            if not self.lock.acquire(timeout=2):
+                self.blocked = True
+                return (1,)
+            self.lock.release()
+        self.destroyed.append(executable)
+        return (0,)
+
+
+def test_a_replay_collected_inside_a_library_call_makes_no_call_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hang's sequence: a captured pack dies in a reference cycle; the next replay's launch is
+    the library's first call, and the collector runs inside its initialisation."""
+    lib = _LazyLibrary()
+    monkeypatch.setattr(cuda, "driver", lambda: lib)
+    monkeypatch.setattr(replay, "_launch_graph", lib.cuGraphLaunch)
+    monkeypatch.setattr(replay, "_is_capturing", lambda stream: (0, 0))
+    dead = replay.Replay(0xDEAD)
+    cycle: list[Any] = [dead]
+    cycle.append(cycle)
+    del dead, cycle
+    live = replay.Replay(0x1111)
+    assert live.launch(handle=1, stream=7)
+    assert not lib.blocked, "the finalizer called the library while its initialisation held the lock"
+    assert lib.destroyed == [] and release.pending() == 1
+    release.drain()
+    assert lib.destroyed == [0xDEAD]
+    del live
+    release.drain()
+    assert lib.destroyed == [0xDEAD, 0x1111]
+
+
+def test_the_driver_bindings_are_initialised_when_the_launch_calls_are_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cudnn-py makes cuda-bindings' first driver call itself, where it binds the launch calls,
+    not at whichever launch comes first."""
+    calls: list[str] = []
+
+    class Driver:
+        def cuDriverGetVersion(self) -> tuple[int, int]:
+            calls.append("version")
+            return (0, 13000)
+
+        cuGraphLaunch = cuStreamIsCapturing = None
+
+    monkeypatch.setattr(cuda, "driver", lambda: Driver())
+    cuda.graph_calls()
+    assert calls == ["version"]
+
+
+@pytest.mark.parametrize("call", [
+    "cudnn.destroy_handle(12345)",
+    "cudnn.get_stream(12345)",
+    "cudnn.set_stream(handle=12345, stream=0)",
+    "cudnn.pygraph(handle=12345)",
+])
+def test_a_raw_handle_cudnn_py_never_made_is_refused_without_reaching_cudnn(call: str) -> None:
+    """Raw int handles stay accepted, but one that no live handle of this process has is a Python
+    exception: cuDNN would dereference it (SIGSEGV). Run in a child: before, the child died."""
+    code = ("import cudnn\n"
+            f"try:\n    {call}\nexcept cudnn.DescriptorClosedError as exc:\n    print('refused:', exc)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{call}: exit {done.returncode}\n{done.stderr[-2000:]}"
+    assert "refused: 0x3039 is not a live cuDNN handle of this process" in done.stdout
+
+
+def test_a_destroyed_handles_address_is_refused_and_a_live_one_accepted() -> None:
+    from cudnn.backend import handle as handles
+
+    handles.note_raw(0x5000, True)  # as cudnn.legacy.cudnnCreate registers one
+    assert handles.as_handle_ptr(0x5000) == 0x5000
+    handles.note_raw(0x5000, False)  # its cudnnDestroy
+    with pytest.raises(cudnn.DescriptorClosedError, match="0x5000 is not a live cuDNN handle"):
+        handles.as_handle_ptr(0x5000)
