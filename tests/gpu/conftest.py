@@ -1,13 +1,63 @@
-"""GPU tests compare with PyTorch: where torch is not installed (CI) they are not collected."""
+"""GPU tests compare with PyTorch: where torch is not installed (CI) they are not collected.
+
+They run as a new user's first run does: the plan cache in a new, empty folder
+(``$CUDNN_PY_CACHE_DIR``, unless ``CUDNN_PY_TEST_WARM_CACHE=1`` keeps the one given). A test
+that runs longer than ``$CUDNN_PY_TEST_HANG_SECONDS`` (default 480) is taken for a hang: every
+thread's stack is written to the terminal and the run ends, rather than sitting until someone
+kills it. With pytest-xdist and ``CUDNN_PY_TEST_GPUS=N``, worker ``i`` sees only GPU ``i % N``.
+"""
 
 from __future__ import annotations
 
+import faulthandler
 import importlib.util
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 if not HAVE_TORCH:
     collect_ignore_glob = ["test_*.py", "seed*.py", "wrapper_*.py"]
 
+HANG_SECONDS = float(os.environ.get("CUDNN_PY_TEST_HANG_SECONDS", "480"))
+_worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _worker.startswith("gw") and os.environ.get("CUDNN_PY_TEST_GPUS"):  # pytest -n N: one GPU per worker
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(int(_worker[2:]) % int(os.environ["CUDNN_PY_TEST_GPUS"]))
+if HAVE_TORCH and os.environ.get("CUDNN_PY_TEST_WARM_CACHE") != "1":
+    os.environ["CUDNN_PY_CACHE_DIR"] = tempfile.mkdtemp(prefix="cudnn-py-test-cache-")
+_terminal: list[Any] = []  # the terminal's stderr, kept open for the stack dumps
+
 
 def pytest_report_header() -> str:
-    return "GPU tests: collected" if HAVE_TORCH else "GPU tests: not collected (PyTorch is not installed)"
+    if not HAVE_TORCH:
+        return "GPU tests: not collected (PyTorch is not installed)"
+    return (f"GPU tests: collected; plan cache {os.environ.get('CUDNN_PY_CACHE_DIR', 'default')}; "
+            f"a test over {HANG_SECONDS:.0f} s dumps every stack and ends the run")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep a duplicate of the real stderr: pytest captures fd 2 while a test runs, and a dump
+    written there would be lost with the process."""
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.suspend_global_capture()
+    try:
+        _terminal.append(os.fdopen(os.dup(2), "w"))
+    finally:
+        if capture is not None:
+            capture.resume_global_capture()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    if not _terminal or HANG_SECONDS <= 0:
+        yield
+        return
+    faulthandler.dump_traceback_later(HANG_SECONDS, exit=True, file=_terminal[0])
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()

@@ -7,7 +7,9 @@ outputs, pointwise + reduction, and norms (layer / RMS, training and inference);
 bf16 io; NCHW and NHWC; odd sizes. Graph ``i`` is drawn from structure seed ``base + i % S``
 (``S`` distinct structures, ``CUDNN_PY_GPU_FUZZ_STRUCTURES``, default 300: building, mostly kernel
 compilation, dominates the run, and a repeated structure is served by the plan cache), built as a
-new graph, then executed on two draws of inputs (data seed ``i``) into NaN-filled outputs.
+new graph, then executed on two draws of inputs (data seed ``i``) into NaN-filled outputs; the
+last draw's pack is then replayed from its captured CUDA graph and must write the bits its
+executes wrote (`replay_check`; the summary counts the replays).
 
 Inputs are rounded to the io type first and the reference runs in float64 on those same values.
 An output is wrong when ``||out - ref|| / max(||ref||, 1e-3 sqrt(n))`` exceeds its tolerance:
@@ -38,6 +40,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from replay_check import check_replay, launches
 
 import cudnn
 
@@ -340,14 +343,15 @@ def run_case(case: Case, draws: int = 2) -> str | None:
             feeds[inp.tensor] = fill(inp, gen)
         for o in outs:
             o.fill_(float("nan"))
-        g.execute({**feeds, **{t: o for (t, _, _), o in zip(case.outputs, outs)}}, ws)
+        pack = {**feeds, **{t: o for (t, _, _), o in zip(case.outputs, outs)}}
+        g.execute(pack, ws)
         torch.cuda.synchronize()
         env = {id(inp.tensor): feeds[inp.tensor].double() for inp in case.inputs}
         for (t, ref, tol), o in zip(case.outputs, outs):
             why = mismatch(o, ref(env), tol)
             if why:
                 return f"{t.get_name()}: {why}"
-    return None
+    return check_replay(g, pack, ws, outs)
 
 
 @dataclass
@@ -423,15 +427,16 @@ def test_differential_fuzz(own_plan_cache: Any) -> None:
     base = int(os.environ.get("CUDNN_PY_GPU_FUZZ_SEED", "0"))
     budget = float(os.environ.get("CUDNN_PY_GPU_FUZZ_SECONDS", "150"))
     structures = int(os.environ.get("CUDNN_PY_GPU_FUZZ_STRUCTURES", "300"))
-    tally, start, cut = Tally(), time.perf_counter(), False
+    tally, start, cut, launched = Tally(), time.perf_counter(), False, launches()
     for i in range(total):
         if time.perf_counter() - start > budget:
             cut = True
             break
         fuzz_one(base + i % structures, i, tally, wide)
-    print("\n" + tally.line(time.perf_counter() - start, cut))
+    print("\n" + tally.line(time.perf_counter() - start, cut) + f", replays {launches() - launched}")
     for line in (tally.wrong + tally.defects)[:30]:
         print("  " + line)
     assert not tally.wrong, f"{len(tally.wrong)} wrong results; first: {tally.wrong[0]}"
     assert not tally.defects, f"{len(tally.defects)} defects; first: {tally.defects[0]}"
     assert tally.matched > tally.tried // 2, "most graphs should run: the generator or the backend changed"
+    assert launches() > launched, "no pack was replayed: the replay comparison compared nothing"

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from replay_check import check_replay
 
 import cudnn
 
@@ -93,8 +94,11 @@ def run(g: cudnn.pygraph, feeds: dict[cudnn.tensor, torch.Tensor], outs: Sequenc
     build(g, must_support)
     bufs = [poisoned(t) for t in outs if t is not None]
     ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
-    g.execute({**feeds, **dict(zip([t for t in outs if t is not None], bufs))}, ws)
+    pack = {**feeds, **dict(zip([t for t in outs if t is not None], bufs))}
+    g.execute(pack, ws)
     torch.cuda.synchronize()
+    differs = check_replay(g, pack, ws, bufs)  # the replayed pack writes the executed bits
+    assert differs is None, differs
     return bufs
 
 

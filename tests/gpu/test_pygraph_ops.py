@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from replay_check import check_replay
 
 import cudnn
 from cudnn._lib.cuda import DeviceBuffer
@@ -24,7 +25,8 @@ HEURISTICS = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
 
 
 def run(g: cudnn.pygraph, feeds: dict[cudnn.tensor, torch.Tensor], outputs: list[cudnn.tensor]) -> list[torch.Tensor]:
-    """Build, allocate NaN-filled outputs with the graph's dims/strides, execute, sync."""
+    """Build, allocate NaN-filled outputs with the graph's dims/strides, execute, sync; then the
+    same pack replayed must write the executed bits (`replay_check`)."""
     g.build(HEURISTICS)
     outs = []
     for t in outputs:
@@ -32,8 +34,11 @@ def run(g: cudnn.pygraph, feeds: dict[cudnn.tensor, torch.Tensor], outputs: list
         buf = torch.empty_strided(t.get_dim(), t.get_stride(), device="cuda", dtype=dtype).fill_(float("nan"))
         outs.append(buf)
     ws = torch.empty(g.get_workspace_size(), device="cuda", dtype=torch.uint8)
-    g.execute({**feeds, **dict(zip(outputs, outs))}, ws)
+    pack = {**feeds, **dict(zip(outputs, outs))}
+    g.execute(pack, ws)
     torch.cuda.synchronize()
+    differs = check_replay(g, pack, ws, outs)
+    assert differs is None, differs
     return outs
 
 

@@ -87,6 +87,7 @@ class Probe:
     def take() -> Probe:
         torch.cuda.synchronize()
         gc.collect()
+        cudnn.release_pending()  # what the collection freed, released now rather than at the next build
         with open("/proc/self/statm") as f:
             rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         free, total = torch.cuda.mem_get_info()
@@ -112,28 +113,49 @@ def check_growth(g: Probe) -> None:
     assert g.gpu_used <= MEMORY_NOISE, f"GPU memory grew: {g.text()}"
 
 
-@pytest.fixture
-def no_plan_cache():  # type: ignore[no-untyped-def]
-    """Every build really lowers and builds (no plan cache), as a leak check needs."""
-    saved = cudnn.plan_cache.enabled
-    cudnn.plan_cache.enabled = False
-    yield
-    cudnn.plan_cache.enabled = saved
-
-
 # -- 1. executes of one graph ----------------------------------------------------------------------
 
-def test_execute_soak(no_plan_cache: None) -> None:
+@pytest.fixture
+def fresh_plan_cache(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """The plan cache on and empty, in a new folder: a new user's first run."""
+    cache = cudnn.plan_cache
+    saved = cache.directory, cache.enabled
+    cache.directory, cache.enabled = tmp_path, True
+    cache.clear(disk=False)
+    yield cache
+    cache.directory, cache.enabled = saved
+    cache.clear(disk=False)
+
+
+def conv_bias_relu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[cudnn.pygraph, Any, Any, Any, Any]:
+    g = cudnn.pygraph(io_data_type=HALF, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
+    X, W, B = g.tensor_like(x), g.tensor_like(w), g.tensor_like(b)
+    Y = g.relu(g.bias(g.conv_fprop(X, W, padding=[1, 1]), B)).set_output(True)
+    g.build(HEUR)
+    return g, X, W, B, Y
+
+
+def abandoned_replay(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> None:
+    """A graph whose pack was captured for replay, left in a reference cycle (only the collector
+    frees it, at whatever point of the soak it runs): its release must wait for a safe point."""
+    g, X, W, B, Y = conv_bias_relu(x, w, b)
+    y = torch.empty_strided(Y.get_dim(), Y.get_stride(), device="cuda", dtype=torch.float16)
+    ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+    for _ in range(3):
+        g.execute({X: x, W: w, B: b, Y: y}, ws)
+    cycle: list[Any] = [g, y, ws]
+    cycle.append(cycle)
+
+
+def test_execute_soak(fresh_plan_cache: Any) -> None:
     total = int(knob("CUDNN_PY_SOAK_EXECUTES", 200_000, 1_000_000))
     budget = knob("CUDNN_PY_SOAK_SECONDS", 60, 60)
     torch.manual_seed(0)
     x = torch.randn(2, 16, 12, 12, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
     w = (torch.randn(16, 16, 3, 3, device="cuda") / 12).half().to(memory_format=torch.channels_last)
     b = torch.randn(1, 16, 1, 1, device="cuda", dtype=torch.float16)
-    g = cudnn.pygraph(io_data_type=HALF, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
-    X, W, B = g.tensor_like(x), g.tensor_like(w), g.tensor_like(b)
-    Y = g.relu(g.bias(g.conv_fprop(X, W, padding=[1, 1]), B)).set_output(True)
-    g.build(HEUR)
+    abandoned_replay(x, w, b)
+    g, X, W, B, Y = conv_bias_relu(x, w, b)
     ys = [torch.empty_strided(Y.get_dim(), Y.get_stride(), device="cuda", dtype=torch.float16).fill_(float("nan"))
           for _ in range(2)]
     ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
