@@ -91,6 +91,7 @@ class Binding:
     node: str  # 'conv_fprop 'conv2d'' - for messages
     port: str
     constant: HostScalar | None = None  # graph-carried by-value constant
+    user: Tensor | None = None  # the user's tensor, where ``tensor`` is the graph's copy of one graphs share
 
     @property
     def label(self) -> str:
@@ -367,10 +368,10 @@ class Runner:
         self.device = device
         self.default_handle = default_handle  # a Handle, or an int cudnnHandle_t
         self.by_uid = {b.uid: b for b in bindings}
-        self.by_tensor = {id(b.tensor): b for b in bindings}
+        self.by_tensor = {id(t): b for b in bindings for t in (b.tensor, b.user) if t is not None}
         # tensors of the graph the plan does not read (an attention option the lowering folds
         # away): accepted in the variant pack and not given to cuDNN
-        self.unused_tensors = {id(b.tensor) for b in unused}
+        self.unused_tensors = {id(t) for b in unused for t in (b.tensor, b.user) if t is not None}
         self.unused_uids = {b.uid for b in unused}
         self.required = [b for b in bindings if b.constant is None]
         self.packs = PackCache()

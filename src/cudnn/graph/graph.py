@@ -40,7 +40,8 @@ from .pipeline import (
     structure_key,
 )
 from .plans import candidate_from_config, notes_of
-from .tensor import NOT_SET, Tensor, as_data_type, constant
+from .shared import SharedTensors
+from .tensor import NOT_SET, Tensor, as_data_type, constant, filling
 
 _VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
 
@@ -89,6 +90,7 @@ class pygraph:  # the documented name
         self.is_dynamic_shape_enabled = is_dynamic_shape_enabled
         self.is_override_shape_enabled = is_override_shape_enabled
         self.nodes: list[Node] = []
+        self.shared = SharedTensors()  # what it fills in of tensors other graphs use too is its own
         self._names: set[str] = set()
         self._validated = False
         self._pipeline = Pipeline(self)
@@ -201,11 +203,15 @@ class pygraph:  # the documented name
 
     def add_node(self, node: Node, ports: Sequence[str]) -> list[Tensor]:
         """Add ``node`` with fresh virtual outputs named ``node::PORT``; returns them in order.
-        Another graph's tensors are refused; unnamed inputs and constants get names."""
-        hygiene.adopt(self.nodes, node)
+        Another graph's outputs are refused; unnamed inputs and constants get names (this
+        graph's: a tensor another graph uses too is this graph's copy of it, see `shared`)."""
+        self.shared.take(node)
+        with filling(list(node.inputs.values())):
+            hygiene.adopt(self.nodes, node)
         for port in ports:
             t = Tensor(f"{node.name}::{port}", is_virtual=True)
             t.producer = node
+            self.shared.claim(t)
             node.outputs[port] = t
         self.nodes.append(node)
         self._names.add(node.name)
@@ -218,10 +224,12 @@ class pygraph:  # the documented name
         """Infer unset dims, strides and data types; check the graph's rules. No GPU needed."""
         if not self.nodes:
             raise GraphError("the graph has no nodes")
-        hygiene.check_writers(self.nodes)  # before inference, which would write the shared tensor twice
-        for node in self.nodes:
-            node.infer(self.context)
-        self._check_rules()
+        self.shared.prepare(self.nodes)  # what an earlier validate or another graph filled in is gone
+        with filling(all_tensors(self.nodes)):
+            hygiene.check_writers(self.nodes)  # before inference, which would write the shared tensor twice
+            for node in self.nodes:
+                node.infer(self.context)
+            self._check_rules()
         self._validated = True
 
     def _check_rules(self) -> None:
@@ -241,7 +249,7 @@ class pygraph:  # the documented name
         by_uid: dict[int, tuple[Tensor, str]] = {}
         for node in self.nodes:
             for port, t in {**node.inputs, **node.outputs}.items():
-                if not t.has_uid():
+                if not t.has_uid() or t.is_filled("uid"):  # an assigned uid is assigned afresh at build
                     continue
                 other = by_uid.setdefault(t.get_uid(), (t, node.at(port)))
                 if other[0] is not t:

@@ -9,7 +9,7 @@ pipeline and go through its methods. Adding a node to the graph replaces its pip
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from .expand import expand
 from .guards import guard_for
 from .lower import Lowering
 from .plans import Candidate, PlanSet
+from .tensor import filling
 
 if TYPE_CHECKING:
     from .graph import pygraph
@@ -117,8 +118,12 @@ class Pipeline:
         if self._lowered is None:
             version = loader.report().version
             user_nodes = self.graph.nodes
-            nodes, ex = expand(user_nodes, self.graph.context, version, self.lowering)
-            assign_uids(all_tensors([*user_nodes, *nodes]))
+            mine = all_tensors(user_nodes)
+            for t in mine:
+                t.forget_filled(("uid",))  # each build assigns afresh: uids depend on this graph alone
+            with filling(mine):
+                nodes, ex = expand(user_nodes, self.graph.context, version, self.lowering)
+                assign_uids(all_tensors([*user_nodes, *nodes]))
             slots, offset = [], 0
             for s in ex.scratch:
                 size = needed_bytes(s.tensor)
@@ -128,7 +133,7 @@ class Pipeline:
             used = {t.get_uid() for t in all_tensors(nodes)}
             # the user's tensors bind as the user declared them (an expansion may use views of them);
             # those the expansion does not read are accepted at execute and not given to cuDNN
-            bound = make_bindings([*user_nodes, *nodes])
+            bound = make_bindings([*user_nodes, *nodes], self.graph.shared.user_tensor)
             bindings = [b for b in bound if b.uid in used and b.uid not in scratch_uids]
             unused = [b for b in bound if b.uid not in used]
             self._lowered = Lowered(nodes, bindings, slots, offset, unused, tuple(ex.chosen),
@@ -342,8 +347,10 @@ def structure_key(nodes: Sequence[Node], context: Any, sm_count: int | None) -> 
     return int.from_bytes(digest, "little") >> 1
 
 
-def make_bindings(nodes: Sequence[Node]) -> list[Binding]:
-    """One Binding per non-virtual tensor uid: what the variant pack must bind."""
+def make_bindings(nodes: Sequence[Node],
+                  user_tensor: Callable[[Tensor], Tensor | None] = lambda t: None) -> list[Binding]:
+    """One Binding per non-virtual tensor uid: what the variant pack must bind. ``user_tensor``:
+    the user's tensor a graph's copy stands for (`SharedTensors.user_tensor`), bound to it too."""
     out: dict[int, Binding] = {}
     for node in nodes:
         for port, t in {**node.inputs, **node.outputs}.items():
@@ -353,5 +360,5 @@ def make_bindings(nodes: Sequence[Node]) -> list[Binding]:
                     continue
                 value = x.get_value()
                 const = HostScalar(value, x.get_data_type()) if value is not None else None
-                out[x.get_uid()] = Binding(x.get_uid(), x, node.label(), p, const)
+                out[x.get_uid()] = Binding(x.get_uid(), x, node.label(), p, const, user_tensor(x))
     return list(out.values())

@@ -3,17 +3,25 @@
 Dims, strides (in elements), data type, name, uid, and the flags the backend needs
 (virtual, by-value, reordering). Setters chain, as in the documented API. Attributes left
 unset (empty dims, NOT_SET data type, uid 0) are filled by ``pygraph.validate()``.
+
+What a graph fills in is kept apart from what the user gave (the setters): a tensor shared by
+several graphs gives each of them only what the user gave, to fill in its own (graph/shared.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from .._lib.enums import data_type, tensor_reordering
 from .jsonfmt import compact
 
 NOT_SET = data_type.NOT_SET
+
+# What a graph may fill in where the user left it unset: inferred dims, strides and data type, a
+# generated name, an assigned uid, and a ragged offset seen through the graph's own copy of it.
+FILLABLE = ("name", "dim", "stride", "data_type", "uid", "ragged_offset")
 
 
 def as_data_type(value: Any, what: str = "data_type") -> data_type:
@@ -52,7 +60,7 @@ class Tensor:
     __slots__ = ("_name", "_dim", "_stride", "_data_type", "_is_virtual", "_is_pass_by_value",
                  "_value", "_reordering", "_uid", "_uid_assigned", "_ragged_offset", "_alignment",
                  "_base", "producer", "_vector_count", "_vector_dimension", "_ragged_multiplier",
-                 "_compile_time_constant", "__weakref__")
+                 "_compile_time_constant", "_given", "__weakref__")
 
     def __init__(self, name: str = "", dim: Sequence[int] | None = None, stride: Sequence[int] | None = None,
                  data_type: Any = NOT_SET, is_virtual: bool = False, is_pass_by_value: bool = False,
@@ -75,6 +83,7 @@ class Tensor:
         self._ragged_multiplier = 1  # ragged offsets count in units of this many elements
         self._compile_time_constant = False  # a tensor_scalar(COMPILE_TIME_CONST) value
         self.producer: Any = None  # the node whose output this is (set by the graph that adds the node)
+        self._given: dict[str, Any] = {}  # FILLABLE attribute a graph filled in -> the user's value
         if uid is not None and int(uid) >= 0:
             self.set_uid(uid)
 
@@ -88,21 +97,25 @@ class Tensor:
     def set_name(self, name: str) -> Tensor:
         """The tensor's name (node::port names of unnamed tensors give way to it)."""
         self._name = str(name)
+        self._given.pop("name", None)
         return self
 
     def set_data_type(self, data_type: Any = NOT_SET) -> Tensor:
         """The element type: a ``cudnn.data_type`` or a framework dtype (NOT_SET: inferred)."""
         self._data_type = as_data_type(data_type)
+        self._given.pop("data_type", None)
         return self
 
     def set_dim(self, dim: Sequence[int]) -> Tensor:
         """The dimensions, outermost first."""
         self._dim = _int_list(dim, "dim")
+        self._given.pop("dim", None)
         return self
 
     def set_stride(self, stride: Sequence[int]) -> Tensor:
         """The strides in elements, one per dimension."""
         self._stride = _int_list(stride, "stride")
+        self._given.pop("stride", None)
         return self
 
     def set_uid(self, uid: int) -> Tensor:
@@ -113,6 +126,7 @@ class Tensor:
             self._base.set_uid(uid)
         else:
             self._uid, self._uid_assigned = int(uid), True
+            self._given.pop("uid", None)
         return self
 
     def set_is_virtual(self, is_virtual: bool) -> Tensor:
@@ -135,6 +149,7 @@ class Tensor:
         if not isinstance(ragged_offset, Tensor):
             raise TypeError(f"ragged_offset: expected a cudnn.tensor, got {type(ragged_offset).__name__}")
         self._ragged_offset = ragged_offset
+        self._given.pop("ragged_offset", None)
         return self
 
     def set_alignment(self, alignment: int) -> Tensor:
@@ -155,6 +170,7 @@ class Tensor:
             raise TypeError(f"_set_data_type: expected a cudnn.data_type, got {data_type!r}; "
                             "set_data_type() also takes framework dtypes")
         self._data_type = data_type
+        self._given.pop("data_type", None)
         return self
 
     def set_vector_count_and_dimension(self, vector_count: int, vector_dimension: int) -> Tensor:
@@ -258,6 +274,50 @@ class Tensor:
         v._base = self if self._base is None else self._base
         return v
 
+    # -- what the user gave, and what a graph filled in -----------------------------------------
+
+    def fillable(self) -> tuple[Any, ...]:
+        """The attributes a graph may fill in (``FILLABLE``), as they are now."""
+        return tuple(self._read(attr) for attr in FILLABLE)
+
+    def mark_filled(self, before: tuple[Any, ...]) -> None:
+        """What changed since ``before`` (a `fillable`) was filled in by a graph: the user's
+        value is kept, for `forget_filled` and `given_copy`. A setter makes it the user's again."""
+        for attr, old in zip(FILLABLE, before):
+            if self._read(attr) != old:
+                self._given.setdefault(attr, old)
+
+    def forget_filled(self, attrs: Iterable[str] = FILLABLE) -> None:
+        """Back to the user's values of ``attrs`` that a graph filled in."""
+        for attr in attrs:
+            if attr in self._given:
+                self._write(attr, self._given.pop(attr))
+
+    def is_filled(self, attr: str) -> bool:
+        """Whether a graph filled ``attr`` in (the user left it unset)."""
+        return attr in self._given
+
+    def given_copy(self) -> Tensor:
+        """A new tensor with what the user gave this one, what graphs filled in left out, and
+        no producer: what another graph that shares this tensor fills in."""
+        t = Tensor.__new__(Tensor)
+        for slot in Tensor.__slots__:
+            if slot != "__weakref__":
+                setattr(t, slot, getattr(self, slot))
+        t._given, t.producer = {}, None
+        for attr, value in self._given.items():
+            t._write(attr, value)
+        return t
+
+    def _read(self, attr: str) -> Any:
+        return (self._uid, self._uid_assigned) if attr == "uid" else getattr(self, "_" + attr)
+
+    def _write(self, attr: str, value: Any) -> None:
+        if attr == "uid":
+            self._uid, self._uid_assigned = value
+        else:
+            setattr(self, "_" + attr, value)
+
     # -- helpers ----------------------------------------------------------------------------
 
     @property
@@ -312,6 +372,18 @@ class Tensor:
     def label(self) -> str:
         """The name quoted, for messages ('<unnamed tensor>' without one)."""
         return repr(self._name) if self._name else "<unnamed tensor>"
+
+
+@contextmanager
+def filling(tensors: Sequence[Tensor]) -> Iterator[None]:
+    """Inside, what changes on ``tensors`` is filled in by a graph (`Tensor.mark_filled`), even
+    when the step that changes it raises."""
+    before = [t.fillable() for t in tensors]
+    try:
+        yield
+    finally:
+        for t, old in zip(tensors, before):
+            t.mark_filled(old)
 
 
 def _int_arg(value: Any, what: str) -> int:
