@@ -39,16 +39,10 @@ def pytest_report_header() -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Keep a duplicate of the real stderr: pytest captures fd 2 while a test runs, and a dump
-    written there would be lost with the process."""
-    capture = config.pluginmanager.getplugin("capturemanager")
-    if capture is not None:
-        capture.suspend_global_capture()
-    try:
-        _terminal.append(os.fdopen(os.dup(2), "w"))
-    finally:
-        if capture is not None:
-            capture.resume_global_capture()
+    """Keep a duplicate of the terminal's stderr (pytest's capture is suspended while plugins
+    are configured): while a test runs fd 2 is captured, and a dump written there would be lost
+    with the process."""
+    _terminal.append(os.fdopen(os.dup(2), "w"))
 
 
 @pytest.hookimpl(hookwrapper=True)

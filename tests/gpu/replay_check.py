@@ -55,6 +55,17 @@ def _same_bits(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
     return all(torch.equal(x.flatten().view(torch.uint8), y.flatten().view(torch.uint8)) for x, y in zip(a, b))
 
 
+def _differences(want: Sequence[torch.Tensor], got: Sequence[torch.Tensor]) -> str:
+    parts = []
+    for i, (w, g) in enumerate(zip(want, got)):
+        differ = w.flatten().view(torch.uint8) != g.flatten().view(torch.uint8)
+        if differ.any():
+            gap = (w.double() - g.double()).abs().nan_to_num(float("inf")).max().item()
+            parts.append(f"output {i} {list(w.shape)} {w.dtype}: {int(differ.sum())} bytes differ, "
+                         f"largest difference {gap:.3g} (|executed| up to {w.double().abs().nan_to_num(0).max().item():.3g})")
+    return "; ".join(parts)
+
+
 def check_replay(g: Any, pack: Mapping[Any, Any], ws: Any, outs: Sequence[torch.Tensor]) -> str | None:
     """None when the pack's replay writes the bits its executes write (or its executes differ
     from each other, so there is no one answer to hold it to); else what differed. The
@@ -72,7 +83,7 @@ def check_replay(g: Any, pack: Mapping[Any, Any], ws: Any, outs: Sequence[torch.
             got = _snapshot(g, pack, ws, outs)
             if not _same_bits(first, got):
                 where = "replayed" if launches() > before else "executed"
-                return f"the {where} result differs from the executed one in its bits"
+                return f"the {where} result differs from the executed one in its bits: {_differences(first, got)}"
         return None
     finally:
         cudnn.set_execute_replay(was)

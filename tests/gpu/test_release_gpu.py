@@ -24,7 +24,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 CHILD_SECONDS = 90
 
 PRELUDE = f"""
-import faulthandler, gc, os, sys
+import faulthandler, gc, os, sys, traceback
 faulthandler.dump_traceback_later({CHILD_SECONDS - 30}, exit=True)
 import torch
 import cudnn
@@ -44,9 +44,10 @@ def conv_graph():
     return g, {{X: x, W: w, B: b, Y: y}}, ws, y, ref
 """
 
-# A collection inside cuda-bindings' symbol resolution, made certain: the first os.getenv after
-# arming collects (the resolution calls it under its lock), with a captured pack's graph in a
-# reference cycle and the collector off until then, so nothing frees it earlier.
+# A collection inside cuda-bindings' symbol resolution, made certain: the first read of the
+# environment after arming collects (the resolution calls os.getenv under its lock), with a
+# captured pack's graph in a reference cycle and the collector off until then, so nothing frees
+# it earlier.
 NESTED_FIRST_CALL = PRELUDE + """
 gc.disable()
 g0, pack0, ws0, _, _ = conv_graph()
@@ -58,20 +59,24 @@ del g0, pack0, ws0, cycle                  # reachable only through the cycle no
 g1, pack1, ws1, y1, ref1 = conv_graph()
 for _ in range(3):
     g1.execute(pack1, ws1)
-getenv, armed = os.getenv, [True]
-def collecting_getenv(*args, **kwargs):
-    if armed[0]:
-        armed[0] = False
-        gc.collect()                         # the dead Replay's finalizer runs here
-    return getenv(*args, **kwargs)
-os.getenv = collecting_getenv
+armed = [True]
+class CollectingEnviron(type(os.environ)):
+    def __getitem__(self, key):
+        if armed[0]:
+            armed[0] = False
+            traceback.print_stack(limit=6)   # where: inside cuda-bindings' first driver call
+            gc.collect()                     # the dead Replay's finalizer runs here
+        return super().__getitem__(key)
+plain = type(os.environ)
+os.environ.__class__ = CollectingEnviron   # what os.getenv reads, however it is bound
 gc.enable()
 for _ in range(5):
     g1.execute(pack1, ws1)                  # replays
 torch.cuda.synchronize()
-os.getenv = getenv
+os.environ.__class__ = plain
+print("collected inside a call" if not armed[0] else "nothing read the environment", file=sys.stderr)
 gc.collect()
-cudnn.release_pending()
+getattr(cudnn, "release_pending", lambda: 0)()
 err = (y1.float() - ref1).abs().max().item()
 print("ok", err)
 """
