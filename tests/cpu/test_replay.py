@@ -225,3 +225,35 @@ def test_no_capture_while_cudnns_log_callback_takes_more_than_errors(
     monkeypatch.setattr(replay.cuda, "graph_calls", lambda: (None, None))
     assert replay.capture(1, 2, 3, None) is None
     assert asked == ([3] if asks_the_stream else [])
+
+
+def test_a_plan_whose_replay_is_known_to_differ_is_always_executed(backend: Backend) -> None:
+    """A Runner told its engine's captured execute writes other bits (Node.replayable) never
+    captures a pack, whether bound by objects or by raw pointers."""
+    g, A, B, C = fake_graph((4, 4))
+    runner = backend.runner(g)
+    runner.replays = False
+    a, b, c = DeviceArray(), DeviceArray(), DeviceArray()
+    for _ in range(REPLAY_AFTER + 3):
+        runner.run({A: a, B: b, C: c}, None, 1)
+        runner.run_pointers((A.get_uid(), B.get_uid(), C.get_uid()), (a.ptr, b.ptr, c.ptr + 0x100), 0, 1)
+    assert backend.captured == [] and backend.replayed == []
+    assert len(backend.executed) == 2 * (REPLAY_AFTER + 3)
+
+
+def test_instance_norm_backward_is_not_replayed_and_the_other_norms_are() -> None:
+    """Instance norm's backward engine, captured, wrote other bits than its execute (H100,
+    cuDNN 9.19): graphs holding it are executed every time."""
+    kinds = {}
+    for op in ("instancenorm_backward", "layernorm_backward", "batchnorm_backward"):
+        g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+        dims, stats = [2, 4, 3, 3], [2, 4, 1, 1] if op == "instancenorm_backward" else [2, 1, 1, 1]
+        if op == "batchnorm_backward":
+            stats = [1, 4, 1, 1]
+        dy, x = g.tensor(dims, name="dy"), g.tensor(dims, name="x")
+        scale = g.tensor([1, 4, 1, 1] if op != "layernorm_backward" else [1, 4, 3, 3], name="scale")
+        mean = g.tensor(stats, name="mean", data_type=cudnn.data_type.FLOAT)
+        inv = g.tensor(stats, name="inv", data_type=cudnn.data_type.FLOAT)
+        getattr(g, op)(dy, x, scale, mean, inv)
+        kinds[op] = [node.replayable for node in g.nodes]
+    assert kinds == {"instancenorm_backward": [False], "layernorm_backward": [True], "batchnorm_backward": [True]}

@@ -61,8 +61,9 @@ def _differences(want: Sequence[torch.Tensor], got: Sequence[torch.Tensor]) -> s
         differ = w.flatten().view(torch.uint8) != g.flatten().view(torch.uint8)
         if differ.any():
             gap = (w.double() - g.double()).abs().nan_to_num(float("inf")).max().item()
+            size = w.double().abs().nan_to_num(0).max().item()
             parts.append(f"output {i} {list(w.shape)} {w.dtype}: {int(differ.sum())} bytes differ, "
-                         f"largest difference {gap:.3g} (|executed| up to {w.double().abs().nan_to_num(0).max().item():.3g})")
+                         f"largest difference {gap:.3g} (|executed| up to {size:.3g})")
     return "; ".join(parts)
 
 

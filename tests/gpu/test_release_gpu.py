@@ -45,9 +45,9 @@ def conv_graph():
 """
 
 # A collection inside cuda-bindings' symbol resolution, made certain: the first read of the
-# environment after arming collects (the resolution calls os.getenv under its lock), with a
-# captured pack's graph in a reference cycle and the collector off until then, so nothing frees
-# it earlier.
+# environment made from a C call of cudnn-py's replay or CUDA module (cuda-bindings resolves its
+# symbols at its first driver call, reading os.getenv under its lock) collects, with a captured
+# pack's graph in a reference cycle and the collector off until then, so nothing frees it earlier.
 NESTED_FIRST_CALL = PRELUDE + """
 gc.disable()
 g0, pack0, ws0, _, _ = conv_graph()
@@ -60,9 +60,15 @@ g1, pack1, ws1, y1, ref1 = conv_graph()
 for _ in range(3):
     g1.execute(pack1, ws1)
 armed = [True]
+def read_from_a_c_call():
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
+        frame = frame.f_back               # os.getenv and Mapping.get
+    name = frame.f_code.co_filename.replace(os.sep, "/") if frame is not None else ""
+    return name.endswith(("cudnn/backend/replay.py", "cudnn/_lib/cuda.py"))
 class CollectingEnviron(type(os.environ)):
     def __getitem__(self, key):
-        if armed[0]:
+        if armed[0] and read_from_a_c_call():
             armed[0] = False
             traceback.print_stack(limit=6)   # where: inside cuda-bindings' first driver call
             gc.collect()                     # the dead Replay's finalizer runs here

@@ -354,11 +354,11 @@ class Runner:
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
                  "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
                  "identity", "tensor", "data_ptr", "key_of", "backend_execute", "capture", "candidate", "warned",
-                 "layouts")
+                 "layouts", "replays")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
-                 candidate: Any = None, unused: Sequence[Binding] = ()) -> None:
+                 candidate: Any = None, unused: Sequence[Binding] = (), replays: bool = True) -> None:
         self.label = label
         self.plan = plan
         self.plan_ptr = plan.ptr
@@ -384,6 +384,9 @@ class Runner:
         self.candidate = candidate  # the plan's Candidate (what the pipeline selected)
         self.warned: set[int] = set()  # uids a mismatch warning was given for
         self.layouts: dict[tuple[int, ...], _Layout] = {}  # per order of given uids
+        # False: no pack of this plan is captured (an engine whose captured execute is known to
+        # write other bits than its execute, see Node.replayable)
+        self.replays = replays
 
     @property
     def workspace_size(self) -> int:
@@ -484,7 +487,7 @@ class Runner:
         layout = _Layout(None if len(picks) == len(uids) else tuple(picks), backend_plan.PackLayout(order, self.label),
                          [b.constant.ptr for b in constants],  # type: ignore[union-attr]
                          [b.constant for b in constants],
-                         not any(self.by_uid[uids[i]].tensor.get_is_pass_by_value() for i in picks))
+                         self.replays and not any(self.by_uid[uids[i]].tensor.get_is_pass_by_value() for i in picks))
         self.layouts[uids] = layout
         return layout
 
@@ -590,7 +593,8 @@ class Runner:
         layout = self._layout(tuple(uids))
         given = [scalars[u].ptr if isinstance(p, tuple) else p for u, p in zip(uids, ptrs)]
         pointers, plan_ws, fills = self._pack_pointers(layout, given, workspace_ptr)
-        return Entry(layout.pack.make_owned(pointers, plan_ws), [*scalars.values(), *layout.keep], fills, replayable)
+        return Entry(layout.pack.make_owned(pointers, plan_ws), [*scalars.values(), *layout.keep], fills,
+                     replayable and self.replays)
 
     def _binding(self, key: Any, mode: str) -> Binding | None:
         """The binding a variant-pack key names; None for a key to ignore (not of this graph)."""

@@ -49,6 +49,9 @@ class Node:
     tag: ClassVar[str] = ""
     # the op call's argument name of ports named otherwise (sdpa's Max is score_max), for messages
     port_args: ClassVar[dict[str, str]] = {}
+    # False where a captured execute of this node's engine was seen writing other bits than the
+    # execute itself: packs of a graph holding it are executed every time (cudnn.backend.replay)
+    replayable: bool = True
 
     def __init__(self, name: str, compute_data_type: Any = NOT_SET) -> None:
         self.name = name

@@ -283,7 +283,8 @@ class Pipeline:
             device = h.device if isinstance(h, Handle) else None
             lowered = self.lowered()
             runner = Runner(self.label, plan, int(cand.workspace or 0), lowered.bindings, h, device,
-                            lowered.slots, lowered.scratch_bytes, cand, lowered.unused)
+                            lowered.slots, lowered.scratch_bytes, cand, lowered.unused,
+                            replays=all(node.replayable for node in lowered.nodes))
             self._runners[id(cand)] = runner
         return runner
 
