@@ -10,9 +10,9 @@ cuda-bindings waited for that lock for ever.
 
 So an owner's finalizer only queues its release (``weakref.finalize(obj, later, destroy,
 *args)``): no C call, nothing that can block. `drain` performs the queue where cudnn-py knows it
-is safe: before it captures a pack, when it creates or destroys a handle, when it builds plans
-or prepares a new variant pack, and at interpreter exit. ``close()`` of an owner releases at
-once through `now`: that is a call made on purpose.
+is safe: before it captures a pack, when it creates a handle, when it lowers a graph to build
+it (unless the handle's stream is being captured), on ``cudnn.release_pending()`` and at
+interpreter exit. ``close()`` of an owner releases at once through `now`: a call made on purpose.
 """
 
 from __future__ import annotations

@@ -24,13 +24,14 @@ What keeps a replay equal to the execute it stands for:
   back; ``CUDNN_PY_EXECUTE_REPLAY=0`` rules that out where threads share the GPU that way;
 - none is made while cuDNN's log callback receives warnings or info (``cudnn.set_log_level``
   at WARNING or below): that callback takes the GIL, which a capture holds. With errors only
-  (the level cudnn-py leaves after logging is switched off) captures go on.
-
+  (the level cudnn-py leaves after logging is switched off) captures go on;
 - it holds kernels and memsets only (`cuda.REPLAYABLE_NODES`): a captured execute with a copy,
-  a host callback, an event or an allocation in it is not replayed, and that pack is executed;
-- a Replay that becomes unreachable is not destroyed by its finalizer, which runs wherever the
-  garbage collector does (inside another library's call, between a capture's begin and end):
-  it is queued (`cudnn._lib.release`) and destroyed at the next capture or build.
+  a host callback, an event or an allocation in it is not replayed, and that pack is executed,
+  as are the packs of an engine whose replay was seen to differ (``Node.replayable``).
+
+A Replay that becomes unreachable is not destroyed by its finalizer, which runs wherever the
+garbage collector does (inside another library's call, between a capture's begin and end): it
+is queued (`cudnn._lib.release`) and destroyed at the next capture, build or handle creation.
 
 Launches of one graph run one after another even on two streams (CUDA orders them), where
 two executes of one pack could overlap; both would write the same buffers. The Runner decides
