@@ -28,7 +28,7 @@ import ctypes
 import gc
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,16 +115,21 @@ def check_growth(g: Probe) -> None:
 
 # -- 1. executes of one graph ----------------------------------------------------------------------
 
-@pytest.fixture
-def fresh_plan_cache(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """The plan cache on and empty, in a new folder: a new user's first run."""
+def plan_cache_in(folder: Path, enabled: bool) -> Iterator[Any]:
+    """The plan cache in ``folder``, emptied before and after, on or off; restored after."""
     cache = cudnn.plan_cache
     saved = cache.directory, cache.enabled
-    cache.directory, cache.enabled = tmp_path, True
+    cache.directory, cache.enabled = folder, enabled
     cache.clear(disk=False)
     yield cache
     cache.directory, cache.enabled = saved
     cache.clear(disk=False)
+
+
+@pytest.fixture
+def fresh_plan_cache(tmp_path: Path) -> Iterator[Any]:
+    """The plan cache on and empty, in a new folder: a new user's first run."""
+    yield from plan_cache_in(tmp_path, True)
 
 
 def conv_bias_relu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> tuple[cudnn.pygraph, Any, Any, Any, Any]:
@@ -260,15 +265,9 @@ def cycle(i: int, handles: list[Any], cached: bool) -> None:
 
 
 @pytest.fixture
-def memory_plan_cache(tmp_path: Path):  # type: ignore[no-untyped-def]
+def memory_plan_cache(tmp_path: Path) -> Iterator[Any]:
     """The plan cache in a fresh folder, emptied before and after; off unless a cycle turns it on."""
-    cache = cudnn.plan_cache
-    saved = cache.directory, cache.enabled
-    cache.directory, cache.enabled = tmp_path, False
-    cache.clear(disk=False)
-    yield cache
-    cache.directory, cache.enabled = saved
-    cache.clear(disk=False)
+    yield from plan_cache_in(tmp_path, False)
 
 
 def test_build_destroy_cycles(memory_plan_cache: Any) -> None:
