@@ -60,8 +60,11 @@ _EXPORTS: dict[str, str] = {
     "ExecutionInputError": ".graph",
     "ExecutionInputWarning": ".graph",
     "GraphError": ".graph",
+    "GraphNotImplementedError": ".graph",
+    "GraphNotSupportedError": ".graph",
     "GraphStateError": ".graph",
     "SerializationError": ".graph",
+    "SerializationNotSupportedError": ".graph",
     # handles, streams, kernel caches, knobs
     "Handle": ".backend",
     "create_handle": ".backend",

@@ -13,6 +13,8 @@ from typing import Any
 
 from . import enums
 
+_NOT_SUPPORTED = 3000  # CUDNN_STATUS_NOT_SUPPORTED
+
 
 class CudnnError(RuntimeError):
     """A cuDNN call returned a status other than CUDNN_STATUS_SUCCESS."""
@@ -67,12 +69,27 @@ class CudnnBadParamError(CudnnError, ValueError):
     """2xxx: cuDNN rejected a parameter value."""
 
 
-class CudnnNotSupportedError(CudnnError):
-    """3xxx: the request is valid but not supported here (shape, layout, arch, ...)."""
+class cudnnGraphNotSupportedError(CudnnError):  # the official package's name
+    """The graph (or request) is valid but not supported here: by the loaded cuDNN, by this GPU, by
+    the engines' rules, or by cudnn-py (a configuration it does not build, or one it refuses
+    because engines were seen computing it wrongly). Every 3xxx status raises it, and so does
+    ``check_support`` / ``build`` when no engine is left.
+
+    The official package's class, so code written for it catches ours (it also is a
+    ``RuntimeError``, as every ``CudnnError``). ``CudnnNotSupportedError`` is another name for
+    it. Raised with a message alone, as the official raises it, ``str()`` is the message.
+    """
+
+    def __init__(self, status: int | str = _NOT_SUPPORTED, context: str = "", message: str = "",
+                 hint: str = "") -> None:
+        if isinstance(status, str):  # cudnnGraphNotSupportedError("why"), the official's form
+            super().__init__(_NOT_SUPPORTED, context, status, hint)
+            self.args = (status,)
+        else:
+            super().__init__(status, context, message, hint)
 
 
-class cudnnGraphNotSupportedError(CudnnNotSupportedError):  # the documented name
-    """No engine supports this graph (raised by check_support / build)."""
+CudnnNotSupportedError = cudnnGraphNotSupportedError  # cudnn-py's earlier name for the 3xxx class
 
 
 class CudnnInternalError(CudnnError):
@@ -87,14 +104,15 @@ class LibraryNotFoundError(OSError):
     """libcudnn (or a library it needs) could not be loaded; the message lists every try."""
 
 
-class FeatureUnavailableError(CudnnNotSupportedError):
-    """The loaded cuDNN is too old for the requested function, enum value or op."""
+class FeatureUnavailableError(cudnnGraphNotSupportedError):
+    """The loaded cuDNN is too old for the requested function, enum value or op (a
+    ``cudnnGraphNotSupportedError``, as the official reports its version gates)."""
 
     def __init__(self, what: str, needed: int | None, loaded: int) -> None:
         need = f"cuDNN >= {version_string(needed)}" if needed else "a newer cuDNN"
         self.needed, self.loaded = needed, loaded
         super().__init__(
-            int(enums.cudnnStatus_t.CUDNN_STATUS_NOT_SUPPORTED),
+            _NOT_SUPPORTED,
             what,
             f"needs {need}; the loaded libcudnn is {version_string(loaded)}",
         )
@@ -107,7 +125,7 @@ class DescriptorClosedError(ValueError):
 _CATEGORIES: dict[int, type[CudnnError]] = {
     1000: CudnnInitError,
     2000: CudnnBadParamError,
-    3000: CudnnNotSupportedError,
+    3000: cudnnGraphNotSupportedError,
     4000: CudnnInternalError,
     5000: CudnnExecutionError,
 }

@@ -28,8 +28,9 @@ FILE_FORMAT = "cudnn-py-kernel-cache"
 FILE_VERSION = 1
 
 
-class KernelCacheFileError(ValueError):
-    """A kernel-cache file that cannot be used here: damaged, or made by another cuDNN or GPU."""
+class KernelCacheFileError(ValueError, RuntimeError):
+    """A kernel-cache file that cannot be used here: damaged, or made by another cuDNN or GPU (a
+    ``ValueError`` as before, and a ``RuntimeError`` as the official's errors for data it cannot read)."""
 
 
 def require_serializable(what: str) -> int:

@@ -5,11 +5,15 @@ from .errors import (
     ExecutionInputError,
     ExecutionInputWarning,
     GraphError,
+    GraphNotImplementedError,
+    GraphNotSupportedError,
     GraphStateError,
     SerializationError,
+    SerializationNotSupportedError,
 )
 from .graph import pygraph
 from .tensor import Tensor
 
-__all__ = ["ExecutionInputError", "ExecutionInputWarning", "GraphError", "GraphStateError", "PlanCache",
-           "SerializationError", "Tensor", "plan_cache", "pygraph"]
+__all__ = ["ExecutionInputError", "ExecutionInputWarning", "GraphError", "GraphNotImplementedError",
+           "GraphNotSupportedError", "GraphStateError", "PlanCache", "SerializationError",
+           "SerializationNotSupportedError", "Tensor", "plan_cache", "pygraph"]

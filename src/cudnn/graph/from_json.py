@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._lib.enums import convolution_mode, data_type, norm_forward_phase, reduction_mode, tensor_reordering
-from .errors import SerializationError
+from .errors import SerializationError, SerializationNotSupportedError
 from .nodes.pointwise import TABLE as POINTWISE
 from .tensor import NOT_SET, Tensor, constant
 
@@ -161,8 +161,8 @@ class Build:
                 raise SerializationError(f"{self.where}: '{key}' must be an object (port -> tensor name)")
         rebuilder = REBUILDERS.get(tag)
         if rebuilder is None:
-            raise SerializationError(f"{self.where}: cudnn-py cannot rebuild {tag} nodes from JSON; it rebuilds "
-                                     f"{', '.join(sorted(REBUILDERS))}")
+            raise SerializationNotSupportedError(f"{self.where}: cudnn-py cannot rebuild {tag} nodes from "
+                                                 f"JSON; it rebuilds {', '.join(sorted(REBUILDERS))}")
         count = len(self.graph.nodes)
         try:
             rebuilder(self, node)

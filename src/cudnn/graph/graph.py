@@ -27,7 +27,7 @@ from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr
 from . import hygiene, moe_ops, norm_ops, ops, plan_report, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
 from .autotune import TuneReport, autotune
-from .errors import GraphError, GraphStateError
+from .errors import GraphError, GraphNotImplementedError, GraphStateError
 from .jsonfmt import dumps
 from .node import Context, Node, row_major
 from .oplib import OPS
@@ -404,10 +404,11 @@ class pygraph:  # the documented name
                     raise FeatureUnavailableError(
                         f"{op}: override of tensor {t.label()} (uid {uid}) to dims {list(shape)}: execute-time shape "
                         "overrides (is_override_shape_enabled)", OVERRIDE_SHAPE_SINCE, version)
-                raise NotImplementedError(
-                    f"{op}: override of tensor {t.label()} (uid {uid}) to dims {list(shape)} strides {list(stride)}, "
-                    f"declared {t.get_dim()} / {t.get_stride()}: cudnn-py does not pass execute-time shape "
-                    "overrides to cuDNN yet; build a graph with these shapes instead")
+                raise GraphNotImplementedError(f"{op}: override of tensor {t.label()} (uid {uid}) to dims "
+                                               f"{list(shape)} strides {list(stride)}, declared "
+                                               f"{t.get_dim()} / {t.get_stride()}: cudnn-py does not pass "
+                                               "execute-time shape overrides to cuDNN yet; build a graph "
+                                               "with these shapes instead")
 
     def _no_plan_message(self, op: str) -> str:
         return (f"{self.label()}: {op}() before build: no plan is built yet. build() with no arguments, as in "

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .errors import GraphError
+from .errors import GraphError, GraphNotSupportedError
 from .nodes.block_scale import BlockScaleDequantize, BlockScaleQuantize
 from .nodes.sdpa_common import SdpaOptions
 from .nodes.sdpa_fp8 import BWD_SCALES, FWD_SCALES, SDPAFP8, SDPAFP8Backward
@@ -82,11 +82,12 @@ def sdpa_fp8(self: Any, q: Any, k: Any, v: Any, descale_q: Any, descale_k: Any, 
     scale_value, scale_tensor = _scale(self, attn_scale, at)
     p, dropout_ins = _dropout_forward(self, dropout, at)
     if rng_dump is not None:
-        raise GraphError(f"{at}: rng_dump is refused with FP8 attention: on cuDNN 9.19 (H200) the FP8 engine "
-                         "faulted (illegal memory access) writing it; drop rng_dump")
+        raise GraphNotSupportedError(f"{at}: rng_dump is refused with FP8 attention: on cuDNN 9.19 (H200) "
+                                     "the FP8 engine faulted (illegal memory access) writing it; drop "
+                                     "rng_dump")
     for arg, value in (("score_max", score_max), ("score_sum_exp", score_sum_exp), ("sink_token", sink_token)):
         if value is not None:
-            raise GraphError(f"{at}: {arg} is not supported by FP8 attention in cudnn-py")
+            raise GraphNotSupportedError(f"{at}: {arg} is not supported by FP8 attention in cudnn-py")
     opts = SdpaOptions(
         generate_stats=stats, attn_scale_value=scale_value, alibi=_bool(use_alibi_mask, at, "use_alibi_mask"),
         padding=_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
@@ -130,7 +131,7 @@ def sdpa_fp8_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats:
     scale_value, scale_tensor = _scale(self, attn_scale, at)
     p, dropout_ins = _dropout_backward(self, dropout, at, keep_scale_inverse=True)
     if sink_token is not None or dSink_token is not None:
-        raise GraphError(f"{at}: sink_token / dSink_token are not supported by FP8 attention in cudnn-py")
+        raise GraphNotSupportedError(f"{at}: sink_token / dSink_token are not supported by FP8 attention in cudnn-py")
     opts = SdpaOptions(attn_scale_value=scale_value, padding=_bool(use_padding_mask, at, "use_padding_mask"),
                        alignment=align, left_bound=left, right_bound=right, dropout_p=p,
                        deterministic=_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))

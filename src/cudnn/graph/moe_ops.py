@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._lib.enums import data_type
 from .api_enums import moe_grouped_matmul_mode
-from .errors import SerializationError
+from .errors import GraphNotImplementedError, SerializationError
 from .from_json import Build, register
 from .nodes.moe import MoeGroupedMatmul, MoeGroupedMatmulBackward
 from .oplib import op
@@ -33,8 +33,8 @@ def moe_grouped_matmul(self: pygraph, token: Any, weight: Any, first_token_offse
     ``token_ks`` (with ``top_k`` experts per token). ``top_k_scores`` (1.32) is not supported."""
     at = _at(self, "moe_grouped_matmul", name)
     if top_k_scores is not None:
-        raise NotImplementedError(f"{at}: top_k_scores (1.32's routing scores) has no cuDNN backend "
-                                  "attribute cudnn-py can pass; multiply the output by the scores instead")
+        raise GraphNotImplementedError(f"{at}: top_k_scores (1.32's routing scores) has no cuDNN backend "
+                                       "attribute cudnn-py can pass; multiply the output by the scores instead")
     index = None if token_index is None else self.input_tensor(token_index, at, "token_index")
     ks = None if token_ks is None else self.input_tensor(token_ks, at, "token_ks")
     node = MoeGroupedMatmul(self.node_name(name), self.input_tensor(token, at, "token"),

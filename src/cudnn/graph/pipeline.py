@@ -17,7 +17,7 @@ from .._lib import loader
 from .._lib.enums import build_plan_policy, heur_mode
 from .._lib.errors import (
     CudnnError,
-    CudnnNotSupportedError,
+    CudnnInitError,
     FeatureUnavailableError,
     cudnnGraphNotSupportedError,
     version_string,
@@ -174,9 +174,10 @@ class Pipeline:
         for node in lowered.nodes:
             try:
                 ops += node.lower(lowering)
-            except CudnnNotSupportedError as exc:
-                if isinstance(exc, (cudnnGraphNotSupportedError, FeatureUnavailableError)):
+            except cudnnGraphNotSupportedError as exc:
+                if type(exc) is not cudnnGraphNotSupportedError:  # a refusal of ours: it names the node
                     raise
+                # a 3xxx status of a descriptor's: name the node and the loaded cuDNN
                 raise cudnnGraphNotSupportedError(exc.status, f"{self.label}: {node.label()}: {exc.context}",
                                                   exc.message or f"cuDNN {version_string(lowering.version)} "
                                                   "does not support this operation") from exc
@@ -223,10 +224,13 @@ class Pipeline:
             tolerant = mode == heur_mode.FALLBACK or len(modes) > 1  # others may handle the graph
             try:
                 heur = eng.heuristics(op_graph, int(mode), self.graph.sm_count, self.label, self.device_property())
-            except CudnnError:
+            except CudnnError as exc:
                 if tolerant:
                     continue
-                raise
+                if isinstance(exc, (CudnnInitError, cudnnGraphNotSupportedError)):  # no GPU; or already so
+                    raise
+                # the official's HEURISTIC_QUERY_FAILED: not supported, whatever cuDNN's status
+                raise cudnnGraphNotSupportedError(exc.status, exc.context, exc.message, exc.hint) from exc
             plans.add_ranking(heur, mode.name, tolerant)
 
     def build_plans(self, policy: build_plan_policy, limit: int | None = None) -> None:

@@ -18,7 +18,7 @@ from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor
 from ..backend.handle import as_handle_ptr
 from . import guards
-from .errors import GraphError, SerializationError
+from .errors import GraphError, GraphNotSupportedError, SerializationError
 from .execute import Binding
 from .pipeline import Pipeline, all_tensors, structure_key
 from .plans import Candidate
@@ -253,14 +253,15 @@ def cuda_graph_call(p: Pipeline, handle: Any, variant_pack: Mapping[Any, Any], w
     cand = p.plans().require_selected()
     if cand.config is not None and int(behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API) not in {
             int(n) for n in cand.behavior_notes}:
-        raise GraphError(f"{p.label}: plan {cand.name} does not support the native CUDA graph API "
-                         "(no SUPPORTS_CUDA_GRAPH_NATIVE_API note); select such a plan with "
-                         "select_behavior_notes([cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API]) "
-                         "before build_plans, or capture execute() with stream capture instead")
+        raise GraphNotSupportedError(f"{p.label}: plan {cand.name} does not support the native CUDA graph API "
+                                     "(no SUPPORTS_CUDA_GRAPH_NATIVE_API note); select such a plan with "
+                                     "select_behavior_notes([cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API]) "
+                                     "before build_plans, or capture execute() with stream capture instead")
     runner = p.runner(cand)
     if runner.slots and any(s.fill is not None or s.zero for s in runner.slots):
-        raise GraphError(f"{p.label}: this graph initialises workspace scratch before each execute, which the "
-                         "native CUDA graph API does not record; capture execute() with stream capture instead")
+        raise GraphNotSupportedError(f"{p.label}: this graph initialises workspace scratch before each "
+                                     "execute, which the native CUDA graph API does not record; capture "
+                                     "execute() with stream capture instead")
     entry = runner.prepare(variant_pack, workspace)
     h = as_handle_ptr(handle) if handle is not None else p.handle_ptr()
     backend_plan.populate_cuda_graph(h, runner.plan, entry.pack, cuda_graph_pointer(cuda_graph), update, p.label)

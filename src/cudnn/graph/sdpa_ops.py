@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .errors import GraphError
+from .errors import GraphError, GraphNotSupportedError
 from .nodes.sdpa import SDPA
 from .nodes.sdpa_backward import SDPABackward
 from .nodes.sdpa_common import SdpaOptions
@@ -195,8 +195,9 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
     stats = not _bool(is_inference, at, "is_inference") if generate_stats is None \
         else _bool(generate_stats, at, "generate_stats")
     if cu_seq_len_q is not None or cu_seq_len_kv is not None:
-        raise GraphError(f"{at}: cu_seq_len_q / cu_seq_len_kv need the SDPA_FWD CU_SEQ_LEN attributes "
-                         "(cuDNN >= 9.24), which cudnn-py does not build; use seq_len_q/kv with ragged offsets")
+        raise GraphNotSupportedError(f"{at}: cu_seq_len_q / cu_seq_len_kv need the SDPA_FWD CU_SEQ_LEN "
+                                     "attributes (cuDNN >= 9.24), which cudnn-py does not build; use "
+                                     "seq_len_q/kv with ragged offsets")
     align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, sliding_window_length,
                                  diagonal_alignment, diagonal_band_left_bound, diagonal_band_right_bound)
     scale_value, scale_tensor = _scale(self, attn_scale, at)
@@ -223,8 +224,8 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
         "SINK_TOKEN": _tensor(self, sink_token, at, "sink_token"), **dropout_ins}
     node = SDPA(name, inputs, opts, compute_data_type)
     if opts.stats_use_log2:
-        raise GraphError(f"{at}: stats_use_log2 needs the SOFTMAX operation's STATS_LOG2 attribute "
-                         "(cuDNN >= 9.27), which cudnn-py does not build")
+        raise GraphNotSupportedError(f"{at}: stats_use_log2 needs the SOFTMAX operation's STATS_LOG2 attribute "
+                                     "(cuDNN >= 9.27), which cudnn-py does not build")
     users = {port: _output(t, at, arg) for port, t, arg in (
         ("RNG_DUMP", rng_dump, "rng_dump"), ("Max", score_max, "score_max"),
         ("Sum_exp", score_sum_exp, "score_sum_exp"))}

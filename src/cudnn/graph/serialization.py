@@ -9,7 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .._lib.enums import behavior_note
-from .errors import SerializationError
+from .errors import SerializationNotSupportedError
 from .serialize import PlanRecord
 
 if TYPE_CHECKING:
@@ -48,11 +48,13 @@ def deserialize(p: Pipeline, data: Any, enforce_precompiled: bool) -> Pipeline:
     if enforce_precompiled:
         rec = PlanRecord.from_bytes(data)
         if not rec.extra.get("include_kernels", True):
-            raise SerializationError(f"{p.label}: enforce_precompiled=True, but the plan {rec.plan_name!r} was "
-                                     "serialized with include_kernels=False")
+            raise SerializationNotSupportedError(f"{p.label}: enforce_precompiled=True, but the plan "
+                                                 f"{rec.plan_name!r} was serialized with "
+                                                 "include_kernels=False")
         if rec.extra.get("runtime_compiled"):
-            raise SerializationError(f"{p.label}: enforce_precompiled=True, but the plan {rec.plan_name!r} uses an "
-                                     "engine that compiles its kernels when the plan is made (RUNTIME_COMPILATION)")
+            raise SerializationNotSupportedError(f"{p.label}: enforce_precompiled=True, but the plan "
+                                                 f"{rec.plan_name!r} uses an engine that compiles its "
+                                                 "kernels when the plan is made (RUNTIME_COMPILATION)")
     return plan_store.deserialize(p, data)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from .._lib import loader
 from .._lib.enums import data_type
 from .._lib.errors import version_string
-from .errors import SerializationError
+from .errors import SerializationError, SerializationNotSupportedError
 from .tensor import Tensor, constant
 
 FORMAT = "cudnn-py-plan"
@@ -73,8 +73,8 @@ class PlanRecord:
                                          "deserialize the bytes that graph.serialize() returns")
             raise SerializationError("not a serialized cudnn-py plan (no 'format' marker)")
         if raw.get("format_version") != FORMAT_VERSION:
-            raise SerializationError(f"serialized plan format {raw.get('format_version')} is not "
-                                     f"{FORMAT_VERSION}; rebuild and serialize again")
+            raise SerializationNotSupportedError(f"serialized plan format {raw.get('format_version')} is not "
+                                                 f"{FORMAT_VERSION}; rebuild and serialize again")
         try:
             raw["tensors"] = [TensorRecord(**t) for t in raw["tensors"]]
             return cls(**raw)
@@ -85,13 +85,15 @@ class PlanRecord:
         """Raise SerializationError unless this record was made by this cuDNN on this GPU."""
         version = loader.report().version
         if self.cudnn_version != version:
-            raise SerializationError(f"the plan was serialized with cuDNN {version_string(self.cudnn_version)}; "
-                                     f"this process runs cuDNN {version_string(version)}: rebuild it")
+            raise SerializationNotSupportedError("the plan was serialized with cuDNN "
+                                                 f"{version_string(self.cudnn_version)}; this process runs "
+                                                 f"cuDNN {version_string(version)}: rebuild it")
         here = device_identity(device)
         # a plan built ahead of time from device properties without a name is checked by architecture
         if list(self.compute_capability) != here[1] or (self.device_name and self.device_name != here[0]):
-            raise SerializationError(f"the plan was serialized on {self.device_name} (sm "
-                                     f"{self.compute_capability}); this is {here[0]} (sm {here[1]}): rebuild it")
+            raise SerializationNotSupportedError(f"the plan was serialized on {self.device_name} (sm "
+                                                 f"{self.compute_capability}); this is {here[0]} (sm "
+                                                 f"{here[1]}): rebuild it")
 
 
 def device_identity(device: int) -> tuple[str, list[int]]:

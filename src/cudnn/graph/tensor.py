@@ -396,12 +396,13 @@ def _require_lowered(feature: str, what: str) -> None:
     """Refuse a tensor attribute that lowering does not emit yet: the backend would read the
     tensor without it, a silent wrong layout. Lowering lists what it emits in
     ``Lowering.TENSOR_EXTRAS``; the loaded cuDNN's version is checked when it is emitted."""
+    from .errors import GraphNotImplementedError
     from .lower import Lowering
 
     if feature not in getattr(Lowering, "TENSOR_EXTRAS", ()):
-        raise NotImplementedError(f"{what}: cudnn-py does not pass {feature} to cuDNN yet, so the "
-                                  "backend would read this tensor with the wrong layout; it is refused "
-                                  "rather than ignored")
+        raise GraphNotImplementedError(f"{what}: cudnn-py does not pass {feature} to cuDNN yet, so the "
+                                       "backend would read this tensor with the wrong layout; it is refused "
+                                       "rather than ignored")
 
 
 def constant(name: str, value: int | float, compile_time: bool = False) -> Tensor:

@@ -30,7 +30,7 @@ import torch
 from .._lib.enums import data_type, heur_mode
 from .._lib.errors import CudnnError, FeatureUnavailableError, cudnnGraphNotSupportedError
 from ..backend.handle import Handle, default_handle
-from ..graph import GraphError, pygraph
+from ..graph import GraphError, GraphNotSupportedError, pygraph
 from ..graph.plan_store import TUNED_SOURCE
 from ..graph.tensor import Tensor
 from ..log import get_logger
@@ -49,6 +49,11 @@ TUNE_PLANS = 16  # candidates timed per graph in benchmark mode (batch norm's ar
 
 class OpError(GraphError):
     """Bad input to a `cudnn.ops` op: names the op and the argument, expected vs got."""
+
+
+class OpNotSupportedError(OpError, GraphNotSupportedError):
+    """A `cudnn.ops` call cuDNN has no engine for: an ``OpError`` naming the op and its input, and a
+    ``cudnnGraphNotSupportedError``."""
 
 
 # -- argument checks ----------------------------------------------------------------------------

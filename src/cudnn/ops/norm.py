@@ -393,9 +393,9 @@ def _bn_graph(dev: int, key: tuple, make: Callable[[pygraph], dict], what: str, 
     try:
         return rt.CACHE.build(dev, key, make)
     except CudnnNotSupportedError as exc:
-        raise rt.OpError(f"cudnn.ops.batch_norm: input: cuDNN has no engine for {what} of a "
-                         f"{str(x.dtype).removeprefix('torch.')} input with {x.shape[1]} channels "
-                         f"(shape {tuple(x.shape)}): {exc}") from exc
+        raise rt.OpNotSupportedError(f"cudnn.ops.batch_norm: input: cuDNN has no engine for {what} of a "
+                                     f"{str(x.dtype).removeprefix('torch.')} input with {x.shape[1]} channels "
+                                     f"(shape {tuple(x.shape)}): {exc}") from exc
 
 
 def _vec(p: torch.Tensor | None, c: int, fill: float, like: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, tensor_reordering
 from ..._lib.errors import FeatureUnavailableError
 from ...backend.descriptor import Descriptor
-from ..errors import GraphError
+from ..errors import GraphError, GraphNotSupportedError
 from ..lower import Lowering
 from ..node import Context, Node, packed_in_order, stride_order
 from ..tensor import NOT_SET, Tensor
@@ -81,8 +81,8 @@ class BlockScaleQuantize(Node):
         if isinstance(block_size, bool) or not isinstance(block_size, int):
             raise GraphError(f"{self.at('block_size')}: must be an int (16 or 32), got {block_size!r}")
         if block_size not in SCALE_TYPES:
-            raise GraphError(f"{self.at('block_size')}: {block_size} is not supported; the backend takes "
-                             f"blocks of {' or '.join(str(b) for b in sorted(SCALE_TYPES))}")
+            raise GraphNotSupportedError(f"{self.at('block_size')}: {block_size} is not supported; the backend takes "
+                                         f"blocks of {' or '.join(str(b) for b in sorted(SCALE_TYPES))}")
         if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int)):
             raise GraphError(f"{self.at('axis')}: must be an int or None, got {axis!r}")
         if not isinstance(transpose, bool):
@@ -159,9 +159,10 @@ class BlockScaleDequantize(Node):
             raise GraphError(f"{self.at('block_size')}: must be a list of positive ints (e.g. [1, 32]), "
                              f"got {block_size!r}")
         if max(block_size) not in SCALE_TYPES or sorted(block_size)[:-1] != [1] * (len(block_size) - 1):
-            raise GraphError(f"{self.at('block_size')}: {list(block_size)} is not supported; blocks run along one "
-                             f"dim with {' or '.join(str(b) for b in sorted(SCALE_TYPES))} elements "
-                             "(e.g. [1, 32]), every other entry 1")
+            raise GraphNotSupportedError(f"{self.at('block_size')}: {list(block_size)} is not supported; "
+                                         "blocks run along one dim with "
+                                         f"{' or '.join(str(b) for b in sorted(SCALE_TYPES))} elements (e.g. "
+                                         "[1, 32]), every other entry 1")
         if not isinstance(is_negative_scale, bool):
             raise GraphError(f"{self.at('is_negative_scale')}: must be True or False, got {is_negative_scale!r}")
         self.block_size, self.is_negative_scale = list(block_size), is_negative_scale

@@ -20,7 +20,7 @@ from ..._lib.enums import cudnnBackendAttributeName_t as A
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, norm_forward_phase, norm_mode
 from ...backend.descriptor import Descriptor
-from ..errors import GraphError
+from ..errors import GraphError, GraphNotSupportedError
 from ..expand import Expander, inferred
 from ..lower import Lowering
 from ..node import Context, Node, channels_last, packed_in_order, resolve_input, row_major, stride_order
@@ -321,7 +321,7 @@ class NormForward(NormNode):
         if self.lowering == NormLowering.AFFINE_EPILOGUE.value:
             why = affine_refusal(self)
             if why:
-                raise GraphError(f"{self.at('lowering')}: 'affine_epilogue' cannot be used: {why}")
+                raise GraphNotSupportedError(f"{self.at('lowering')}: 'affine_epilogue' cannot be used: {why}")
 
     def attributes(self) -> dict[str, Any]:
         if self.kind.mode == norm_mode.BATCH_NORM:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._lib.enums import data_type
-from ..errors import GraphError
+from ..errors import GraphError, GraphNotSupportedError
 from ..expand import Expander, swapped
 from ..node import Context, Node, packed_in_order, row_major, stride_order
 from ..sdpa_enums import attention_implementation as impl
@@ -41,9 +41,9 @@ class SDPA(SdpaBase):
         self.check_common(p)
         if self.opts.dropout_p is not None and "RNG_DUMP" in self.outputs:
             if p.s_q == 1:
-                raise GraphError(f"{self.at('rng_dump')}: not supported with s_q = 1 (decode): the decode "
-                                 "engines (seen on cuDNN 9.19) leave elements of kept scores unwritten; "
-                                 "drop rng_dump")
+                raise GraphNotSupportedError(f"{self.at('rng_dump')}: not supported with s_q = 1 (decode): the decode "
+                                             "engines (seen on cuDNN 9.19) leave elements of kept scores unwritten; "
+                                             "drop rng_dump")
             t = self.outputs["RNG_DUMP"]
             full = [p.b, p.h_q, p.s_q, p.s_kv]
             if not t.get_dim():
@@ -64,7 +64,8 @@ class SDPA(SdpaBase):
         if ("Max" in self.outputs) != ("Sum_exp" in self.outputs):
             raise GraphError(f"{self.at('score_max')}: score_max and score_sum_exp must be given together")
         if p.s_q == 1 and "SINK_TOKEN" in self.inputs:
-            raise GraphError(f"{self.at('sink_token')}: a sink token is not supported with s_q = 1 (decode)")
+            raise GraphNotSupportedError(f"{self.at('sink_token')}: a sink token is not supported with s_q = "
+                                         "1 (decode)")
         if self.opts.score_mod is not None:
             self.check_score_mod(self.opts.score_mod, "score_mod", [p.b, p.h_q, p.s_q, p.s_kv], ctx)
         if "Block_mask" in self.inputs:
@@ -75,7 +76,8 @@ class SDPA(SdpaBase):
             why = unified_refusal(self, ctx, None)
             if why:
                 arg = "block_mask" if "Block_mask" in self.inputs else "implementation"
-                raise GraphError(f"{self.at(arg)}: the unified SDPA_FWD lowering cannot express this call: {why}")
+                raise GraphNotSupportedError(f"{self.at(arg)}: the unified SDPA_FWD lowering cannot express "
+                                             f"this call: {why}")
 
     def check_block_mask(self, p: Dims) -> None:
         t = self.inputs["Block_mask"]
@@ -104,10 +106,10 @@ class SDPA(SdpaBase):
         if choice == impl.UNIFIED:
             why = unified_refusal(self, ex.ctx, ex.version)
             if why:
-                raise GraphError(f"{self.at('implementation')}: UNIFIED cannot be used: {why}")
+                raise GraphNotSupportedError(f"{self.at('implementation')}: UNIFIED cannot be used: {why}")
             return UnifiedSDPA.from_node(self, ex).parts()
         if "Block_mask" in self.inputs:
-            raise GraphError(f"{self.at('block_mask')}: only the unified lowering supports a block mask")
+            raise GraphNotSupportedError(f"{self.at('block_mask')}: only the unified lowering supports a block mask")
         return composite_forward(self, ex)
 
 

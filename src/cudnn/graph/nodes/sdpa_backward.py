@@ -15,7 +15,7 @@ import struct
 from typing import Any
 
 from ..._lib.enums import data_type, reduction_mode
-from ..errors import GraphError
+from ..errors import GraphError, GraphNotSupportedError
 from ..expand import Expander, swapped
 from ..node import Context, Node, packed_in_order, stride_order
 from ..tensor import NOT_SET, Tensor
@@ -36,7 +36,7 @@ class SDPABackward(SdpaBase):
         p = self.problem(ctx)
         self.dims = p
         if p.s_q == 1 and p.s_kv == 1:
-            raise GraphError(f"{self.label()}: s_q = s_kv = 1 is not supported by the backward engines")
+            raise GraphNotSupportedError(f"{self.label()}: s_q = s_kv = 1 is not supported by the backward engines")
         self.check_common(p)
         od = [p.b, p.h_q, p.s_q, p.d_v]
         for port in ("O", "dO"):
@@ -70,7 +70,7 @@ class SDPABackward(SdpaBase):
         for arg, value in (("max_total_seq_len_q", self.opts.max_total_seq_len_q),
                            ("max_total_seq_len_kv", self.opts.max_total_seq_len_kv)):
             if value is not None and not ragged:
-                raise GraphError(f"{self.at(arg)}: only meaningful with ragged (THD) tensors")
+                raise GraphNotSupportedError(f"{self.at(arg)}: only meaningful with ragged (THD) tensors")
         if self.opts.score_mod is not None:
             self.check_score_mod(self.opts.score_mod, "score_mod", [p.b, p.h_q, p.s_q, p.s_kv], ctx)
         if self.opts.score_mod_bprop is not None:

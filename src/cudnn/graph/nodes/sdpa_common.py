@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..._lib.enums import data_type
-from ..errors import GraphError
+from ..errors import GraphError, GraphNotSupportedError
 from ..node import Context, Node, resolve_input
 from ..sdpa_enums import attention_implementation, diagonal_alignment
 from ..tensor import NOT_SET, Tensor
@@ -123,7 +123,8 @@ class SdpaBase(Node):
         if len(dims) != 4:
             raise GraphError(f"{self.at(port)}: must be 4-D, got dims {dims}")
         if head_dim_last and strides[3] != 1:
-            raise GraphError(f"{self.at(port)}: the last dim (head dim) must have stride 1, got strides {strides}")
+            raise GraphNotSupportedError(f"{self.at(port)}: the last dim (head dim) must have stride 1, got "
+                                         f"strides {strides}")
 
     def check_stats_input(self, p: Dims) -> None:
         """A backward's Stats input: FLOAT [b, h_q, s_q, 1], as the forward wrote it."""
@@ -142,8 +143,9 @@ class SdpaBase(Node):
         types = {p: self.inputs[p].get_data_type() for p in ("Q", "K", "V")}
         for port, dt in types.items():
             if dt not in self.io_types:
-                raise GraphError(f"{self.at(port)}: data type must be "
-                                 f"{' or '.join(t.name for t in self.io_types)}, got {dt.name}{self.io_hint}")
+                raise GraphNotSupportedError(f"{self.at(port)}: data type must be "
+                                             f"{' or '.join(t.name for t in self.io_types)}, got "
+                                             f"{dt.name}{self.io_hint}")
         if len(set(types.values())) != 1:
             raise GraphError(f"{self.label()}: Q, K and V must share one data type, got "
                              + ", ".join(f"{p} {dt.name}" for p, dt in types.items()))
@@ -156,15 +158,16 @@ class SdpaBase(Node):
                 raise GraphError(f"{self.at(port)}: batch {dims[0]} must equal Q's batch {b} (Q {q}, {port} {dims})")
         for port, h in (("K", h_k), ("V", h_v)):
             if h_q % h:
-                raise GraphError(f"{self.at(port)}: Q's head count h_q={h_q} must be a multiple of {port}'s "
-                                 f"h={h} (GQA/MQA), got Q {q}, {port} {k if port == 'K' else v}")
+                raise GraphNotSupportedError(f"{self.at(port)}: Q's head count h_q={h_q} must be a multiple "
+                                             f"of {port}'s h={h} (GQA/MQA), got Q {q}, {port} "
+                                             f"{k if port == 'K' else v}")
         if not self.paged_k and not self.paged_v and k[2] != v[2]:
             raise GraphError(f"{self.at('V')}: sequence length {v[2]} must equal K's {k[2]} (K {k}, V {v})")
         for port, d in (("Q", d_qk), ("V", d_v)):
             if d % 8 or d > MAX_HEAD_DIM:
                 what = "d_qk" if port == "Q" else "d_v"
-                raise GraphError(f"{self.at(port)}: head dim {what}={d} is not supported: it must be a multiple "
-                                 f"of 8 and at most {MAX_HEAD_DIM}")
+                raise GraphNotSupportedError(f"{self.at(port)}: head dim {what}={d} is not supported: it "
+                                             f"must be a multiple of 8 and at most {MAX_HEAD_DIM}")
         return Dims(b, h_q, h_k, h_v, s_q, self.infer_s_kv(k, v), d_qk, d_v)
 
     def infer_s_kv(self, k: list[int], v: list[int]) -> int:
@@ -194,7 +197,7 @@ class SdpaBase(Node):
             bias = self.inputs["Bias"]
             self.check_4d("bias", bias, head_dim_last=False)  # [b, h, s_q, s_kv]: any strides
             if bias.get_data_type() == data_type.BOOLEAN:
-                raise GraphError(f"{self.at('bias')}: a BOOLEAN bias is not supported; give a float bias")
+                raise GraphNotSupportedError(f"{self.at('bias')}: a BOOLEAN bias is not supported; give a float bias")
             if any(d not in (1, f) for d, f in zip(bias.get_dim(), full)):
                 raise GraphError(f"{self.at('bias')}: dims {bias.get_dim()} must broadcast to "
                                  f"[b, h_q, s_q, s_kv] = {full} (each dim 1 or equal)")
@@ -217,35 +220,36 @@ class SdpaBase(Node):
                 raise GraphError(f"{self.at(port)}: ragged offset must be INT32 or INT64 [b + 1, 1, 1, 1] = "
                                  f"[{p.b + 1}, 1, 1, 1], got {ragged.get_data_type().name} {ragged.get_dim()}")
             if not o.padding and o.score_mod is None:
-                raise GraphError(f"{self.at(port)}: a ragged offset needs use_padding_mask=True with seq_len_q/kv")
+                raise GraphNotSupportedError(f"{self.at(port)}: a ragged offset needs use_padding_mask=True "
+                                             "with seq_len_q/kv")
         if o.right_bound is not None and o.right_bound < 0:
             raise GraphError(f"{self.at('diagonal_band_right_bound')}: must be >= 0, got {o.right_bound}")
         if o.left_bound is not None and o.left_bound <= 0:
             raise GraphError(f"{self.at('diagonal_band_left_bound')}: must be > 0 (sliding window length), "
                              f"got {o.left_bound}")
         if o.alibi and o.right_bound != 0:
-            raise GraphError(f"{self.at('use_alibi_mask')}: ALiBi needs a causal mask (right bound 0), got "
-                             f"right bound {o.right_bound}")
+            raise GraphNotSupportedError(f"{self.at('use_alibi_mask')}: ALiBi needs a causal mask (right bound 0), got "
+                                         f"right bound {o.right_bound}")
         if o.left_bound is not None and not o.padding and p.s_q > p.s_kv:
-            raise GraphError(f"{self.at('sliding_window_length')}: needs s_q <= s_kv without a padding mask, got "
-                             f"s_q={p.s_q}, s_kv={p.s_kv}")
+            raise GraphNotSupportedError(f"{self.at('sliding_window_length')}: needs s_q <= s_kv without a "
+                                         f"padding mask, got s_q={p.s_q}, s_kv={p.s_kv}")
         bottom_right = o.alignment == diagonal_alignment.BOTTOM_RIGHT and (
             o.right_bound is not None or o.left_bound is not None)
         if bottom_right:
             if not o.padding and p.s_q > p.s_kv:
-                raise GraphError(f"{self.at('diagonal_alignment')}: BOTTOM_RIGHT needs s_q <= s_kv without a "
-                                 f"padding mask, got s_q={p.s_q}, s_kv={p.s_kv}")
+                raise GraphNotSupportedError(f"{self.at('diagonal_alignment')}: BOTTOM_RIGHT needs s_q <= "
+                                             f"s_kv without a padding mask, got s_q={p.s_q}, s_kv={p.s_kv}")
             for what, on in (("bias", "Bias" in self.inputs), ("use_alibi_mask", o.alibi),
                              ("dropout", o.dropout_p is not None or "Dropout_mask" in self.inputs)):
                 if on:
-                    raise GraphError(f"{self.at('diagonal_alignment')}: BOTTOM_RIGHT alignment cannot be combined "
-                                     f"with {what}")
+                    raise GraphNotSupportedError(f"{self.at('diagonal_alignment')}: BOTTOM_RIGHT alignment "
+                                                 f"cannot be combined with {what}")
         if o.score_mod is not None:
             for what, on in (("use_alibi_mask", o.alibi), ("use_padding_mask", o.padding),
                              ("causal / diagonal band bounds", o.left_bound is not None or o.right_bound is not None)):
                 if on:
-                    raise GraphError(f"{self.at('score_mod')}: cannot be combined with {what}; "
-                                     "apply it inside the score_mod")
+                    raise GraphNotSupportedError(f"{self.at('score_mod')}: cannot be combined with {what}; "
+                                                 "apply it inside the score_mod")
         if o.dropout_p is not None:
             for port in ("Seed", "Offset"):
                 t = self.inputs[port]
@@ -261,10 +265,11 @@ class SdpaBase(Node):
             if port in self.inputs:
                 self.check_page_table(port, p)
         if (self.paged_k or self.paged_v) and not o.padding:
-            raise GraphError(f"{self.at('paged_attention_k_table')}: paged K/V caches need use_padding_mask=True "
-                             "with seq_len_q and seq_len_kv")
+            raise GraphNotSupportedError(f"{self.at('paged_attention_k_table')}: paged K/V caches need "
+                                         "use_padding_mask=True with seq_len_q and seq_len_kv")
         if o.max_seq_len_kv is not None and not (self.paged_k or self.paged_v):
-            raise GraphError(f"{self.at('paged_attention_max_seq_len_kv')}: only meaningful with paged K/V caches")
+            raise GraphNotSupportedError(f"{self.at('paged_attention_max_seq_len_kv')}: only meaningful with "
+                                         "paged K/V caches")
         if "SINK_TOKEN" in self.inputs:
             sink = self.inputs["SINK_TOKEN"]
             if sink.get_dim() != [1, p.h_q, 1, 1] or sink.get_data_type() != data_type.FLOAT:

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..._lib.enums import data_type, reduction_mode
 from ..._lib.errors import FeatureUnavailableError, version_string
-from ..errors import GraphError
+from ..errors import GraphError, GraphNotSupportedError
 from ..expand import Expander, swapped
 from ..node import Context, Node, packed_in_order, stride_order
 from ..sdpa_enums import diagonal_alignment
@@ -78,15 +78,15 @@ def check_fp8_version(node: Node) -> None:
     if version < FP8_SINCE:
         raise FeatureUnavailableError(f"{node.label()}: FP8 attention", FP8_SINCE, version)
     if version == 91000:
-        raise GraphError(f"{node.label()}: FP8 attention is broken in cuDNN 9.10.0 (the loaded libcudnn is "
-                         f"{version_string(version)}); use another version")
+        raise GraphNotSupportedError(f"{node.label()}: FP8 attention is broken in cuDNN 9.10.0 (the loaded libcudnn is "
+                                     f"{version_string(version)}); use another version")
 
 
 def check_fp8_head_dims(node: SdpaBase, p: Dims) -> None:
     for arg, d in (("d_qk", p.d_qk), ("d_v", p.d_v)):
         if d % 16 or d > 256:
-            raise GraphError(f"{node.at('q' if arg == 'd_qk' else 'v')}: FP8 attention needs head dims that are "
-                             f"multiples of 16 and at most 256, got {arg}={d}")
+            raise GraphNotSupportedError(f"{node.at('q' if arg == 'd_qk' else 'v')}: FP8 attention needs "
+                                         f"head dims that are multiples of 16 and at most 256, got {arg}={d}")
 
 
 def check_sm(node: SdpaBase, p: Dims, backward: bool, version: int) -> None:
@@ -95,25 +95,28 @@ def check_sm(node: SdpaBase, p: Dims, backward: bool, version: int) -> None:
     if sm is None:
         return
     if sm < 90:
-        raise GraphError(f"{node.label()}: FP8 attention needs a Hopper GPU or newer (SM 90+); this is SM {sm}")
+        raise GraphNotSupportedError(f"{node.label()}: FP8 attention needs a Hopper GPU or newer (SM 90+); "
+                                     f"this is SM {sm}")
     blackwell = 100 <= sm < 110
     if not blackwell and backward and (p.d_qk != 128 or p.d_v != 128):
-        raise GraphError(f"{node.label()}: FP8 attention backward on SM {sm} needs d_qk = d_v = 128, got "
-                         f"d_qk={p.d_qk}, d_v={p.d_v}")
+        raise GraphNotSupportedError(f"{node.label()}: FP8 attention backward on SM {sm} needs d_qk = d_v = 128, got "
+                                     f"d_qk={p.d_qk}, d_v={p.d_v}")
     if blackwell and (p.d_qk > 128 or p.d_v > 128) and not (p.d_qk == 192 and p.d_v == 128 and version >= 91900):
-        raise GraphError(f"{node.label()}: FP8 attention on SM {sm} needs head dims <= 128 (or d_qk=192 with "
-                         f"d_v=128 on cuDNN >= 9.19), got d_qk={p.d_qk}, d_v={p.d_v}")
+        raise GraphNotSupportedError(f"{node.label()}: FP8 attention on SM {sm} needs head dims <= 128 (or "
+                                     f"d_qk=192 with d_v=128 on cuDNN >= 9.19), got d_qk={p.d_qk}, "
+                                     f"d_v={p.d_v}")
     o = node.opts
     banded = o.left_bound is not None or o.right_bound is not None
     if o.alignment == diagonal_alignment.BOTTOM_RIGHT and banded and (not blackwell or version < BOTTOM_RIGHT_SINCE):
-        raise GraphError(f"{node.at('diagonal_alignment')}: BOTTOM_RIGHT masks in FP8 attention need a "
-                             f"Blackwell GPU (SM 100) and cuDNN >= 9.7; this is SM {sm}, cuDNN "
-                             f"{version_string(version)}")
+        raise GraphNotSupportedError(f"{node.at('diagonal_alignment')}: BOTTOM_RIGHT masks in FP8 attention need a "
+                                     f"Blackwell GPU (SM 100) and cuDNN >= 9.7; this is SM {sm}, cuDNN "
+                                     f"{version_string(version)}")
     outs = ("O",) if not backward else ("dQ", "dK", "dV")
     for port in outs:
         if node.outputs[port].get_data_type() in HALF_TYPES and not (blackwell and version >= FP8_HALF_OUT_SINCE):
-            raise GraphError(f"{node.at(port)}: a {node.outputs[port].get_data_type().name} output of FP8 attention "
-                             f"needs a Blackwell GPU (SM 100) and cuDNN >= 9.13; this is SM {sm}; give an FP8 type")
+            raise GraphNotSupportedError(f"{node.at(port)}: a {node.outputs[port].get_data_type().name} "
+                                         "output of FP8 attention needs a Blackwell GPU (SM 100) and cuDNN "
+                                         f">= 9.13; this is SM {sm}; give an FP8 type")
 
 
 def out_type(node: Node, port: str, like: Tensor) -> None:
@@ -121,8 +124,8 @@ def out_type(node: Node, port: str, like: Tensor) -> None:
     if t.get_data_type() == NOT_SET:
         t.set_data_type(like.get_data_type())
     if t.get_data_type() not in FP8_TYPES + HALF_TYPES:
-        raise GraphError(f"{node.at(port)}: must be FP8_E4M3, FP8_E5M2, HALF or BFLOAT16, got "
-                         f"{t.get_data_type().name}")
+        raise GraphNotSupportedError(f"{node.at(port)}: must be FP8_E4M3, FP8_E5M2, HALF or BFLOAT16, got "
+                                     f"{t.get_data_type().name}")
 
 
 class SDPAFP8(SdpaBase):
@@ -137,7 +140,8 @@ class SDPAFP8(SdpaBase):
         check_per_tensor_scales(self, FWD_SCALES)
         if "Bias" in self.inputs or self.opts.alibi:
             arg = "bias" if "Bias" in self.inputs else "use_alibi_mask"
-            raise GraphError(f"{self.at(arg)}: FP8 attention takes no bias or ALiBi (the FP8 engines have none)")
+            raise GraphNotSupportedError(f"{self.at(arg)}: FP8 attention takes no bias or ALiBi (the FP8 "
+                                         "engines have none)")
         p = self.problem(ctx)
         self.dims = p
         check_fp8_head_dims(self, p)
@@ -235,7 +239,7 @@ class SDPAFP8Backward(SdpaBase):
         self.dims = p
         check_fp8_head_dims(self, p)
         if p.s_q == 1 and p.s_kv == 1:
-            raise GraphError(f"{self.label()}: s_q = s_kv = 1 is not supported by the backward engines")
+            raise GraphNotSupportedError(f"{self.label()}: s_q = s_kv = 1 is not supported by the backward engines")
         self.check_common(p)
         od = [p.b, p.h_q, p.s_q, p.d_v]
         for port in ("O", "dO"):

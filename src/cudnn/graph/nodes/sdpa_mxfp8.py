@@ -12,7 +12,7 @@ from typing import Any
 
 from ..._lib.enums import data_type, tensor_reordering
 from ..._lib.errors import FeatureUnavailableError
-from ..errors import GraphError
+from ..errors import GraphError, GraphNotSupportedError
 from ..expand import Expander
 from ..node import Context, Node, packed_in_order, stride_order
 from ..tensor import NOT_SET
@@ -51,11 +51,12 @@ def refuse_build(node: Node, ex: Expander) -> None:
     """Building is for Blackwell with cuDNN >= 9.21; say which of the two is missing."""
     sm = device_sm()
     if sm is not None and not 100 <= sm < 110:
-        raise GraphError(f"{node.label()}: MXFP8 attention needs a Blackwell GPU (SM 100 or newer); this is SM {sm}")
+        raise GraphNotSupportedError(f"{node.label()}: MXFP8 attention needs a Blackwell GPU (SM 100 or "
+                                     f"newer); this is SM {sm}")
     if ex.version < MXFP8_SINCE:
         raise FeatureUnavailableError(f"{node.label()}: MXFP8 attention", MXFP8_SINCE, ex.version)
-    raise GraphError(f"{node.label()}: cudnn-py does not lower MXFP8 attention to backend operations yet "
-                     "(no Blackwell GPU was available to check the graph against)")
+    raise GraphNotSupportedError(f"{node.label()}: cudnn-py does not lower MXFP8 attention to backend operations yet "
+                                 "(no Blackwell GPU was available to check the graph against)")
 
 
 class SDPAMXFP8(SdpaBase):
@@ -76,7 +77,7 @@ class SDPAMXFP8(SdpaBase):
         if o.get_data_type() == NOT_SET:
             o.set_data_type(ctx.io_data_type if ctx.io_data_type in HALF_TYPES else data_type.BFLOAT16)
         if o.get_data_type() not in HALF_TYPES + FP8_TYPES:
-            raise GraphError(f"{self.at('O')}: must be HALF, BFLOAT16 or FP8, got {o.get_data_type().name}")
+            raise GraphNotSupportedError(f"{self.at('O')}: must be HALF, BFLOAT16 or FP8, got {o.get_data_type().name}")
         o_dims = [p.b, p.h_q, p.s_q, p.d_v]
         self.set_output("O", o, ctx, o_dims, packed_in_order(o_dims, stride_order(q.get_dim(), q.get_stride())))
         if "Stats" in self.outputs:
