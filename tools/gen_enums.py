@@ -42,11 +42,16 @@ LEGACY_OUTPUT = ROOT / "src" / "cudnn" / "_lib" / "legacy_enums.py"
 LEGACY_HEADERS = ("cudnn_ops_v9.h", "cudnn_cnn_v9.h", "cudnn_adv_v9.h")
 _VERSION_DEFINE = re.compile(r"_(MAJOR|MINOR|PATCH|PATCHLEVEL)$")
 
-# Public name -> (C enum, member prefix to strip, extra members). "NOT_SET" (-1) marks an
-# attribute the user left for inference; it never reaches the backend.
+# The official frontend numbers members of its own, with no backend counterpart, from 1000 (its
+# FRONTEND_KNOB_TYPE_BASE); cudnn-py's public enums keep the backend's values below that.
+FRONTEND_BASE = 1000
+# Public name -> (C enum, member prefix to strip, extra members). An extra member with a negative
+# value leads the header's members: "NOT_SET" (-1) marks an attribute the user left for inference;
+# it never reaches the backend. One from FRONTEND_BASE up follows them: heur_mode.OPENSOURCE asks
+# the official frontend for engines of its own, not libcudnn (the graph pipeline refuses it).
 PUBLIC: dict[str, tuple[str, str, dict[str, int]]] = {
     "data_type": ("cudnnDataType_t", "CUDNN_DATA_", {"NOT_SET": -1}),
-    "heur_mode": ("cudnnBackendHeurMode_t", "CUDNN_HEUR_MODE_", {}),
+    "heur_mode": ("cudnnBackendHeurMode_t", "CUDNN_HEUR_MODE_", {"OPENSOURCE": FRONTEND_BASE}),
     "tensor_reordering": ("cudnnBackendTensorReordering_t", "CUDNN_TENSOR_REORDERING_", {}),
     "norm_forward_phase": ("cudnnBackendNormFwdPhase_t", "CUDNN_NORM_FWD_", {"NOT_SET": -1}),
     "norm_mode": ("cudnnBackendNormMode_t", "CUDNN_", {}),
@@ -171,11 +176,12 @@ def render(enums: list[Enum], version: tuple[int, int, int]) -> str:
     out += ["", "# Public enums under the documented Python names; values are the backend's.",
             "PUBLIC_ENUMS: dict[str, dict[str, int]] = {"]
     for public, (cname, prefix, extra) in PUBLIC.items():
-        members = list(extra.items())
+        members = [(name, value) for name, value in extra.items() if value < 0]
         values = [m.value for m in by_name[cname].members]
         for m in by_name[cname].members:
             if m.name.startswith(prefix) and not _is_count_sentinel(m.name, m.value, values):
                 members.append((m.name[len(prefix):], m.value))
+        members += [(name, value) for name, value in extra.items() if value >= 0]
         out += _table(public, members, cname)
         docs[public] = f"{cname} under its documented Python name."
     for public, frontend_members in FRONTEND_ONLY.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from enum import Enum, IntEnum
 from pathlib import Path
 
 import pytest
@@ -118,10 +119,57 @@ def test_public_enums_print_by_name_and_format_numbers() -> None:
     import cudnn
 
     half = cudnn.data_type.HALF
-    assert (str(half), f"{half}", repr(half)) == ("data_type.HALF", "data_type.HALF", "<data_type.HALF: 2>")
-    assert (f"{half:d}", f"{half:03}", "%d" % half, int(half)) == ("2", "002", "2", 2)
+    # the official's enums (pybind11 native enums) print 'data_type.HALF' for str, repr and format
+    assert (str(half), f"{half}", repr(half)) == ("data_type.HALF", "data_type.HALF", "data_type.HALF")
+    assert (f"{half:>16}", f"{half:03}", f"{[half]}") == ("  data_type.HALF", "data_type.HALF", "[data_type.HALF]")
+    # numeric specs, which the official refuses, format the value (the members are ints)
+    assert (f"{half:d}", f"{half:03d}", "%d" % half, int(half)) == ("2", "002", "2", 2)
     assert str(cudnn.heur_mode.A) == "heur_mode.A"
     assert str(enums.cudnnDataType_t.CUDNN_DATA_HALF) == "2"  # C enums stay int-like
+
+
+# The official 1.32 package's enums (cudnn/__init__.py of its wheel; cuda_graph_retention is not in cudnn-py).
+OFFICIAL_ENUMS = ("data_type", "tensor_reordering", "heur_mode", "knob_type", "norm_forward_phase", "reduction_mode",
+                  "build_plan_policy", "numerical_note", "behavior_note", "reshape_mode", "diagonal_alignment",
+                  "attention_implementation", "moe_grouped_matmul_mode", "scalar_type")
+
+
+def _public_enums() -> list[str]:
+    return [name for name in cudnn.__all__
+            if isinstance(value := getattr(cudnn, name), type) and issubclass(value, Enum)]
+
+
+def test_the_officials_enums_are_public() -> None:
+    assert set(OFFICIAL_ENUMS) <= set(_public_enums())
+
+
+@pytest.mark.parametrize("name", _public_enums())
+def test_every_public_enum_prints_as_the_officials(name: str) -> None:
+    """str, repr and format give 'EnumName.MEMBER' for every member of every public enum,
+    generated (data_type) or written by hand (diagonal_alignment), and the members stay ints."""
+    for member in getattr(cudnn, name):
+        printed = f"{name}.{member.name}"
+        assert (str(member), repr(member), format(member), f"{member}") == (printed,) * 4
+        assert f"{member:>60}" == printed.rjust(60) and f"{member:d}" == str(int(member))
+        assert isinstance(member, IntEnum)
+
+
+@pytest.mark.parametrize("value", [*cudnn.diagonal_alignment, *cudnn.attention_implementation, cudnn.heur_mode.A])
+def test_pytest_ids_of_enum_values_read_as_the_officials(request: pytest.FixtureRequest, value: Enum) -> None:
+    assert request.node.callspec.id == f"{type(value).__name__}.{value.name}"
+    # ids the official suite builds in f-strings (test_mhas: diagonal_alignment_TOP_LEFT)
+    assert f"diagonal_alignment_{cudnn.diagonal_alignment.TOP_LEFT}".replace("diagonal_alignment.", "") == \
+        "diagonal_alignment_TOP_LEFT"
+
+
+def test_heur_mode_opensource_is_a_frontend_member() -> None:
+    """The official's HeurMode_t has OPENSOURCE (its own engines); no cuDNN header does. It takes
+    the official's band for frontend-only members (FRONTEND_KNOB_TYPE_BASE = 1000), after the
+    header's modes, so it is no alias of a backend mode."""
+    opensource = cudnn.heur_mode.OPENSOURCE
+    assert int(opensource) == 1000 and list(cudnn.heur_mode)[-1] is opensource
+    assert opensource not in set(enums.cudnnBackendHeurMode_t)
+    assert str(opensource) == "heur_mode.OPENSOURCE"
 
 
 def test_descriptor_import_builds_no_enum_tables() -> None:

@@ -910,6 +910,7 @@ PUBLIC_ENUMS: dict[str, dict[str, int]] = {
         'B': 1,
         'FALLBACK': 2,
         'A': 3,
+        'OPENSOURCE': 1000,
     },
     'tensor_reordering': {  # cudnnBackendTensorReordering_t
         'NONE': 0,

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable
-from enum import Enum, IntEnum
+from enum import IntEnum
 from typing import Any
 
-
-def _format_by_name(self: IntEnum, spec: str) -> str:
-    """f"{data_type.HALF}" is 'data_type.HALF'; a numeric spec (f"{x:d}", f"{x:04}") formats the value."""
-    return Enum.__str__(self) if not spec else int.__format__(int(self), spec)
+from .api_enum import ApiEnum
 
 
 class LazyEnums:
@@ -39,12 +36,10 @@ class LazyEnums:
         members = self._tables.get(name)
         if members is None:
             raise AttributeError(f"module {self._module!r} has no attribute {name!r}")
-        enum = IntEnum(name, members, module=self._module, qualname=name)  # type: ignore[misc]
+        # the documented API's enums print by name as the official's do ('data_type.HALF'); C enums as ints
+        base: type[IntEnum] = ApiEnum if name in self._by_name else IntEnum
+        enum = base(name, members, module=self._module, qualname=name)  # type: ignore[call-arg,arg-type]
         enum.__doc__ = self._docs.get(name, f"{name} of the cuDNN headers, with the C member names.")
-        if name in self._by_name:  # str() and f-strings give 'data_type.HALF', as the documented API prints
-            enum.__str__ = Enum.__str__  # type: ignore[method-assign]
-            # A class made at run time: its IntEnum methods are replaced on the class itself.
-            enum.__format__ = _format_by_name  # type: ignore[method-assign,assignment]
         # Two threads may build the same enum at once; setdefault keeps the first one stored,
         # so `isinstance` and identity checks agree everywhere.
         return vars(sys.modules[self._module]).setdefault(name, enum)

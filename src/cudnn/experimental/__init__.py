@@ -1,6 +1,7 @@
 """``cudnn.experimental``: the official home of ``scaled_dot_product_attention`` (the torch op
-of `cudnn.ops`) and of ``moe_grouped_matmul`` (in `moe`). Names are resolved on first use, so
-importing this package imports neither torch nor the MoE module."""
+of `cudnn.ops`), of ``moe_grouped_matmul`` (in `moe`) and of the package `ops`
+(``cudnn.experimental.ops.moe_grouped_matmul``, as the official's). Names are resolved on first
+use, so importing this package imports neither torch nor the MoE module."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import importlib
 import importlib.util
 from typing import Any
 
-_EXPORTS = {"scaled_dot_product_attention": "..ops.attention", "moe_grouped_matmul": ".moe", "ops": "..ops"}
+_EXPORTS = {"scaled_dot_product_attention": "..ops.attention", "moe_grouped_matmul": ".moe", "ops": ".ops"}
 
 
 def __getattr__(name: str) -> Any:

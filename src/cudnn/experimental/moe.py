@@ -1,18 +1,20 @@
-"""``cudnn.experimental.moe_grouped_matmul``: the official torch-facing MoE grouped matmul.
+"""``cudnn.experimental.ops.moe_grouped_matmul`` (also ``cudnn.experimental.moe_grouped_matmul``):
+the official torch-facing MoE grouped matmul, with its signature.
 
 One call builds (once per shapes, strides, dtypes, mode and top_k; cached per device) a graph of
-``pygraph.moe_grouped_matmul`` and runs it on torch's current stream. Token rows [1, M, K]
-grouped by expert, weight [E, K, N] (any strides, e.g. ``w.transpose(1, 2)`` of [E, N, K]),
-first_token_offset [E, 1, 1] INT32; returns [1, M_out, N] in the token's dtype.
+``pygraph.moe_grouped_matmul`` (`declare`) and runs it on torch's current stream. Token rows
+[1, M, K] grouped by expert, weight [E, K, N] (any strides, e.g. ``w.transpose(1, 2)`` of
+[E, N, K]), first_token_offset [E, 1, 1] INT32; returns [1, M_out, N] in the token's dtype.
+Meta tensors give the output's shape only, as the official's fake kernel does.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
+from ..graph import pygraph
 from ..graph.api_enums import moe_grouped_matmul_mode
+from ..graph.tensor import Tensor
 from ..ops import _runtime as rt
 
 OP = "moe_grouped_matmul"
@@ -46,29 +48,15 @@ def moe_grouped_matmul(token: torch.Tensor, weight: torch.Tensor, first_token_of
         raise err(f"cudnn.ops.{OP}: token_ks: mode 'scatter' needs it, got None")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise err(f"cudnn.ops.{OP}: top_k: expected an int >= 1, got {top_k!r}")
-    rt.needs_version(f"cudnn.experimental.{OP}", SINCE)
     index = token_index if mode != "none" else None
     ks = token_ks if mode == "scatter" else None
+    output = torch.empty(1, _rows(token, index, mode), weight.shape[2], dtype=token.dtype, device=token.device)
+    if token.device.type == "meta":
+        return output
+    rt.needs_version(f"cudnn.experimental.ops.{OP}", SINCE)
     device = rt.device_index(token)
     key = (OP, mode, top_k, rt.signature(token, weight, first_token_offset, index, ks))
-
-    def make(g: Any) -> dict[str, Any]:
-        ports = {"token": rt.tensor_of(g, "token", token), "weight": rt.tensor_of(g, "weight", weight),
-                 "first_token_offset": rt.tensor_of(g, "first_token_offset", first_token_offset)}
-        if index is not None:
-            ports["token_index"] = rt.tensor_of(g, "token_index", index)
-        if ks is not None:
-            ports["token_ks"] = rt.tensor_of(g, "token_ks", ks)
-        out = g.moe_grouped_matmul(ports["token"], ports["weight"], ports["first_token_offset"],
-                                   ports.get("token_index"), ports.get("token_ks"),
-                                   moe_grouped_matmul_mode[mode.upper()], top_k=top_k if mode == "scatter" else 0,
-                                   name="moe")
-        out.set_output(True).set_data_type(rt.CUDNN_DTYPE[token.dtype])
-        ports["output"] = out
-        return ports
-
-    built = rt.CACHE.get(device, key, make)
-    output = torch.empty(1, _rows(token, index, mode), weight.shape[2], dtype=token.dtype, device=token.device)
+    built = rt.CACHE.get(device, key, lambda g: declare(g, mode, top_k, token, weight, first_token_offset, index, ks))
     pack = {"token": token, "weight": weight, "first_token_offset": first_token_offset, "output": output}
     if index is not None:
         pack["token_index"] = index
@@ -76,3 +64,23 @@ def moe_grouped_matmul(token: torch.Tensor, weight: torch.Tensor, first_token_of
         pack["token_ks"] = ks
     rt.execute(built, device, pack)
     return output
+
+
+def declare(g: pygraph, mode: str, top_k: int, token: torch.Tensor, weight: torch.Tensor,
+            first_token_offset: torch.Tensor, token_index: torch.Tensor | None,
+            token_ks: torch.Tensor | None) -> dict[str, Tensor]:
+    """Declare the MoE grouped matmul of these tensors on ``g``: its graph tensors by role, the
+    output marked, in the token's dtype."""
+    ports = {"token": rt.tensor_of(g, "token", token), "weight": rt.tensor_of(g, "weight", weight),
+             "first_token_offset": rt.tensor_of(g, "first_token_offset", first_token_offset)}
+    if token_index is not None:
+        ports["token_index"] = rt.tensor_of(g, "token_index", token_index)
+    if token_ks is not None:
+        ports["token_ks"] = rt.tensor_of(g, "token_ks", token_ks)
+    out = g.moe_grouped_matmul(ports["token"], ports["weight"], ports["first_token_offset"],
+                               ports.get("token_index"), ports.get("token_ks"),
+                               moe_grouped_matmul_mode[mode.upper()], top_k=top_k if mode == "scatter" else 0,
+                               name="moe")
+    out.set_output(True).set_data_type(rt.CUDNN_DTYPE[token.dtype])
+    ports["output"] = out
+    return ports

@@ -3,15 +3,16 @@
 ``scalar_type`` says how ``pygraph.tensor_scalar`` carries its value (a frontend notion: a
 by-value tensor, or a constant baked into the graph through CUDNN_ATTR_TENSOR_CONSTANT_VALUE).
 ``moe_grouped_matmul_mode`` mirrors cudnnMoeGroupedMatmulMode_t under the documented names.
-Values match the official frontend's, so code that stores them as ints keeps working.
+Values match the official frontend's, so code that stores them as ints keeps working; they
+print as the official's do (``scalar_type.RUNTIME_PARAM``: `ApiEnum`).
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from .._lib.api_enum import ApiEnum
 
 
-class scalar_type(IntEnum):
+class scalar_type(ApiEnum):
     """RUNTIME_PARAM: a pass-by-value tensor whose value travels with each execute.
     COMPILE_TIME_CONST: the value is part of the graph (cuDNN >= 9.22)."""
 
@@ -19,7 +20,7 @@ class scalar_type(IntEnum):
     COMPILE_TIME_CONST = 1
 
 
-class moe_grouped_matmul_mode(IntEnum):
+class moe_grouped_matmul_mode(ApiEnum):
     """How a MoE grouped matmul reads its tokens: NONE (already grouped by expert), GATHER
     (rows picked through token_index) or SCATTER (results written through token_index)."""
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._lib import loader
+from .._lib import enums, loader
 from .._lib.enums import build_plan_policy, heur_mode
 from .._lib.errors import (
     CudnnError,
@@ -44,8 +44,33 @@ OVERRIDE_SHAPE_SINCE = 92100  # CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENAB
 
 
 def as_heur_modes(modes: Any) -> list[heur_mode]:
-    """A list of heuristic modes from one mode or an iterable of them."""
-    return [modes] if isinstance(modes, (heur_mode, int)) else list(modes)
+    """A list of heuristic modes from one mode or an iterable of them, less heur_mode.OPENSOURCE
+    (`without_frontend_engines`)."""
+    return without_frontend_engines([modes] if isinstance(modes, (heur_mode, int)) else list(modes))
+
+
+def without_frontend_engines(modes: list[Any]) -> list[Any]:
+    """``heur_mode.OPENSOURCE`` asks the official frontend for engines of its own (compiled with
+    NVRTC: SDPA prefill on SM90/SM100, RMSNorm+SiLU on SM100), not libcudnn, and cudnn-py has none.
+    Beside other modes it adds no candidate, as in the official where none of its engines matches
+    the graph (a warning says so); alone it is refused, since no plan could come of it."""
+    kept = [m for m in modes if m != heur_mode.OPENSOURCE]
+    if len(kept) == len(modes):
+        return kept
+    what = ("the official frontend's own engines (compiled with NVRTC: SDPA prefill on SM90/SM100, "
+            "RMSNorm+SiLU on SM100), which cudnn-py does not have")
+    if not kept:
+        raise cudnnGraphNotSupportedError(
+            3000, "heur_mode.OPENSOURCE",
+            f"selects {what}; no libcudnn version has such a heuristic mode (none up to the "
+            f"{version_string(enums.HEADER_VERSION)} headers; the loaded libcudnn is "
+            f"{version_string(loader.report().version)})",
+            "ask cuDNN's heuristics instead: [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]")
+    from ..log import get_logger
+
+    get_logger("build").warning("heur_mode.OPENSOURCE adds no plan: it selects %s; planning with %s",
+                                what, [str(m) for m in kept])
+    return kept
 
 
 @dataclass
