@@ -83,7 +83,7 @@ def test_pygraph_takes_device_properties_and_their_sm_version() -> None:
     assert cudnn.pygraph(device_property=props, sm_version=100).sm_version == 100
     with pytest.raises(TypeError, match="pygraph: device_property: expected the object cudnn.create_device_properties"):
         cudnn.pygraph(device_property=[1])
-    with pytest.raises(TypeError, match="pygraph: sm_version: expected an int or None"):
+    with pytest.raises(TypeError, match="pygraph: sm_version: expected an int, got '90'"):
         cudnn.pygraph(sm_version="90")
 
 

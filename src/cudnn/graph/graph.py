@@ -27,6 +27,7 @@ from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr
 from . import hygiene, moe_ops, norm_ops, ops, plan_report, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
 from .autotune import TuneReport, autotune
+from .convert import as_bool, as_int, as_int_list, optional
 from .errors import GraphError, GraphNotImplementedError, GraphStateError
 from .jsonfmt import dumps
 from .node import Context, Node, row_major
@@ -61,13 +62,10 @@ class pygraph:  # the documented name
                  is_override_shape_enabled: bool = False) -> None:
         if not isinstance(name, str):
             raise TypeError(f"pygraph: name: expected a str, got {name!r}")
-        for arg, value in (("is_dynamic_shape_enabled", is_dynamic_shape_enabled),
-                           ("is_override_shape_enabled", is_override_shape_enabled)):
-            if not isinstance(value, bool):
-                raise TypeError(f"pygraph: {arg}: expected True or False, got {value!r}")
-        for arg, number in (("sm_count", sm_count), ("sm_version", sm_version)):
-            if number is not None and (isinstance(number, bool) or not hasattr(number, "__index__")):
-                raise TypeError(f"pygraph: {arg}: expected an int or None, got {number!r}")
+        is_dynamic_shape_enabled = as_bool(is_dynamic_shape_enabled, "pygraph", "is_dynamic_shape_enabled")
+        is_override_shape_enabled = as_bool(is_override_shape_enabled, "pygraph", "is_override_shape_enabled")
+        sm_count = optional(as_int, sm_count, "pygraph", "sm_count")
+        sm_version = optional(as_int, sm_version, "pygraph", "sm_version")
         self.name = name
         # Unset intermediate / compute types stay unset: nodes then infer them (FLOAT for
         # floating inputs), which accepts every graph that 1.32's "copy io_data_type" accepts.
@@ -77,14 +75,14 @@ class pygraph:  # the documented name
         if handle is not None:
             as_handle_ptr(handle)  # type check now; a closed Handle is refused at build
         self.handle = handle
-        self.sm_count = None if sm_count is None else int(sm_count)
+        self.sm_count = sm_count
         self.kernel_cache = kernel_cache
         # heuristics, engines and plans are made for these properties, with no handle unless one
         # is given (an ahead-of-time build); sm_version defaults to theirs
         self.device_property = as_device_properties(device_property, "pygraph: device_property")
         if sm_version is None and self.device_property is not None:
             sm_version = self.device_property.sm_version
-        self.sm_version = None if sm_version is None else int(sm_version)
+        self.sm_version = sm_version
         # the operation graph's IS_DYNAMIC_SHAPE_ENABLED (also set with a kernel cache) and
         # IS_OVERRIDE_SHAPE_ENABLED (cuDNN >= 9.21, checked when the graph is lowered)
         self.is_dynamic_shape_enabled = is_dynamic_shape_enabled
@@ -115,28 +113,25 @@ class pygraph:  # the documented name
             raise GraphError(f"pygraph.tensor({name!r}): dim= is required")
         if not isinstance(name, str):
             raise TypeError(f"pygraph.tensor: name: expected a str, got {name!r}")
-        for arg, value in (("is_virtual", is_virtual), ("is_pass_by_value", is_pass_by_value)):
-            if not isinstance(value, (bool, int)):
-                raise TypeError(f"pygraph.tensor({name!r}): {arg}: expected True or False, got {value!r}")
+        at = f"pygraph.tensor({name!r})"
+        is_virtual = as_bool(is_virtual, at, "is_virtual")
+        is_pass_by_value = as_bool(is_pass_by_value, at, "is_pass_by_value")
         if reordering_type is None:  # 1.32's default
             reordering_type = tensor_reordering.NONE
         elif not isinstance(reordering_type, tensor_reordering):
             raise TypeError(f"pygraph.tensor({name!r}): reordering_type: expected a cudnn.tensor_reordering, "
                             f"got {reordering_type!r}")
-        if uid is None:  # 1.32's default
-            uid = -1
-        elif isinstance(uid, bool) or not hasattr(uid, "__index__"):
-            raise TypeError(f"pygraph.tensor({name!r}): uid: expected an int, got {uid!r}")
-        t = Tensor(name, dim, stride, data_type, is_virtual, is_pass_by_value, reordering_type, uid)
+        given_uid = optional(as_int, uid, at, "uid")  # None: 1.32's default
+        dim, stride = as_int_list(dim, at, "dim"), optional(as_int_list, stride, at, "stride")
+        t = Tensor(name, dim, stride, data_type, is_virtual, is_pass_by_value, reordering_type,
+                   -1 if given_uid is None else given_uid)
         if not t.get_stride():
             t.set_stride(row_major(t.get_dim()))
         if ragged_offset is not None:
             t.set_ragged_offset(ragged_offset)
-        if ragged_offset_multiplier != 1:
+        if as_int(ragged_offset_multiplier, at, "ragged_offset_multiplier") != 1:
             t.set_ragged_offset_multiplier(ragged_offset_multiplier)
-        if isinstance(alignment_value, bool) or not hasattr(alignment_value, "__index__"):
-            raise TypeError(f"pygraph.tensor({name!r}): alignment_value: expected an int, got {alignment_value!r}")
-        if alignment_value != 1:
+        if as_int(alignment_value, at, "alignment_value") != 1:
             t.set_alignment(alignment_value)
         return t
 
@@ -154,11 +149,15 @@ class pygraph:  # the documented name
         if not isinstance(name, str):
             raise TypeError(f"tensor_like: name: expected a str, got {name!r}")
         t = self._tensor_like(input, name)
-        if is_virtual:
+        if t is None:
+            raise TypeError(f"tensor_like: expected a cudnn.tensor, a DLPack / __cuda_array_interface__ tensor, "
+                            f"or an object with .shape and .dtype; got {type(input).__name__}")
+        if as_bool(is_virtual, "tensor_like", "is_virtual"):
             t.set_is_virtual(True)
         return t
 
-    def _tensor_like(self, input: Any, name: str) -> Tensor:
+    def _tensor_like(self, input: Any, name: str) -> Tensor | None:
+        """A tensor like ``input``; None when ``input`` is nothing tensor_like takes."""
         if isinstance(input, Tensor):
             return input.copy_attributes(name)
         from ..interop import tensors as interop
@@ -175,8 +174,7 @@ class pygraph:  # the documented name
             t = Tensor(name, list(shape), None, interop.data_type_of(dtype))
             return t.set_stride(list(stride) if stride is not None and len(stride) == len(shape)
                                 else row_major(t.get_dim()))
-        raise GraphError(f"tensor_like: expected a cudnn.tensor, a DLPack / __cuda_array_interface__ tensor, or "
-                         f"an object with .shape and .dtype; got {type(input).__name__}")
+        return None
 
     # -- the op-builder protocol: what op methods (oplib) call -------------------------------
 
@@ -188,11 +186,11 @@ class pygraph:  # the documented name
             raise GraphError(f"{op}: {param} is required, got None")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return constant("", value)  # unnamed: the graph names it 'node::PORT' when the node is added
-        try:
-            return self.tensor_like(value)
-        except GraphError:
-            raise GraphError(f"{op}: {param} must be a cudnn.tensor, a framework tensor or a Python number; "
-                             f"got {type(value).__name__}") from None
+        t = self._tensor_like(value, "")
+        if t is None:
+            raise TypeError(f"{op}: {param} must be a cudnn.tensor, a framework tensor or a Python number; "
+                            f"got {type(value).__name__}")
+        return t
 
     def node_name(self, wanted: str) -> str:
         """A node name: the one wanted (unique) or, when empty, the node's index."""
@@ -593,8 +591,7 @@ class pygraph:  # the documented name
             handle_, pyobj = None, handle_
         if pyobj is None:
             raise TypeError("deserialize: missing the data (deserialize(data) or deserialize(handle, data))")
-        if not isinstance(enforce_precompiled, bool):
-            raise TypeError(f"deserialize: enforce_precompiled: expected True or False, got {enforce_precompiled!r}")
+        enforce_precompiled = as_bool(enforce_precompiled, "deserialize", "enforce_precompiled")
         if isinstance(pyobj, str) and serialization.is_graph_json(pyobj):
             if handle_ is not None:
                 as_handle_ptr(handle_)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .convert import as_bool, exact_bool
 from .errors import GraphError, GraphNotSupportedError
 from .nodes.block_scale import BlockScaleDequantize, BlockScaleQuantize
 from .nodes.sdpa_common import SdpaOptions
@@ -20,8 +21,8 @@ from .nodes.sdpa_mxfp8 import SDPAMXFP8, SDPAMXFP8Backward
 from .oplib import op
 from .sdpa_enums import diagonal_alignment
 from .sdpa_ops import (
+    FP8_BOUNDS,
     Maybe,
-    _bool,
     _bounds,
     _callable,
     _dropout_backward,
@@ -41,8 +42,8 @@ def _stats_flag(at: str, is_inference: Any, generate_stats: Any) -> bool:
         raise GraphError(f"{at}: give exactly one of is_inference and generate_stats (got is_inference="
                          f"{is_inference!r}, generate_stats={generate_stats!r})")
     if generate_stats is None:
-        return not _bool(is_inference, at, "is_inference")
-    return _bool(generate_stats, at, "generate_stats")
+        return not exact_bool(is_inference, at, "is_inference")
+    return exact_bool(generate_stats, at, "generate_stats")
 
 
 def _scales(graph: Any, at: str, given: dict[str, Any], ports: dict[str, str]) -> dict[str, Maybe]:
@@ -78,7 +79,7 @@ def sdpa_fp8(self: Any, q: Any, k: Any, v: Any, descale_q: Any, descale_k: Any, 
     at = f"sdpa_fp8 {name!r}"
     stats = _stats_flag(at, is_inference, generate_stats)
     align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, sliding_window,
-                                 diagonal_alignment, left_bound, right_bound)
+                                 diagonal_alignment, left_bound, right_bound, FP8_BOUNDS)
     scale_value, scale_tensor = _scale(self, attn_scale, at)
     p, dropout_ins = _dropout_forward(self, dropout, at)
     if rng_dump is not None:
@@ -89,8 +90,8 @@ def sdpa_fp8(self: Any, q: Any, k: Any, v: Any, descale_q: Any, descale_k: Any, 
         if value is not None:
             raise GraphNotSupportedError(f"{at}: {arg} is not supported by FP8 attention in cudnn-py")
     opts = SdpaOptions(
-        generate_stats=stats, attn_scale_value=scale_value, alibi=_bool(use_alibi_mask, at, "use_alibi_mask"),
-        padding=_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
+        generate_stats=stats, attn_scale_value=scale_value, alibi=as_bool(use_alibi_mask, at, "use_alibi_mask"),
+        padding=as_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
         right_bound=right, dropout_p=p,
         max_seq_len_kv=_positive_or_none(paged_attention_max_seq_len_kv, at, "paged_attention_max_seq_len_kv"),
         score_mod=_callable(fn, at, "fn"))
@@ -127,14 +128,14 @@ def sdpa_fp8_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats:
     name = self.node_name(name)
     at = f"sdpa_fp8_backward {name!r}"
     align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
-                                 diagonal_alignment, left_bound, right_bound)
+                                 diagonal_alignment, left_bound, right_bound, FP8_BOUNDS)
     scale_value, scale_tensor = _scale(self, attn_scale, at)
     p, dropout_ins = _dropout_backward(self, dropout, at, keep_scale_inverse=True)
     if sink_token is not None or dSink_token is not None:
         raise GraphNotSupportedError(f"{at}: sink_token / dSink_token are not supported by FP8 attention in cudnn-py")
-    opts = SdpaOptions(attn_scale_value=scale_value, padding=_bool(use_padding_mask, at, "use_padding_mask"),
+    opts = SdpaOptions(attn_scale_value=scale_value, padding=as_bool(use_padding_mask, at, "use_padding_mask"),
                        alignment=align, left_bound=left, right_bound=right, dropout_p=p,
-                       deterministic=_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))
+                       deterministic=as_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))
     given = {"descale_q": descale_q, "descale_k": descale_k, "descale_v": descale_v, "descale_o": descale_o,
                  "descale_dO": descale_dO, "descale_s": descale_s, "descale_dP": descale_dP, "scale_s": scale_s,
                  "scale_dQ": scale_dQ, "scale_dK": scale_dK, "scale_dV": scale_dV, "scale_dP": scale_dP}
@@ -164,12 +165,12 @@ def sdpa_mxfp8(self: Any, q: Any, k: Any, v: Any, descale_q: Any, descale_k: Any
     at = f"sdpa_mxfp8 {name!r}"
     if generate_stats is None:
         raise GraphError(f"{at}: generate_stats is required (True or False)")
-    stats = _bool(generate_stats, at, "generate_stats")
+    stats = exact_bool(generate_stats, at, "generate_stats")
     align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
                                  diagonal_alignment, diagonal_band_left_bound, diagonal_band_right_bound)
     scale_value, scale_tensor = _scale(self, attn_scale, at)
     opts = SdpaOptions(generate_stats=stats, attn_scale_value=scale_value, alignment=align, left_bound=left,
-                       right_bound=right, unfuse_fma=_bool(unfuse_fma, at, "unfuse_fma"))
+                       right_bound=right, unfuse_fma=as_bool(unfuse_fma, at, "unfuse_fma"))
     inputs: dict[str, Maybe] = {
         "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
         "Descale_Q": _tensor(self, descale_q, at, "descale_q"), "Descale_K": _tensor(self, descale_k, at, "descale_k"),
@@ -196,12 +197,12 @@ def sdpa_mxfp8_backward(self: Any, q: Any, q_T: Any, k: Any, k_T: Any, v: Any, o
     name = self.node_name(name)
     at = f"sdpa_mxfp8_backward {name!r}"
     align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
-                                 diagonal_alignment, left_bound, right_bound)
+                                 diagonal_alignment, left_bound, right_bound, FP8_BOUNDS)
     scale_value, scale_tensor = _scale(self, attn_scale, at)
     p, dropout_ins = _dropout_backward(self, dropout, at, keep_scale_inverse=True)
-    opts = SdpaOptions(attn_scale_value=scale_value, padding=_bool(use_padding_mask, at, "use_padding_mask"),
+    opts = SdpaOptions(attn_scale_value=scale_value, padding=as_bool(use_padding_mask, at, "use_padding_mask"),
                        alignment=align, left_bound=left, right_bound=right, dropout_p=p,
-                       deterministic=_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))
+                       deterministic=as_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))
     t = {"Q": ("q", q), "Q_T": ("q_T", q_T), "K": ("k", k), "K_T": ("k_T", k_T), "V": ("v", v), "O": ("o_f16", o_f16),
          "dO_f16": ("dO_f16", dO_f16), "dO": ("dO", dO), "dO_T": ("dO_T", dO_T), "Stats": ("stats", stats)}
     inputs: dict[str, Maybe] = {port: self.input_tensor(value, at, arg) for port, (arg, value) in t.items()}

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .convert import as_bool
 from .errors import GraphError
 from .nodes.norm import FORWARD, OFFSET, BatchNormInference, NormForward, NormNode, forward_phase
 from .nodes.norm_backward import BACKWARD, BNFinalize, NormBackward
@@ -44,8 +45,7 @@ def _norm(self: pygraph, node: NormNode, returns: Sequence[str]) -> list[Maybe]:
 
 def _offset(self: pygraph, zero_centered: bool, at: str) -> dict[str, Maybe]:
     """For a zero-centered gamma, the 1.0 the norm node adds to SCALE (port SCALE_OFFSET)."""
-    if not isinstance(zero_centered, bool):
-        raise GraphError(f"{at}: zero_centered_gamma must be True or False, got {zero_centered!r}")
+    zero_centered = as_bool(zero_centered, at, "zero_centered_gamma")
     return {OFFSET: self.input_tensor(1.0, at, "scale_offset")} if zero_centered else {}
 
 
@@ -57,7 +57,7 @@ def _peers(self: pygraph, peer_stats: Sequence[Any] | None, op: str) -> dict[str
     if peer_stats is None or isinstance(peer_stats, (Tensor, str, bytes)):
         if peer_stats is None:
             return {}
-        raise GraphError(f"{op}: peer_stats must be a list of tensors, got {type(peer_stats).__name__}")
+        raise TypeError(f"{op}: peer_stats must be a list of tensors, got {type(peer_stats).__name__}")
     return {f"PEER_STATS_{i}": self.input_tensor(t, op, f"peer_stats[{i}]") for i, t in enumerate(peer_stats)}
 
 
@@ -169,9 +169,7 @@ def rmsnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, inv_varia
                      has_dbias: bool, compute_data_type: Any = NOT_SET, name: str = "", *,
                      zero_centered_gamma: bool = False) -> list[Maybe]:
     """RMS norm gradients; returns [DX, DSCALE, DBIAS], DBIAS None unless has_dbias."""
-    if not isinstance(has_dbias, bool):
-        raise GraphError(f"rmsnorm_backward {self.node_name(name)!r}: has_dbias must be True or False, "
-                         f"got {has_dbias!r}")
+    has_dbias = as_bool(has_dbias, f"rmsnorm_backward {self.node_name(name)!r}", "has_dbias")
     out = _backward(self, "rmsnorm_backward", grad, input, scale, {"INV_VARIANCE": ("inv_variance", inv_variance)},
                          compute_data_type, name, zero_centered_gamma, has_dbias=has_dbias)
     node_name = self.nodes[-1].name

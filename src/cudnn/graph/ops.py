@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._lib.enums import convolution_mode, data_type
 from .._lib.enums import reshape_mode as reshape_mode_enum
-from .errors import GraphError
 from .nodes.conv import ConvDgrad, ConvFprop, ConvWgrad
 from .nodes.matmul import Matmul
 from .nodes.pointwise import REQUIRED, TABLE, Pointwise, Spec
@@ -178,7 +177,7 @@ def slice(self: pygraph, input: Any, slices: Sequence[builtins.slice] | None = N
           compute_data_type: Any = NOT_SET, name: str = "") -> Tensor:
     """X[slices] with Python slice objects, one per leading dim (none: all of X) (cuDNN >= 9.22)."""
     if slices is not None and not isinstance(slices, (list, tuple)):
-        raise GraphError(f"slice: slices must be a list of Python slice objects, got {slices!r}")
+        raise TypeError(f"slice: slices must be a list of Python slice objects, got {slices!r}")
     node = Slice(self.node_name(name), self.input_tensor(input, _at(self, "slice", name), "input"), list(slices or []),
                  compute_data_type)
     return self.add_node(node, ["Y"])[0]
@@ -189,12 +188,9 @@ def concatenate(self: pygraph, inputs: Sequence[Any], axis: int, in_place_index:
                 name: str = "", *, compute_data_type: Any = NOT_SET) -> Tensor:
     """The inputs joined along ``axis``."""
     if isinstance(inputs, (Tensor, str, bytes)) or not isinstance(inputs, (list, tuple)):
-        raise GraphError(f"concatenate: inputs must be a list of tensors, got {type(inputs).__name__}")
-    for arg, value in (("axis", axis), ("in_place_index", in_place_index)):
-        if value is not None and (isinstance(value, bool) or not hasattr(value, "__index__")):
-            raise GraphError(f"concatenate: {arg} must be an int, got {value!r}")
+        raise TypeError(f"concatenate: inputs must be a list of tensors, got {type(inputs).__name__}")
     if not isinstance(name, str):
-        raise GraphError(f"concatenate: name must be a str, got {name!r} (compute_data_type is keyword-only)")
+        raise TypeError(f"concatenate: name must be a str, got {name!r} (compute_data_type is keyword-only)")
     tensors = [self.input_tensor(t, _at(self, "concatenate", name), f"inputs[{i}]") for i, t in enumerate(inputs)]
     node = Concatenate(self.node_name(name), tensors, axis, in_place_index, compute_data_type)
     return self.add_node(node, ["Y"])[0]
@@ -209,14 +205,14 @@ def tensor_scalar(self: pygraph, value: float, scalar_type: Any, name: str = "")
     from .api_enums import scalar_type as scalar_type_enum
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise GraphError(f"tensor_scalar: value must be a Python int or float, got {value!r}")
+        raise TypeError(f"tensor_scalar: value must be a Python int or float, got {value!r}")
     try:
         kind = scalar_type_enum(scalar_type)
     except (ValueError, TypeError):
-        raise GraphError(f"tensor_scalar: scalar_type must be cudnn.scalar_type.RUNTIME_PARAM or "
-                         f"COMPILE_TIME_CONST, got {scalar_type!r}") from None
+        raise TypeError(f"tensor_scalar: scalar_type must be cudnn.scalar_type.RUNTIME_PARAM or "
+                        f"COMPILE_TIME_CONST, got {scalar_type!r}") from None
     if not isinstance(name, str):
-        raise GraphError(f"tensor_scalar: name must be a str, got {name!r}")
+        raise TypeError(f"tensor_scalar: name must be a str, got {name!r}")
     if kind == scalar_type_enum.COMPILE_TIME_CONST:
         from .._lib import loader
         from .._lib.errors import FeatureUnavailableError

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .convert import as_bool, as_float, as_int, exact_bool, optional
 from .errors import GraphError, GraphNotSupportedError
 from .nodes.sdpa import SDPA
 from .nodes.sdpa_backward import SDPABackward
@@ -28,50 +29,40 @@ AUTO = attention_implementation.AUTO
 
 # -- argument translation ------------------------------------------------------------------------
 
-def _int_or_none(value: Any, at: str, arg: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise GraphError(f"{at}: {arg} must be an int, got {value!r}")
-    return value
-
-
 def _positive_or_none(value: Any, at: str, arg: str) -> int | None:
     """A size (a sequence length): refused here when not positive, before a node made from it
     (a paged cache load, a workspace size) fails far from the call."""
-    n = _int_or_none(value, at, arg)
+    n = optional(as_int, value, at, arg)
     if n is not None and n <= 0:
         raise GraphError(f"{at}: {arg}: expected a positive int, got {n}")
     return n
 
 
-def _bool(value: Any, at: str, arg: str) -> bool:
-    if not isinstance(value, bool):
-        raise GraphError(f"{at}: {arg} must be True or False, got {value!r}")
-    return value
+SDPA_BOUNDS = ("sliding_window_length", "diagonal_band_left_bound", "diagonal_band_right_bound")
+FP8_BOUNDS = ("sliding_window", "left_bound", "right_bound")  # sdpa_fp8's names, and the FP8 / MXFP8 backward's
 
 
-def _bounds(at: str, causal: bool, causal_br: bool, window: Any, alignment: Any, left: Any, right: Any
-            ) -> tuple[diagonal_alignment, int | None, int | None]:
-    """(alignment, left bound, right bound) from the causal flags, window and explicit bounds."""
-    _bool(causal, at, "use_causal_mask")
-    _bool(causal_br, at, "use_causal_mask_bottom_right")
+def _bounds(at: str, causal: bool, causal_br: bool, window: Any, alignment: Any, left: Any, right: Any,
+            names: tuple[str, str, str] = SDPA_BOUNDS) -> tuple[diagonal_alignment, int | None, int | None]:
+    """(alignment, left bound, right bound) from the causal flags, window and explicit bounds;
+    ``names``: the op's names of the window and the bounds."""
+    causal = as_bool(causal, at, "use_causal_mask")
+    causal_br = as_bool(causal_br, at, "use_causal_mask_bottom_right")
     try:
         align = diagonal_alignment(alignment)
     except ValueError:
-        raise GraphError(f"{at}: diagonal_alignment must be a cudnn.diagonal_alignment, got {alignment!r}") from None
-    left = _int_or_none(left, at, "diagonal_band_left_bound")
-    right = _int_or_none(right, at, "diagonal_band_right_bound")
-    window = _int_or_none(window, at, "sliding_window_length")
+        raise TypeError(f"{at}: diagonal_alignment must be a cudnn.diagonal_alignment, got {alignment!r}") from None
+    window_arg, left_arg, right_arg = names
+    window = optional(as_int, window, at, window_arg)
+    left = optional(as_int, left, at, left_arg)
+    right = optional(as_int, right, at, right_arg)
     if causal and causal_br:
         raise GraphError(f"{at}: use_causal_mask and use_causal_mask_bottom_right cannot both be True")
     if (causal or causal_br) and right is not None:
         flag = "use_causal_mask" if causal else "use_causal_mask_bottom_right"
-        raise GraphError(f"{at}: {flag} sets the right bound to 0; do not also give diagonal_band_right_bound "
-                         f"(got {right})")
+        raise GraphError(f"{at}: {flag} sets the right bound to 0; do not also give {right_arg} (got {right})")
     if window is not None and left is not None:
-        raise GraphError(f"{at}: sliding_window_length sets the left bound; do not also give "
-                         f"diagonal_band_left_bound (got {left})")
+        raise GraphError(f"{at}: {window_arg} sets the left bound; do not also give {left_arg} (got {left})")
     if causal:
         align, right = diagonal_alignment.TOP_LEFT, 0
     elif causal_br:
@@ -91,7 +82,7 @@ def _scale(graph: Any, attn_scale: Any, at: str) -> tuple[float | None, Maybe]:
 
 def _callable(fn: Any, at: str, arg: str) -> Callable[..., Any] | None:
     if fn is not None and not callable(fn):
-        raise GraphError(f"{at}: {arg} must be a callable f(graph, score) -> tensor, got {type(fn).__name__}")
+        raise TypeError(f"{at}: {arg} must be a callable f(graph, score) -> tensor, got {type(fn).__name__}")
     return fn
 
 
@@ -104,14 +95,12 @@ def _output(value: Any, at: str, arg: str) -> Maybe:
     if value is None:
         return None
     if not isinstance(value, Tensor):
-        raise GraphError(f"{at}: {arg} must be a cudnn.tensor made with graph.tensor(...), got {type(value).__name__}")
+        raise TypeError(f"{at}: {arg} must be a cudnn.tensor made with graph.tensor(...), got {type(value).__name__}")
     return value
 
 
 def _probability(value: Any, at: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise GraphError(f"{at}: dropout probability must be a float, got {value!r}")
-    p = float(value)
+    p = as_float(value, at, "dropout probability")
     if not 0.0 <= p < 1.0:
         raise GraphError(f"{at}: dropout probability must be in [0, 1), got {p} "
                          "(p = 1 would drop every element)")
@@ -163,7 +152,7 @@ def _implementation(value: Any, at: str) -> attention_implementation:
     try:
         return attention_implementation(value)
     except ValueError:
-        raise GraphError(f"{at}: implementation must be a cudnn.attention_implementation, got {value!r}") from None
+        raise TypeError(f"{at}: implementation must be a cudnn.attention_implementation, got {value!r}") from None
 
 
 # -- the methods ---------------------------------------------------------------------------------
@@ -192,8 +181,8 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
     if (is_inference is None) == (generate_stats is None):
         raise GraphError(f"{at}: give exactly one of is_inference and generate_stats (got is_inference="
                          f"{is_inference!r}, generate_stats={generate_stats!r})")
-    stats = not _bool(is_inference, at, "is_inference") if generate_stats is None \
-        else _bool(generate_stats, at, "generate_stats")
+    stats = not exact_bool(is_inference, at, "is_inference") if generate_stats is None \
+        else exact_bool(generate_stats, at, "generate_stats")
     if cu_seq_len_q is not None or cu_seq_len_kv is not None:
         raise GraphNotSupportedError(f"{at}: cu_seq_len_q / cu_seq_len_kv need the SDPA_FWD CU_SEQ_LEN "
                                      "attributes (cuDNN >= 9.24), which cudnn-py does not build; use "
@@ -205,14 +194,14 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
     if rng_dump is not None and p is None:
         raise GraphError(f"{at}: rng_dump is only used with dropout=(probability, seed, offset)")
     opts = SdpaOptions(
-        generate_stats=stats, attn_scale_value=scale_value, alibi=_bool(use_alibi_mask, at, "use_alibi_mask"),
-        padding=_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
+        generate_stats=stats, attn_scale_value=scale_value, alibi=as_bool(use_alibi_mask, at, "use_alibi_mask"),
+        padding=as_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
         right_bound=right, dropout_p=p,
         max_seq_len_kv=_positive_or_none(paged_attention_max_seq_len_kv, at, "paged_attention_max_seq_len_kv"),
         max_total_seq_len_q=_positive_or_none(max_total_seq_len_q, at, "max_total_seq_len_q"),
         max_total_seq_len_kv=_positive_or_none(max_total_seq_len_kv, at, "max_total_seq_len_kv"),
         score_mod=_callable(score_mod, at, "score_mod"), implementation=_implementation(implementation, at),
-        unfuse_fma=_bool(unfuse_fma, at, "unfuse_fma"), stats_use_log2=_bool(stats_use_log2, at, "stats_use_log2"))
+        unfuse_fma=as_bool(unfuse_fma, at, "unfuse_fma"), stats_use_log2=as_bool(stats_use_log2, at, "stats_use_log2"))
     inputs: dict[str, Maybe] = {
         "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
         "Attn_scale": scale_tensor, "Bias": _tensor(self, bias, at, "bias"),
@@ -261,14 +250,14 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
     if rng_dump is not None and p is None:
         raise GraphError(f"{at}: rng_dump is only used with dropout=(probability, seed, offset)")
     opts = SdpaOptions(
-        attn_scale_value=scale_value, alibi=_bool(use_alibi_mask, at, "use_alibi_mask"),
-        padding=_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
+        attn_scale_value=scale_value, alibi=as_bool(use_alibi_mask, at, "use_alibi_mask"),
+        padding=as_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
         right_bound=right, dropout_p=p,
         max_total_seq_len_q=_positive_or_none(max_total_seq_len_q, at, "max_total_seq_len_q"),
         max_total_seq_len_kv=_positive_or_none(max_total_seq_len_kv, at, "max_total_seq_len_kv"),
         score_mod=_callable(score_mod, at, "score_mod"),
         score_mod_bprop=_callable(score_mod_bprop, at, "score_mod_bprop"),
-        deterministic=_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))
+        deterministic=as_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))
     inputs: dict[str, Maybe] = {
         "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
         "O": self.input_tensor(o, at, "o"), "dO": self.input_tensor(dO, at, "dO"),

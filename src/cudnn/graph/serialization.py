@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .._lib.enums import behavior_note
+from .convert import as_bool
 from .errors import SerializationNotSupportedError
 from .serialize import PlanRecord
 
@@ -21,9 +22,8 @@ def serialize(p: Pipeline, as_bytes: bool, include_kernels: bool) -> list[int] |
     """The selected plan's record, marked with what ``enforce_precompiled`` checks."""
     from . import plan_store
 
-    for arg, value in (("as_bytes", as_bytes), ("include_kernels", include_kernels)):
-        if not isinstance(value, bool):
-            raise TypeError(f"serialize: {arg}: expected True or False, got {value!r}")
+    as_bytes = as_bool(as_bytes, "serialize", "as_bytes")
+    include_kernels = as_bool(include_kernels, "serialize", "include_kernels")
     cand = p.plans().require_selected()
     rec = plan_store.record(p, cand, False)
     rec.extra["include_kernels"] = include_kernels

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._lib.enums import data_type, tensor_reordering
+from .convert import as_bool, as_int, as_int_list
 from .jsonfmt import compact
 
 NOT_SET = data_type.NOT_SET
@@ -42,16 +43,8 @@ def as_data_type(value: Any, what: str = "data_type") -> data_type:
 
 
 def _int_list(values: Any, what: str) -> list[int]:
-    if values is None:
-        return []
-    if isinstance(values, (str, bytes)) or (not isinstance(values, Sequence) and not hasattr(values, "__iter__")):
-        raise TypeError(f"{what}: expected a list of ints, got {values!r}")
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not hasattr(v, "__index__"):
-            raise TypeError(f"{what}: expected a list of ints, got {list(values)!r}")
-        out.append(int(v))
-    return out
+    """Dims or strides: None is none given; else a list of ints (convert.as_int_list)."""
+    return [] if values is None else as_int_list(values, "", what)
 
 
 class Tensor:
@@ -69,8 +62,8 @@ class Tensor:
         self._dim = _int_list(dim, "dim")
         self._stride = _int_list(stride, "stride")
         self._data_type = as_data_type(data_type)
-        self._is_virtual = bool(is_virtual)
-        self._is_pass_by_value = bool(is_pass_by_value)
+        self._is_virtual = as_bool(is_virtual, "", "is_virtual")
+        self._is_pass_by_value = as_bool(is_pass_by_value, "", "is_pass_by_value")
         self._value: int | float | None = None  # a constant carried by the graph (by-value scalar)
         self._reordering = tensor_reordering(reordering_type)
         self._uid = 0
@@ -91,7 +84,7 @@ class Tensor:
 
     def set_output(self, is_output: bool) -> Tensor:
         """Mark as a graph output (non-virtual: it gets a buffer) or back to an intermediate."""
-        self._is_virtual = not bool(is_output)
+        self._is_virtual = not as_bool(is_output, "set_output", "is_output")
         return self
 
     def set_name(self, name: str) -> Tensor:
@@ -120,23 +113,24 @@ class Tensor:
 
     def set_uid(self, uid: int) -> Tensor:
         """The id the backend binds buffers by (a view sets its base's); unset uids are assigned at build."""
-        if isinstance(uid, bool) or not hasattr(uid, "__index__") or int(uid) < 0:
+        value = as_int(uid, "", "uid")
+        if value < 0:
             raise TypeError(f"uid: expected a non-negative int, got {uid!r}")
         if self._base is not None:
-            self._base.set_uid(uid)
+            self._base.set_uid(value)
         else:
-            self._uid, self._uid_assigned = int(uid), True
+            self._uid, self._uid_assigned = value, True
             self._given.pop("uid", None)
         return self
 
     def set_is_virtual(self, is_virtual: bool) -> Tensor:
         """Virtual: an intermediate that lives inside the fused graph and has no buffer."""
-        self._is_virtual = bool(is_virtual)
+        self._is_virtual = as_bool(is_virtual, "set_is_virtual", "is_virtual")
         return self
 
     def set_is_pass_by_value(self, is_pass_by_value: bool) -> Tensor:
         """Pass by value: a scalar given in the variant pack as a value instead of a device buffer."""
-        self._is_pass_by_value = bool(is_pass_by_value)
+        self._is_pass_by_value = as_bool(is_pass_by_value, "set_is_pass_by_value", "is_pass_by_value")
         return self
 
     def set_reordering_type(self, reordering_type: tensor_reordering) -> Tensor:
@@ -144,9 +138,9 @@ class Tensor:
         self._reordering = tensor_reordering(reordering_type)
         return self
 
-    def set_ragged_offset(self, ragged_offset: Tensor) -> Tensor:
-        """The tensor of per-sequence offsets of a ragged (THD) layout."""
-        if not isinstance(ragged_offset, Tensor):
+    def set_ragged_offset(self, ragged_offset: Tensor | None) -> Tensor:
+        """The tensor of per-sequence offsets of a ragged (THD) layout (None: none, not ragged)."""
+        if ragged_offset is not None and not isinstance(ragged_offset, Tensor):
             raise TypeError(f"ragged_offset: expected a cudnn.tensor, got {type(ragged_offset).__name__}")
         self._ragged_offset = ragged_offset
         self._given.pop("ragged_offset", None)
@@ -154,11 +148,10 @@ class Tensor:
 
     def set_alignment(self, alignment: int) -> Tensor:
         """The alignment in bytes (a power of two) the buffer's address is guaranteed to have."""
-        if isinstance(alignment, bool) or not hasattr(alignment, "__index__"):
-            raise TypeError(f"alignment: expected an int (bytes, a power of two), got {alignment!r}")
-        if int(alignment) <= 0 or int(alignment) & (int(alignment) - 1):
+        value = as_int(alignment, "", "alignment")
+        if value <= 0 or value & (value - 1):
             raise ValueError(f"alignment must be a power of two, got {alignment}")
-        self._alignment = int(alignment)
+        self._alignment = value
         return self
 
     def _set_data_type(self, data_type: Any) -> Tensor:
@@ -176,8 +169,8 @@ class Tensor:
     def set_vector_count_and_dimension(self, vector_count: int, vector_dimension: int) -> Tensor:
         """A vectorized layout: ``vector_count`` elements of dim ``vector_dimension`` packed
         together (CUDNN_ATTR_TENSOR_VECTOR_COUNT / VECTORIZED_DIMENSION). (1, -1) is none."""
-        count = _int_arg(vector_count, "set_vector_count_and_dimension: vector_count")
-        dim = _int_arg(vector_dimension, "set_vector_count_and_dimension: vector_dimension")
+        count = as_int(vector_count, "set_vector_count_and_dimension", "vector_count")
+        dim = as_int(vector_dimension, "set_vector_count_and_dimension", "vector_dimension")
         if count < 1:
             raise ValueError(f"set_vector_count_and_dimension: vector_count must be >= 1, got {count}")
         if dim < -1 or (self._dim and dim >= len(self._dim)):
@@ -191,7 +184,7 @@ class Tensor:
     def set_ragged_offset_multiplier(self, ragged_offset_multiplier: int) -> Tensor:
         """Ragged offsets count in units of this many elements (CUDNN_ATTR_TENSOR_RAGGED_OFFSET_
         MULTIPLIER, cuDNN >= 9.24); 1, the default, means elements."""
-        value = _int_arg(ragged_offset_multiplier, "ragged_offset_multiplier")
+        value = as_int(ragged_offset_multiplier, "", "ragged_offset_multiplier")
         if value < 1:
             raise ValueError(f"ragged_offset_multiplier must be >= 1, got {value}")
         if value != 1:
@@ -384,12 +377,6 @@ def filling(tensors: Sequence[Tensor]) -> Iterator[None]:
     finally:
         for t, old in zip(tensors, before):
             t.mark_filled(old)
-
-
-def _int_arg(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError(f"{what}: expected an int, got {value!r}")
-    return int(value)
 
 
 def _require_lowered(feature: str, what: str) -> None:

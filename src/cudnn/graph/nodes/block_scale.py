@@ -22,6 +22,7 @@ from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, tensor_reordering
 from ..._lib.errors import FeatureUnavailableError
 from ...backend.descriptor import Descriptor
+from ..convert import as_bool, as_int, as_int_list, optional
 from ..errors import GraphError, GraphNotSupportedError
 from ..lower import Lowering
 from ..node import Context, Node, packed_in_order, stride_order
@@ -78,16 +79,12 @@ class BlockScaleQuantize(Node):
                  compute_data_type: Any) -> None:
         super().__init__(name, compute_data_type)
         self.inputs = {"X": x}
-        if isinstance(block_size, bool) or not isinstance(block_size, int):
-            raise GraphError(f"{self.at('block_size')}: must be an int (16 or 32), got {block_size!r}")
+        block_size = as_int(block_size, self.label(), "block_size")
         if block_size not in SCALE_TYPES:
             raise GraphNotSupportedError(f"{self.at('block_size')}: {block_size} is not supported; the backend takes "
                                          f"blocks of {' or '.join(str(b) for b in sorted(SCALE_TYPES))}")
-        if axis is not None and (isinstance(axis, bool) or not isinstance(axis, int)):
-            raise GraphError(f"{self.at('axis')}: must be an int or None, got {axis!r}")
-        if not isinstance(transpose, bool):
-            raise GraphError(f"{self.at('transpose')}: must be True or False, got {transpose!r}")
-        self.block_size, self.axis, self.transpose = block_size, axis, transpose
+        self.block_size, self.axis = block_size, optional(as_int, axis, self.label(), "axis")
+        self.transpose = as_bool(transpose, self.label(), "transpose")
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)
@@ -154,8 +151,8 @@ class BlockScaleDequantize(Node):
         self.inputs = {"X": x, "scale": scale}
         if isinstance(block_size, int) and not isinstance(block_size, bool):
             block_size = [block_size]
-        if (not isinstance(block_size, (list, tuple)) or not block_size
-                or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in block_size)):
+        block_size = as_int_list(block_size, self.label(), "block_size")
+        if not block_size or min(block_size) < 1:
             raise GraphError(f"{self.at('block_size')}: must be a list of positive ints (e.g. [1, 32]), "
                              f"got {block_size!r}")
         if max(block_size) not in SCALE_TYPES or sorted(block_size)[:-1] != [1] * (len(block_size) - 1):
@@ -163,9 +160,8 @@ class BlockScaleDequantize(Node):
                                          "blocks run along one dim with "
                                          f"{' or '.join(str(b) for b in sorted(SCALE_TYPES))} elements (e.g. "
                                          "[1, 32]), every other entry 1")
-        if not isinstance(is_negative_scale, bool):
-            raise GraphError(f"{self.at('is_negative_scale')}: must be True or False, got {is_negative_scale!r}")
-        self.block_size, self.is_negative_scale = list(block_size), is_negative_scale
+        self.block_size = block_size
+        self.is_negative_scale = as_bool(is_negative_scale, self.label(), "is_negative_scale")
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)

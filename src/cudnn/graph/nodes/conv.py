@@ -9,6 +9,7 @@ from ..._lib.enums import convolution_mode
 from ..._lib.enums import cudnnBackendAttributeName_t as A
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ...backend.descriptor import Descriptor
+from ..convert import as_int_list
 from ..errors import GraphError
 from ..lower import Lowering
 from ..node import Context, Node, channels_last, number_error
@@ -45,8 +46,12 @@ class _Conv(Node):
         super().__init__(name, compute_data_type)
         if padding is not None and (pre_padding is not None or post_padding is not None):
             raise GraphError(f"{self.label()}: give padding= or pre_padding=/post_padding=, not both")
-        self.pre_padding = _ints(self, "pre_padding", pre_padding if pre_padding is not None else padding)
-        self.post_padding = _ints(self, "post_padding", post_padding if post_padding is not None else padding)
+        if padding is not None:
+            self.pre_padding = _ints(self, "padding", padding)
+            self.post_padding = list(self.pre_padding)
+        else:
+            self.pre_padding = _ints(self, "pre_padding", pre_padding)
+            self.post_padding = _ints(self, "post_padding", post_padding)
         self.stride = _ints(self, "stride", stride)
         self.dilation = _ints(self, "dilation", dilation)
         self.mode = _mode(convolution_mode, self.label())
@@ -141,10 +146,7 @@ class _Conv(Node):
 def _ints(node: Node, what: str, values: Sequence[int] | None) -> list[int]:
     if values is None:
         return []
-    try:
-        out = [int(v) for v in values]
-    except (TypeError, ValueError):
-        raise GraphError(f"{node.label()}: {what} must be a list of ints, got {values!r}") from None
+    out = as_int_list(values, node.label(), what)
     if what.endswith("padding") and any(v < 0 for v in out):
         raise GraphError(f"{node.label()}: {what} must be non-negative, got {out}")
     return out

@@ -13,6 +13,7 @@ from typing import Any
 from ..._lib.enums import cudnnBackendAttributeName_t as A
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ...backend.descriptor import Descriptor
+from ..convert import as_float
 from ..errors import GraphError
 from ..lower import Lowering
 from ..node import Context, Node, number_error, row_major
@@ -41,10 +42,7 @@ class Matmul(Node):
             if override is not None:
                 self.inputs[port] = override
         self.padding_set = padding is not None
-        try:
-            self.padding = float(padding) if padding is not None else 0.0
-        except (TypeError, ValueError):
-            raise GraphError(f"{self.label()}: padding must be a float, got {padding!r}") from None
+        self.padding = as_float(padding, self.label(), "padding") if padding is not None else 0.0
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)

@@ -19,6 +19,7 @@ from ..._lib.enums import data_type
 from ..._lib.errors import FeatureUnavailableError
 from ...backend.descriptor import Descriptor
 from ..api_enums import moe_grouped_matmul_mode
+from ..convert import as_int
 from ..errors import GraphError
 from ..lower import Lowering
 from ..node import Context, Node, number_error, row_major
@@ -88,9 +89,9 @@ class MoeGroupedMatmul(_MoeNode):
                  top_k: int) -> None:
         super().__init__(name, compute_data_type)
         self.mode = as_mode(mode, self.label())
-        if isinstance(top_k, bool) or not hasattr(top_k, "__index__") or int(top_k) < 0:
+        self.top_k = as_int(top_k, self.label(), "top_k")
+        if self.top_k < 0:
             raise GraphError(f"{self.label()}: top_k must be an int >= 0, got {top_k!r}")
-        self.top_k = int(top_k)
         self.inputs = {"token": token, "weight": weight, "first_token_offset": first_token_offset}
         wants_index = self.mode != moe_grouped_matmul_mode.NONE
         wants_ks = self.mode == moe_grouped_matmul_mode.SCATTER

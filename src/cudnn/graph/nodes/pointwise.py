@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 from ..._lib.enums import cudnnBackendAttributeName_t as A
@@ -18,6 +17,7 @@ from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, pointwise_mode
 from ...backend.descriptor import Descriptor
+from ..convert import as_float, as_int
 from ..errors import GraphError
 from ..lower import Lowering, backend_layout
 from ..node import Context, Node, broadcast, packed_in_order, row_major, stride_order
@@ -118,22 +118,12 @@ class Pointwise(Node):
         self.inputs = {f"IN_{i}": t for i, t in enumerate(tensors)}
 
     def _set_attrs(self, attrs: dict[str, Any]) -> None:
-        spec = self.spec
         for param, value in attrs.items():
             if value is None:
                 continue
-            if param == "axis":
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise GraphError(f"{self.label()}: axis must be an int, got {value!r}")
-                self.attrs[param] = value
-            else:
-                if isinstance(value, (bool, Enum)):  # an enum is an int: g.swish(x, data_type.FLOAT) would read 0.0
-                    raise GraphError(f"{self.label()}: {param} must be a number, got {value!r} (a "
-                                     f"{type(value).__name__}); check the argument order of {spec.method}()")
-                try:
-                    self.attrs[param] = float(value)
-                except (TypeError, ValueError):
-                    raise GraphError(f"{self.label()}: {param} must be a number, got {value!r}") from None
+            # the official types: gen_index's axis an int, every other attribute a float (an enum
+            # is refused: g.swish(x, data_type.FLOAT) would read a slope of 0.0)
+            self.attrs[param] = (as_int if param == "axis" else as_float)(value, self.label(), param)
 
     def infer(self, ctx: Context) -> None:
         shaped = {p: t.get_dim() for p, t in self.inputs.items() if not _is_open_scalar(t)}

@@ -10,6 +10,7 @@ from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import cudnnGenStatsMode_t, reduction_mode, reshape_mode
 from ...backend.descriptor import Descriptor
+from ..convert import as_bool, as_int, as_int_list, optional
 from ..errors import GraphError
 from ..lower import Lowering
 from ..node import Context, Node, channels_last, packed_in_order, row_major, stride_order
@@ -40,7 +41,7 @@ class Reduction(Node):
         if group_offset is not None:  # groups of varying size: where each starts (cuDNN >= 9.24)
             self.inputs["GROUP_OFFSET"] = group_offset
         self.mode = _reduction_mode(mode, self.label())
-        self.is_deterministic = bool(is_deterministic)
+        self.is_deterministic = as_bool(is_deterministic, self.label(), "is_deterministic")
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)
@@ -156,10 +157,7 @@ class Transpose(Node):
     def __init__(self, name: str, x: Tensor, permutation: Sequence[int], compute_data_type: Any) -> None:
         super().__init__(name, compute_data_type)
         self.inputs = {"X": x}
-        try:
-            self.permutation = [int(p) for p in permutation]
-        except (TypeError, ValueError):
-            raise GraphError(f"{self.label()}: permutation must be a list of ints, got {permutation!r}") from None
+        self.permutation = as_int_list(permutation, self.label(), "permutation")
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)
@@ -191,7 +189,7 @@ class Slice(Node):
         self.inputs = {"X": x}
         for s in slices:
             if not isinstance(s, slice):
-                raise GraphError(f"{self.label()}: slices must be Python slice objects, got {s!r}")
+                raise TypeError(f"{self.label()}: slices must be Python slice objects, got {s!r}")
         self.slices = list(slices)
         self.ranges: list[tuple[int, int, int]] = []
 
@@ -238,8 +236,8 @@ class Concatenate(Node):
         if len(inputs) < 1:
             raise GraphError(f"{self.label()}: needs at least one input")
         self.inputs = {f"IN_{i}": t for i, t in enumerate(inputs)}
-        self.axis = int(axis)
-        self.in_place_index = None if in_place_index is None else int(in_place_index)
+        self.axis = as_int(axis, self.label(), "axis")
+        self.in_place_index = optional(as_int, in_place_index, self.label(), "in_place_index")
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)
