@@ -557,7 +557,9 @@ class Runner:
         ptrs: list[Any] = []
         scalars: dict[int, HostScalar] = {}
         seen: set[int] = set()
-        replayable = True  # no host buffer is read by value (Python numbers are part of the key)
+        # the plan's engine replays faithfully, and no host buffer is read by value (Python
+        # numbers are part of the key)
+        replayable = self.replays
         for key, value in variant_pack.items():
             if key is None:
                 continue
@@ -593,8 +595,7 @@ class Runner:
         layout = self._layout(tuple(uids))
         given = [scalars[u].ptr if isinstance(p, tuple) else p for u, p in zip(uids, ptrs)]
         pointers, plan_ws, fills = self._pack_pointers(layout, given, workspace_ptr)
-        return Entry(layout.pack.make_owned(pointers, plan_ws), [*scalars.values(), *layout.keep], fills,
-                     replayable and self.replays)
+        return Entry(layout.pack.make_owned(pointers, plan_ws), [*scalars.values(), *layout.keep], fills, replayable)
 
     def _binding(self, key: Any, mode: str) -> Binding | None:
         """The binding a variant-pack key names; None for a key to ignore (not of this graph)."""
