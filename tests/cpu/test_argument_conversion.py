@@ -10,6 +10,8 @@ as not given. What is refused is a ``TypeError`` naming the op, the argument and
 
 from __future__ import annotations
 
+import enum
+
 import inspect
 import re
 from collections.abc import Callable
@@ -333,9 +335,20 @@ def test_the_conversion_table() -> None:
         for value in refused[kind]:
             with pytest.raises(TypeError, match=r"^op 'n': arg: expected "):
                 convert(kind, value, "op 'n'", "arg")
-    with pytest.raises(TypeError, match=r"got <?data_type.FLOAT.*\(an enum; check the argument order\)"):
+    with pytest.raises(TypeError, match=r"got <?data_type.FLOAT.*\(a cudnn enum; check the argument order\)"):
         as_float(dt.FLOAT, "swish 's'", "swish_beta")
     assert as_bool(None, "", "x") is False and as_int(7, "", "x") == 7 and as_int_list((1,), "", "x") == [1]
+
+    class Uid(enum.IntEnum):  # a user's own IntEnum is a number, as in the official (uid=Uid.Q)
+        Q = 3
+
+    class Plain(enum.Enum):
+        Q = 3
+
+    got = as_int(Uid.Q, "", "uid")
+    assert got == 3 and type(got) is int
+    with pytest.raises(TypeError, match=r"^uid: expected an int, got <Plain.Q: 3>$"):
+        as_int(Plain.Q, "", "uid")
     assert optional(as_int, None, "", "x") is None and optional(as_float, 3, "", "x") == 3.0
     with pytest.raises(TypeError, match=r"^uid: expected an int, got 'a'$"):
         as_int("a", "", "uid")  # no op to name: the argument alone

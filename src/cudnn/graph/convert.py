@@ -6,15 +6,15 @@ casters, include/pybind11/cast.h; the 1.32 wheel's Python layer reads ``None`` a
 - ``bool``: True or False; None is False; a number or a numpy / framework scalar by its truth
   value (pybind11 takes any type that defines ``__bool__``); a str, a list, a tensor is refused.
 - ``int``: an int (a bool too) or anything with ``__index__`` (numpy ints); a float or a str is
-  refused, never truncated.
+  refused, never truncated. A user's IntEnum is an int (``uid=Uid.Q``).
 - ``float``: a float, an int, or anything with ``__float__`` / ``__index__``; a str is refused.
 - a list of ints: any sequence but a str, of ints as above.
 - ``optional``: None is "not given".
 
 What is refused raises ``TypeError``, as the official does, naming the op, the argument, what
-was expected and what was given. One thing more is refused than the official refuses: an enum
-where a number or a flag is expected (a shifted positional argument, ``swish(x, data_type.FLOAT)``,
-which the official reads by its value: a silent wrong result).
+was expected and what was given. One thing more is refused than the official refuses: one of
+cudnn's own enums where a number or a flag is expected (a shifted positional argument,
+``swish(x, data_type.FLOAT)``, which the official reads by its value: a silent wrong result).
 """
 
 from __future__ import annotations
@@ -32,15 +32,20 @@ class _Refused(Exception):
     """The value is not of the declared type (the helpers turn it into the TypeError)."""
 
 
+def _cudnn_enum(value: Any) -> bool:
+    """A member of one of cudnn's own enums (data_type, heur_mode, ...), never a number here."""
+    return isinstance(value, Enum) and type(value).__module__.partition(".")[0] == "cudnn"
+
+
 def _refuse(at: str, arg: str, expected: str, value: Any) -> TypeError:
-    got = f"{value!r} (an enum; check the argument order)" if isinstance(value, Enum) else repr(value)
+    got = f"{value!r} (a cudnn enum; check the argument order)" if _cudnn_enum(value) else repr(value)
     return TypeError(f"{at + ': ' if at else ''}{arg}: expected {expected}, got {got}")
 
 
 def _bool(value: Any) -> bool:
     if value is None or isinstance(value, bool):
         return bool(value)
-    if isinstance(value, Enum) or not hasattr(type(value), "__bool__"):
+    if _cudnn_enum(value) or not hasattr(type(value), "__bool__"):
         raise _Refused
     try:
         return bool(value)
@@ -49,7 +54,7 @@ def _bool(value: Any) -> bool:
 
 
 def _int(value: Any) -> int:
-    if isinstance(value, Enum) or not hasattr(type(value), "__index__"):
+    if _cudnn_enum(value) or not hasattr(type(value), "__index__"):
         raise _Refused
     try:
         return operator.index(value)
@@ -58,7 +63,7 @@ def _int(value: Any) -> int:
 
 
 def _float(value: Any) -> float:
-    if isinstance(value, Enum) or not (hasattr(type(value), "__float__") or hasattr(type(value), "__index__")):
+    if _cudnn_enum(value) or not (hasattr(type(value), "__float__") or hasattr(type(value), "__index__")):
         raise _Refused
     try:
         return float(value) if hasattr(type(value), "__float__") else float(operator.index(value))
