@@ -634,8 +634,14 @@ class pygraph:  # the documented name
         """The graph as a JSON-ready dict: context, nodes, tensors (what ``str(graph)`` prints)."""
         ctx = self.context
         tensors: dict[str, Any] = {}
+        keys: dict[int, str] = {}  # a second tensor of one name is keyed "name#2"
         for t in all_tensors(self.nodes):  # ragged offsets too: the tensors that use them name them
-            tensors[t.get_name()] = t.to_dict()
+            key, n = t.get_name(), 1
+            while key in tensors:
+                n += 1
+                key = f"{t.get_name()}#{n}"
+            keys[id(t)] = key
+            tensors[key] = t.to_dict()
         try:
             backend = version_string(loader.report().version)
         except Exception:  # noqa: BLE001 - no loadable libcudnn here: the JSON names no backend version
@@ -652,7 +658,7 @@ class pygraph:  # the documented name
             "cudnn_backend_version": backend,
             "cudnn_frontend_version": _VERSION_INT,
             "json_version": "1.0",
-            "nodes": [node.to_json() for node in self.nodes],
+            "nodes": [node.to_json(keys) for node in self.nodes],
             "tensors": tensors,
         }
 

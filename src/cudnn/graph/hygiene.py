@@ -39,21 +39,17 @@ def adopt(nodes: Sequence[Node], node: Node) -> None:
 
 
 def check_names(nodes: Sequence[Node]) -> None:
-    """Refuse two tensors the user gave the same name; make generated names unique."""
-    chosen: dict[str, tuple[Tensor, str]] = {}
+    """Make generated names unique and unlike every name the user gave. Two tensors the user
+    gave one name are allowed, as in the official (tensors are bound by object or uid, never by
+    name); only the graph's JSON, which keys tensors by name, shows one of them."""
+    taken: set[str] = set()
     generated: list[tuple[Tensor, str]] = []
     for where, port, t in _ports(nodes):
         name = t.get_name()
         if not name or _is_generated(t):
             generated.append((t, f"{where.name}::{port}"))
-            continue
-        other, place = chosen.setdefault(name, (t, where.at(port)))
-        if other is not t:
-            raise GraphError(f"{where.at(port)} tensor {name!r} and {place} tensor {name!r} are two "
-                             "different tensors with one name; tensor names must be unique in a graph (its "
-                             "JSON keys tensors by name): rename one with set_name(), or leave it unnamed "
-                             "for a generated name")
-    taken = set(chosen)
+        else:
+            taken.add(name)
     seen: set[int] = set()
     for t, wanted in generated:
         if id(t) in seen:

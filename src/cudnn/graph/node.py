@@ -7,7 +7,7 @@ op-specific JSON. Errors name the node and port: ``conv_fprop 'conv2d': W ...``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -92,13 +92,19 @@ class Node:
         """Op-specific JSON keys (besides compute_data_type, inputs, outputs, name, tag)."""
         return {}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, keys: Mapping[int, str] | None = None) -> dict[str, Any]:
+        """The node as JSON; ``keys`` (by ``id`` of a tensor) names tensors as the graph's JSON
+        keys them, where two tensors share a name (their names otherwise)."""
         ct = self.compute_data_type
+
+        def key(t: Tensor) -> str:
+            return keys.get(id(t), t.get_name()) if keys else t.get_name()
+
         return {
             **self.attributes(),
             "compute_data_type": None if ct == NOT_SET else ct.name,
-            "inputs": {port: t.get_name() for port, t in self.inputs.items()},
-            "outputs": {port: t.get_name() for port, t in self.outputs.items()},
+            "inputs": {port: key(t) for port, t in self.inputs.items()},
+            "outputs": {port: key(t) for port, t in self.outputs.items()},
             "name": self.name,
             "tag": self.tag,
         }
