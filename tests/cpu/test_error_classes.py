@@ -180,8 +180,8 @@ def sdpa_graph(d: int = 64, s_q: int = 64, s_kv: int = 64, h_k: int = 2, bias: A
     ({"h_k": 3}, "must be a multiple"),
     ({"bias": dt.BOOLEAN}, "a BOOLEAN bias is not supported"),
     ({"use_alibi_mask": True}, "ALiBi needs a causal mask"),
-    ({"s_q": 128, "s_kv": 64, "use_causal_mask_bottom_right": True}, "BOTTOM_RIGHT needs s_q <= s_kv"),
-    ({"use_causal_mask_bottom_right": True, "bias": HALF}, "BOTTOM_RIGHT alignment cannot be combined with bias"),
+    ({"s_q": 128, "s_kv": 64, "use_causal_mask_bottom_right": True}, "BOTTOM_RIGHT causal mask needs s_q <= s_kv"),
+    ({"use_causal_mask_bottom_right": True, "bias": HALF}, "BOTTOM_RIGHT causal mask .* cannot be combined with bias"),
 ], ids=["head_dim", "gqa_heads", "boolean_bias", "alibi_without_causal", "bottom_right_s_q", "bottom_right_bias"])
 def test_attention_the_official_does_not_support_skips_at_validate(kw: dict[str, Any], why: str) -> None:
     """Each is the official's GRAPH_NOT_SUPPORTED (sdpa_support_surface.h, _sdpa_validate.py)."""

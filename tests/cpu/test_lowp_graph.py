@@ -175,14 +175,14 @@ def test_fp8_forward_paged_kv_loads_the_caches() -> None:
     assert bmm1.inputs["B"] is loads[0].outputs["Y"]
 
 
-def test_fp8_paged_kv_needs_the_padding_mask() -> None:
+def test_fp8_paged_kv_needs_the_sequence_lengths() -> None:
     g = graph()
     q = g.tensor(name="q", dim=[2, 8, 128, 128], data_type=E4)
     k, v = (g.tensor(name=n, dim=[16, 2, 32, 128], data_type=E4) for n in ("k_cache", "v_cache"))
     tables = {n: g.tensor(name=n, dim=[2, 1, 8, 1], data_type=dt.INT32)
               for n in ("paged_attention_k_table", "paged_attention_v_table")}
     fwd(g, qkv=[q, k, v], **tables)
-    with pytest.raises(GraphError, match="paged K/V caches need use_padding_mask=True"):
+    with pytest.raises(GraphError, match="paged K/V caches need the sequence lengths seq_len_q and seq_len_kv"):
         g.validate()
 
 

@@ -30,6 +30,8 @@ GRADS = (("dQ", "Q"), ("dK", "K"), ("dV", "V"))
 class SDPABackward(SdpaBase):
     """Attention backward; the forward's options (masks, scale, dropout) must be repeated."""
 
+    backward = True
+
     op, tag = "sdpa_backward", "SDPA_BWD"
 
     def infer(self, ctx: Context) -> None:

@@ -21,7 +21,6 @@ from ..tensor import NOT_SET, Tensor
 
 HALF_TYPES = (data_type.HALF, data_type.BFLOAT16)
 INDEX_TYPES = (data_type.INT32, data_type.INT64)
-MAX_HEAD_DIM = 256
 
 
 @dataclass
@@ -97,6 +96,7 @@ class SdpaBase(Node):
         "Page_table_V": "paged_attention_v_table"}
     io_types: tuple[data_type, ...] = HALF_TYPES  # what Q, K and V may be (the FP8 nodes widen it)
     io_hint = " (FP8 attention is sdpa_fp8)"
+    backward: ClassVar[bool] = False  # the backward nodes' rules differ in a few places
     dims: Dims  # the problem sizes, set by infer() (from problem())
 
     def __init__(self, name: str, inputs: dict[str, Tensor | None], opts: SdpaOptions, compute_data_type: Any) -> None:
@@ -164,10 +164,10 @@ class SdpaBase(Node):
         if not self.paged_k and not self.paged_v and k[2] != v[2]:
             raise GraphError(f"{self.at('V')}: sequence length {v[2]} must equal K's {k[2]} (K {k}, V {v})")
         for port, d in (("Q", d_qk), ("V", d_v)):
-            if d % 8 or d > MAX_HEAD_DIM:
+            if d % 8:  # larger head dims are the engines' to refuse (see check_support)
                 what = "d_qk" if port == "Q" else "d_v"
                 raise GraphNotSupportedError(f"{self.at(port)}: head dim {what}={d} is not supported: it "
-                                             f"must be a multiple of 8 and at most {MAX_HEAD_DIM}")
+                                             "must be a multiple of 8")
         return Dims(b, h_q, h_k, h_v, s_q, self.infer_s_kv(k, v), d_qk, d_v)
 
     def infer_s_kv(self, k: list[int], v: list[int]) -> int:
@@ -209,8 +209,9 @@ class SdpaBase(Node):
                              "use_padding_mask=True (or a score_mod)")
         for port in seq:
             t = self.inputs[port]
-            if t.get_dim() != [p.b, 1, 1, 1] or t.get_data_type() != data_type.INT32:
-                raise GraphError(f"{self.at(port.lower())}: must be INT32 [b, 1, 1, 1] = [{p.b}, 1, 1, 1], got "
+            if t.get_dim() != [p.b, 1, 1, 1] or t.get_data_type() not in INDEX_TYPES:
+                raise GraphError(f"{self.at(port.lower())}: must be INT32 or INT64 [b, 1, 1, 1] = "
+                                 f"[{p.b}, 1, 1, 1], got "
                                  f"{t.get_data_type().name} {t.get_dim()}")
         for port, t in {**self.inputs, **self.outputs}.items():
             ragged = t.get_ragged_offset()
@@ -219,7 +220,7 @@ class SdpaBase(Node):
             if ragged.get_dim() != [p.b + 1, 1, 1, 1] or ragged.get_data_type() not in INDEX_TYPES:
                 raise GraphError(f"{self.at(port)}: ragged offset must be INT32 or INT64 [b + 1, 1, 1, 1] = "
                                  f"[{p.b + 1}, 1, 1, 1], got {ragged.get_data_type().name} {ragged.get_dim()}")
-            if not o.padding and o.score_mod is None:
+            if not self.backward and not o.padding and o.score_mod is None:
                 raise GraphNotSupportedError(f"{self.at(port)}: a ragged offset needs use_padding_mask=True "
                                              "with seq_len_q/kv")
         if o.right_bound is not None and o.right_bound < 0:
@@ -233,17 +234,21 @@ class SdpaBase(Node):
         if o.left_bound is not None and not o.padding and p.s_q > p.s_kv:
             raise GraphNotSupportedError(f"{self.at('sliding_window_length')}: needs s_q <= s_kv without a "
                                          f"padding mask, got s_q={p.s_q}, s_kv={p.s_kv}")
-        bottom_right = o.alignment == diagonal_alignment.BOTTOM_RIGHT and (
-            o.right_bound is not None or o.left_bound is not None)
-        if bottom_right:
+        ragged_unpadded = not o.padding and any(t.get_ragged_offset() is not None for t in (
+            *self.inputs.values(), *self.outputs.values()))
+        if o.left_bound is not None and ragged_unpadded:
+            raise GraphNotSupportedError(f"{self.at('diagonal_band_left_bound')}: a sliding window on ragged "
+                                         "tensors needs use_padding_mask=True")
+        if o.alignment == diagonal_alignment.BOTTOM_RIGHT and o.right_bound is not None:  # a bottom-right causal mask
             if not o.padding and p.s_q > p.s_kv:
-                raise GraphNotSupportedError(f"{self.at('diagonal_alignment')}: BOTTOM_RIGHT needs s_q <= "
-                                             f"s_kv without a padding mask, got s_q={p.s_q}, s_kv={p.s_kv}")
+                raise GraphNotSupportedError(f"{self.at('diagonal_alignment')}: a BOTTOM_RIGHT causal mask needs "
+                                             f"s_q <= s_kv without a padding mask, got s_q={p.s_q}, s_kv={p.s_kv}")
             for what, on in (("bias", "Bias" in self.inputs), ("use_alibi_mask", o.alibi),
-                             ("dropout", o.dropout_p is not None or "Dropout_mask" in self.inputs)):
+                             ("dropout", o.dropout_p is not None or "Dropout_mask" in self.inputs),
+                             ("ragged tensors without use_padding_mask", ragged_unpadded)):
                 if on:
-                    raise GraphNotSupportedError(f"{self.at('diagonal_alignment')}: BOTTOM_RIGHT alignment "
-                                                 f"cannot be combined with {what}")
+                    raise GraphNotSupportedError(f"{self.at('diagonal_alignment')}: a BOTTOM_RIGHT causal mask "
+                                                 f"(diagonal_band_right_bound set) cannot be combined with {what}")
         if o.score_mod is not None:
             for what, on in (("use_alibi_mask", o.alibi), ("use_padding_mask", o.padding),
                              ("causal / diagonal band bounds", o.left_bound is not None or o.right_bound is not None)):
@@ -264,9 +269,9 @@ class SdpaBase(Node):
         for port in ("Page_table_K", "Page_table_V"):
             if port in self.inputs:
                 self.check_page_table(port, p)
-        if (self.paged_k or self.paged_v) and not o.padding:
-            raise GraphNotSupportedError(f"{self.at('paged_attention_k_table')}: paged K/V caches need "
-                                         "use_padding_mask=True with seq_len_q and seq_len_kv")
+        if (self.paged_k or self.paged_v) and len(seq) != 2:
+            raise GraphNotSupportedError(f"{self.at('paged_attention_k_table')}: paged K/V caches need the "
+                                         "sequence lengths seq_len_q and seq_len_kv")
         if o.max_seq_len_kv is not None and not (self.paged_k or self.paged_v):
             raise GraphNotSupportedError(f"{self.at('paged_attention_max_seq_len_kv')}: only meaningful with "
                                          "paged K/V caches")

@@ -228,6 +228,8 @@ def fp8_forward(node: SDPAFP8, ex: Expander) -> list[Node]:
 class SDPAFP8Backward(SdpaBase):
     """FP8 attention backward: dQ, dK, dV (scaled FP8) and Amax_dQ/dK/dV/dP."""
 
+    backward = True
+
     op, tag = "sdpa_fp8_backward", "SDPA_FP8_BWD"
     io_types = FP8_TYPES
     io_hint = " (fp16/bf16 attention is sdpa_backward)"

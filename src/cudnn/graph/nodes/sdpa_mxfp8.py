@@ -102,6 +102,8 @@ BWD_FACTORS = (  # port, argument, tensor it scales, axis of the blocks
 class SDPAMXFP8Backward(SdpaBase):
     """MXFP8 attention backward: dQ, dK, dV and their Amax."""
 
+    backward = True
+
     op, tag = "sdpa_mxfp8_backward", "SDPA_MXFP8_BWD"
     io_types = FP8_TYPES
     io_hint = " (fp16/bf16 attention is sdpa_backward)"
