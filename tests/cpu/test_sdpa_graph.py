@@ -441,3 +441,17 @@ def test_ragged_backward_needs_no_padding_mask() -> None:
     fwd(g, q, k, v, name="attn")
     with err("a ragged offset needs use_padding_mask=True"):
         g.validate()
+
+
+def test_unified_takes_ragged_tensors_with_the_padding_mask() -> None:
+    """Ragged offsets are attributes of the tensor descriptors, which the SDPA_FWD operation
+    takes as any other (as in the official, whose ragged UNIFIED cases run on cuDNN 9.19)."""
+    from cudnn.graph.nodes.sdpa_unified import unified_refusal
+
+    g = graph()
+    q, k, v = (t.set_ragged_offset(g.tensor(dim=[3, 1, 1, 1], data_type=I32)) for t in qkv(g, bshd=True))
+    fwd(g, q, k, v, name="attn", is_inference=True, **lens(g))
+    g.validate()
+    node = g.nodes[0]
+    assert unified_refusal(node, g.context, 91900) is None
+    assert "needs cuDNN >= 9.15" in (unified_refusal(node, g.context, 91400) or "")

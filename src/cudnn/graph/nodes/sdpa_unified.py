@@ -63,9 +63,6 @@ def unified_refusal(node: SdpaBase, ctx: Context, version: int | None) -> str | 
             return f"{what} needs the SDPA_FWD subgraph/softmax attributes (cuDNN >= 9.21), not built by cudnn-py"
     if o.padding and v is not None and v < 91500:
         return f"the padding mask needs cuDNN >= 9.15, the loaded cuDNN is {version_string(v)}"
-    for port, t in {**node.inputs, **node.outputs}.items():
-        if t.get_ragged_offset() is not None:
-            return f"{port} has a ragged offset (THD layouts take the composite lowering)"
     if o.unfuse_fma and v is not None and v < 92200:
         return f"unfuse_fma needs cuDNN >= 9.22, the loaded cuDNN is {version_string(v)}"
     return None
