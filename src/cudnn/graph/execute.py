@@ -28,6 +28,10 @@ refused (too small for what the tensor addresses, on another device or the host,
 missing); a shape, stride or dtype that differs from the tensor's but stays inside the buffer
 gives one `ExecutionInputWarning` per tensor ("warn", the default) or an error ("strict");
 keys that are not tensors of the graph are ignored. "off" skips the checks.
+
+Keys bind by uid, as the official binds them: an int is a uid, a tensor of this graph binds to
+its buffer, and another graph's tensor (the graph this one was deserialized from) to the tensor
+of this graph with its uid.
 """
 
 from __future__ import annotations
@@ -557,16 +561,16 @@ class Runner:
         ptrs: list[Any] = []
         scalars: dict[int, HostScalar] = {}
         seen: set[int] = set()
+        ignored: list[str] = []  # keys of no tensor of this graph, named if something is missing
         # the plan's engine replays faithfully, and no host buffer is read by value (Python
         # numbers are part of the key)
         replayable = self.replays
-        for key, value in variant_pack.items():
-            if key is None:
-                continue
-            binding = self._binding(key, mode)
-            if binding is None:
-                continue
+        for binding, value, foreign in self._bindings(variant_pack, mode, ignored):
             if binding.uid in seen:
+                if foreign:  # a key of this graph binds the uid: another graph's tensor with that uid is ignored
+                    self._unknown(f"variant pack key {foreign}, of another graph, has the uid of {binding.label}, "
+                                  "which a key of this graph binds", mode, ignored)
+                    continue
                 raise ExecutionInputError(f"{self.label}: {binding.label} is given twice in the variant pack")
             seen.add(binding.uid)
             ptr = self._pointer(binding, value, mode)
@@ -579,7 +583,8 @@ class Runner:
                 replayable = replayable and not binding.tensor.get_is_pass_by_value()
         missing = [b.label for b in self.required if b.uid not in seen]
         if missing:
-            raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing))
+            also = f" (ignored keys: {'; '.join(ignored)})" if ignored else ""
+            raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing) + also)
         workspace_ptr = self._workspace_pointer(workspace, mode)
         key = (tuple(uids), tuple(ptrs), workspace_ptr)
         entry = self.packs.bound(key)
@@ -597,34 +602,61 @@ class Runner:
         pointers, plan_ws, fills = self._pack_pointers(layout, given, workspace_ptr)
         return Entry(layout.pack.make_owned(pointers, plan_ws), [*scalars.values(), *layout.keep], fills, replayable)
 
-    def _binding(self, key: Any, mode: str) -> Binding | None:
-        """The binding a variant-pack key names; None for a key to ignore (not of this graph)."""
+    def _bindings(self, variant_pack: Mapping[Any, Any], mode: str,
+                  ignored: list[str]) -> list[tuple[Binding, Any, str]]:
+        """(binding, buffer, '' or the label of another graph's tensor bound by its uid) of each key
+        that names a tensor of this graph, keys of this graph's tensors first (they win a uid over
+        another graph's tensor); keys to ignore are noted in ``ignored``."""
+        own: list[tuple[Binding, Any, str]] = []
+        foreign: list[tuple[Binding, Any, str]] = []
+        for key, value in variant_pack.items():
+            if key is None:
+                continue
+            binding = self._binding(key, mode, ignored)
+            if binding is not None:
+                own.append((binding, value, ""))
+            elif isinstance(key, Tensor) and (binding := self._foreign(key, mode, ignored)) is not None:
+                foreign.append((binding, value, f"{key.label()} (uid {key.get_uid()})"))
+        return own + foreign
+
+    def _binding(self, key: Any, mode: str, ignored: list[str]) -> Binding | None:
+        """The binding a variant-pack key of this graph names (a tensor, or an int uid); None for
+        a tensor of no binding here (see `_foreign`) or a key to ignore (noted in ``ignored``)."""
         if isinstance(key, Tensor):
-            binding = self.by_tensor.get(id(key))
-            if binding is None:
-                if id(key) in self.unused_tensors:
-                    return None
-                what = "an intermediate (virtual) tensor" if key.get_is_virtual() else "not a tensor of this graph"
-                self._unknown(f"variant pack key {key.label()} is {what}", mode)
-                return None
-            return binding
+            return self.by_tensor.get(id(key))
         if isinstance(key, int) and not isinstance(key, bool):
             binding = self.by_uid.get(key)
-            if binding is None:
-                if key in self.unused_uids:
-                    return None
-                self._unknown(f"variant pack key uid {key} is not a uid of this graph "
-                              f"(known: {sorted(self.by_uid)})", mode)
-                return None
+            if binding is None and key not in self.unused_uids:
+                self._unknown(f"variant pack key uid {key} is not a uid of this graph (known: "
+                              f"{sorted(self.by_uid)})", mode, ignored)
             return binding
         raise ExecutionInputError(f"{self.label}: variant pack keys must be cudnn.tensor objects or int uids, "
                                   f"got {type(key).__name__}")
 
-    def _unknown(self, what: str, mode: str) -> None:
-        """A key the graph has no buffer for: an error in strict mode, else ignored (as cuDNN would)."""
+    def _foreign(self, key: Tensor, mode: str, ignored: list[str]) -> Binding | None:
+        """The binding of a tensor key that is none of this graph's bound tensors: another
+        graph's tensor (the one this graph was deserialized from, say) binds by its uid, as the
+        official binds every key; None for one to ignore (noted in ``ignored``)."""
+        if id(key) in self.unused_tensors:
+            return None
+        if key.get_is_virtual():
+            self._unknown(f"variant pack key {key.label()} is an intermediate (virtual) tensor", mode, ignored)
+            return None
+        uid = key.get_uid() if key.has_uid() else None
+        binding = None if uid is None else self.by_uid.get(uid)
+        if binding is None and (uid is None or uid not in self.unused_uids):
+            has = "has no uid" if uid is None else f"has uid {uid}, which is no uid of this graph (known: " \
+                                                   f"{sorted(self.by_uid)})"
+            self._unknown(f"variant pack key {key.label()} is not a tensor of this graph and {has}", mode, ignored)
+        return binding
+
+    def _unknown(self, what: str, mode: str, ignored: list[str]) -> None:
+        """A key the graph has no buffer for: an error in strict mode, else ignored (as cuDNN would)
+        and noted in ``ignored``."""
         if mode == "strict":
             raise ExecutionInputError(f"{self.label}: {what}")
         logging.getLogger("cudnn.execute").debug("%s: %s; ignored", self.label, what)
+        ignored.append(what.removeprefix("variant pack key "))
 
     def _pointer(self, b: Binding, value: Any, mode: str) -> int | HostScalar:
         """The checked device address of ``value`` for ``b`` (a HostScalar for a Python number)."""
