@@ -1,5 +1,6 @@
 """What a variant pack binds: keys by uid as the official binds them (another graph's tensor, the
-one a graph was deserialized from, binds to this graph's tensor of its uid).
+one a graph was deserialized from, binds to this graph's tensor of its uid), and the packed buffers of
+ragged tensors.
 
 No GPU: Runners execute on the recording backend of fake_backend, so each test sees the uid ->
 address binding that would reach cuDNN. Device buffers are described by the CUDA array
@@ -9,6 +10,8 @@ interface (never dereferenced).
 from __future__ import annotations
 
 import itertools
+import types
+import warnings
 from typing import Any
 
 import pytest
@@ -17,12 +20,12 @@ from fake_backend import sub_graph as fake_graph
 
 import cudnn
 from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph.execute import Binding, Runner
-from cudnn.graph.pipeline import make_bindings
+from cudnn.graph.execute import Binding, Runner, needed_bytes, token_bytes
+from cudnn.graph.pipeline import Pipeline, make_bindings
 from cudnn.graph.serialize import TensorRecord
 
 dt = cudnn.data_type
-F = dt.FLOAT
+H, F, I32 = dt.HALF, dt.FLOAT, dt.INT32
 SHAPE = (4, 4)
 _addresses = itertools.count(0x7F0000000000, 0x100000)
 
@@ -45,6 +48,13 @@ def backend(monkeypatch: pytest.MonkeyPatch) -> Backend:
     b = Backend()
     b.install(monkeypatch)
     return b
+
+
+def lowered(g: cudnn.pygraph) -> list[Binding]:
+    """The bindings of ``g`` expanded and lowered for cuDNN 9.19, without a library."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(pipeline_module.loader, "report", lambda: types.SimpleNamespace(version=91900))
+        return Pipeline(g).lowered().bindings
 
 
 @pytest.fixture
@@ -123,3 +133,90 @@ def test_an_intermediate_of_another_graph_is_not_bound_by_its_uid(backend: Backe
     r = runner(backend, deserialized(g))
     with pytest.raises(cudnn.ExecutionInputError, match=r"'sub::OUT_0' is an intermediate \(virtual\) tensor"):
         r.run({mid: DeviceArray(), A: DeviceArray()}, None, 1)
+
+
+# -- ragged tensors ----------------------------------------------------------------------------------
+
+B_, HQ, S, D = 2, 8, 64, 64  # batch, heads, the longest sequence, head dim
+TOKEN = HQ * D * 2  # one token of a THD half tensor: every head, the head dim
+
+
+def thd(g: cudnn.pygraph, name: str) -> cudnn.tensor:
+    """A [b, h, s, d] half tensor laid out as packed THD, with a ragged offset."""
+    t = g.tensor(name=name, dim=[B_, HQ, S, D], stride=[S * HQ * D, D, HQ * D, 1], data_type=H)
+    return t.set_ragged_offset(g.tensor(name=f"{name}_offsets", dim=[B_ + 1, 1, 1, 1], data_type=I32))
+
+
+def ragged_attention() -> tuple[cudnn.pygraph, dict[str, cudnn.tensor]]:
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    q, k, v = thd(g, "Q"), thd(g, "K"), thd(g, "V")
+    seq_q = g.tensor(name="seq_q", dim=[B_, 1, 1, 1], data_type=I32)
+    seq_kv = g.tensor(name="seq_kv", dim=[B_, 1, 1, 1], data_type=I32)
+    o, _ = g.sdpa(q, k, v, is_inference=True, attn_scale=0.125, use_padding_mask=True, seq_len_q=seq_q,
+                  seq_len_kv=seq_kv, name="sdpa")
+    o.set_output(True).set_dim([B_, HQ, S, D]).set_stride([S * HQ * D, D, HQ * D, 1])
+    o.set_ragged_offset(q.get_ragged_offset())
+    g.validate()
+    return g, {"Q": q, "K": k, "V": v, "O": o, "seq_q": seq_q, "seq_kv": seq_kv}
+
+
+def ragged_pack(ts: dict[str, cudnn.tensor], tokens: int, typestr: str = "<f2") -> dict[cudnn.tensor, Any]:
+    """Packed [tokens, h, d] buffers for Q, K, V and O, with their offsets and sequence lengths."""
+    pack: dict[cudnn.tensor, Any] = {ts[n]: DeviceArray((tokens, HQ, D), typestr) for n in ("Q", "K", "V", "O")}
+    for n in ("Q", "K", "V"):
+        pack[ts[n].get_ragged_offset()] = DeviceArray((B_ + 1, 1, 1, 1), "<i4")
+    pack.update({ts["seq_q"]: DeviceArray((B_, 1, 1, 1), "<i4"), ts["seq_kv"]: DeviceArray((B_, 1, 1, 1), "<i4")})
+    return pack
+
+
+def test_token_bytes_is_one_token_of_any_layout() -> None:
+    g = cudnn.pygraph()
+    assert token_bytes(thd(g, "T")) == TOKEN
+    bhsd = g.tensor(dim=[B_, HQ, S, D], stride=[HQ * S * D, S * D, D, 1], data_type=H)
+    assert token_bytes(bhsd) == ((HQ - 1) * S * D + D) * 2  # the first token of every head
+    bsd = g.tensor(dim=[B_, S, D], stride=[S * D, D, 1], data_type=F)
+    assert token_bytes(bsd) == D * 4
+    assert needed_bytes(thd(g, "U")) == B_ * S * HQ * D * 2
+
+
+def test_a_ragged_tensor_takes_a_packed_buffer_of_any_token_count(backend: Backend, checks: Any) -> None:
+    """Packed THD buffers of fewer tokens than b x s (the official suite's, e.g. [64, 3, 128] for
+    [1, 3, 380, 128]) are bound without a warning, even in strict mode; shapes are not compared."""
+    g, ts = ragged_attention()
+    bindings = lowered(g)
+    assert sorted(b.tensor.get_name() for b in bindings if b.ragged) == ["K", "Q", "V", "sdpa::O"]
+    for mode in ("warn", "strict"):
+        checks(mode)
+        r = runner(backend, bindings)
+        pack = ragged_pack(ts, tokens=3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            r.run(pack, None, 1)
+        assert backend.executed[-1][ts["Q"].get_uid()] == pack[ts["Q"]].ptr
+
+
+def test_a_ragged_buffer_without_one_token_is_refused(backend: Backend) -> None:
+    g, ts = ragged_attention()
+    r = runner(backend, lowered(g))
+    pack = ragged_pack(ts, tokens=4)
+    pack[ts["K"]] = DeviceArray((1, HQ - 1, D), "<f2")
+    with pytest.raises(cudnn.ExecutionInputError,
+                       match=rf"K tensor 'K' \(uid \d+\) is ragged \(packed by its offsets\) and needs at least one "
+                             rf"token, {TOKEN} bytes .*; the buffer has {TOKEN - D * 2}"):
+        r.run(pack, None, 1)
+
+
+def test_a_ragged_buffer_of_another_data_type_still_warns(backend: Backend) -> None:
+    g, ts = ragged_attention()
+    r = runner(backend, lowered(g))
+    pack = ragged_pack(ts, tokens=4)
+    pack[ts["V"]] = DeviceArray((4, HQ, D), "<f4")
+    with pytest.warns(cudnn.ExecutionInputWarning, match=r"'V' .*expects HALF data, got .* FLOAT"):
+        r.run(pack, None, 1)
+
+
+def test_a_tensor_without_a_ragged_offset_still_needs_its_whole_extent(backend: Backend) -> None:
+    g, A, B, C = fake_graph(SHAPE)
+    r = runner(backend, make_bindings(g.nodes))
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'A' \(uid 1\) needs 64 bytes"):
+        r.run({A: DeviceArray((2, 4)), B: DeviceArray(), C: DeviceArray()}, None, 1)

@@ -27,7 +27,8 @@ The first call with a set of buffers checks them (`set_execute_checks`): what is
 refused (too small for what the tensor addresses, on another device or the host, misaligned,
 missing); a shape, stride or dtype that differs from the tensor's but stays inside the buffer
 gives one `ExecutionInputWarning` per tensor ("warn", the default) or an error ("strict");
-keys that are not tensors of the graph are ignored. "off" skips the checks.
+keys that are not tensors of the graph are ignored. "off" skips the checks. A ragged tensor's
+buffer is packed by offsets on the device: it must hold one token, and its shape is not compared.
 
 Keys bind by uid, as the official binds them: an int is a uid, a tensor of this graph binds to
 its buffer, and another graph's tensor (the graph this one was deserialized from) to the tensor
@@ -102,9 +103,16 @@ class Binding:
         return f"{self.node}: {self.port} tensor {self.tensor.label()} (uid {self.uid})"
 
     @functools.cached_property
+    def ragged(self) -> bool:
+        """Whether the tensor has a ragged offset: its buffer is packed, laid out by offsets only
+        the device holds, so neither its extent nor its shape follows from dims and strides."""
+        return self.tensor.get_ragged_offset() is not None
+
+    @functools.cached_property
     def needed(self) -> int:
-        """Bytes the tensor's dims and strides reach, as built (read once, not per buffer)."""
-        return needed_bytes(self.tensor)
+        """Bytes a buffer must hold, as built (read once, not per buffer): what the dims and
+        strides reach, or for a ragged tensor one token (`token_bytes`)."""
+        return token_bytes(self.tensor) if self.ragged else needed_bytes(self.tensor)
 
     @functools.cached_property
     def torch_dtype(self) -> Any:
@@ -729,7 +737,9 @@ class Runner:
 
     def _check_layout(self, b: Binding, info: Any, mode: str) -> None:
         """Refuse a buffer smaller than what the tensor addresses; a memory-safe mismatch of
-        dtype, dims or strides warns once per tensor (an error in strict mode)."""
+        dtype, dims or strides warns once per tensor (an error in strict mode). A ragged
+        tensor's buffer is packed (its shape is not the declared one, its extent depends on
+        offsets on the device): it must hold one token, and only its dtype is compared."""
         t = b.tensor
         needed = b.needed
         have = info.extent_bytes if info.extent_bytes is not None else info.needed_bytes
@@ -742,9 +752,14 @@ class Runner:
         dims, strides, squeezed = b.layout
         if info.dtype != t.get_data_type():
             mismatch = f"expects {t.get_data_type().name} data, got {info.framework} {info.dtype.name}"
-        elif (info.shape != dims or info.strides != strides) and _squeezed(info.shape, info.strides) != squeezed:
+        elif not b.ragged and (info.shape != dims or info.strides != strides) and \
+                _squeezed(info.shape, info.strides) != squeezed:
             mismatch = (f"expects dims {list(dims)} strides {list(strides)}, got a buffer with shape "
                         f"{list(info.shape)} strides {list(info.strides)}")
+        if have < needed and b.ragged:
+            raise ExecutionInputError(f"{self.label}: {b.label} is ragged (packed by its offsets) and needs at "
+                                      f"least one token, {needed} bytes for dims {list(dims)} strides "
+                                      f"{list(strides)}; the buffer has {have}")
         if have < needed:
             detail = f" ({mismatch})" if mismatch else ""
             raise ExecutionInputError(f"{self.label}: {b.label} needs {needed} bytes for dims {list(dims)} strides "
@@ -830,6 +845,21 @@ def needed_bytes(t: Tensor) -> int:
     from ..interop.tensors import nbytes
 
     span = sum((d - 1) * s for d, s in zip(t.get_dim(), t.get_stride())) + 1
+    return nbytes(t.get_data_type(), span)
+
+
+def token_bytes(t: Tensor) -> int:
+    """Bytes one token of a ragged tensor reaches: its dims with the batch axis (the first) and
+    the token axis (second from last, the sequence of [b, h, s, d] or [b, s, d]) taken as 1. A
+    ragged tensor's batches start at offsets read on the device, each with as many tokens as its
+    sequence length there; one token is all a packed buffer is sure to hold."""
+    from ..interop.tensors import nbytes
+
+    dims = list(t.get_dim())
+    for axis in {0, len(dims) - 2} if len(dims) >= 2 else {0}:
+        if dims:
+            dims[axis] = 1
+    span = sum((d - 1) * s for d, s in zip(dims, t.get_stride())) + 1
     return nbytes(t.get_data_type(), span)
 
 
