@@ -1,10 +1,10 @@
 """What a variant pack binds: keys by uid as the official binds them (another graph's tensor, the
-one a graph was deserialized from, binds to this graph's tensor of its uid), and the packed buffers of
-ragged tensors.
+one a graph was deserialized from, binds to this graph's tensor of its uid), the packed buffers of
+ragged tensors, and the tensors an attention ``score_mod`` callback uses, which are its graph's.
 
 No GPU: Runners execute on the recording backend of fake_backend, so each test sees the uid ->
 address binding that would reach cuDNN. Device buffers are described by the CUDA array
-interface (never dereferenced).
+interface (never dereferenced), host buffers are numpy arrays.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import types
 import warnings
 from typing import Any
 
+import numpy as np
 import pytest
 from fake_backend import Backend, Pack
 from fake_backend import sub_graph as fake_graph
@@ -220,3 +221,92 @@ def test_a_tensor_without_a_ragged_offset_still_needs_its_whole_extent(backend: 
     r = runner(backend, make_bindings(g.nodes))
     with pytest.raises(cudnn.ExecutionInputError, match=r"'A' \(uid 1\) needs 64 bytes"):
         r.run({A: DeviceArray((2, 4)), B: DeviceArray(), C: DeviceArray()}, None, 1)
+
+
+# -- score_mod: the callback's tensors are its graph's -----------------------------------------------
+
+def arrow_attention(row_bound: cudnn.tensor | None = None) -> tuple[cudnn.pygraph, dict[str, cudnn.tensor]]:
+    """Attention whose score_mod reads tensors of the graph: by-value bounds and -inf (host scalars,
+    as the official suite's flexible attention declares them) and a device tensor of document ids."""
+    g = cudnn.pygraph(io_data_type=H, intermediate_data_type=F, compute_data_type=F)
+    q = g.tensor(name="Q", dim=[1, 2, 16, 64], stride=[2048, 1024, 64, 1], data_type=H)
+    k = g.tensor(name="K", dim=[1, 2, 16, 64], stride=[2048, 1024, 64, 1], data_type=H)
+    v = g.tensor(name="V", dim=[1, 2, 16, 64], stride=[2048, 1024, 64, 1], data_type=H)
+    if row_bound is None:
+        row_bound = g.tensor(name="row_bound", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True,
+                             data_type=I32)
+    neg_inf = g.tensor(name="neg_inf_scalar", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True,
+                       data_type=F)
+    docs = g.tensor(dim=[1, 1, 16, 1], stride=[16, 16, 1, 1], data_type=I32)  # unnamed: the callback names it
+
+    def mask(sub: cudnn.pygraph, score: cudnn.tensor) -> cudnn.tensor:
+        row = sub.gen_index(input=score, axis=2)
+        row_ok = sub.cmp_lt(input=row, comparison=row_bound, compute_data_type=dt.BOOLEAN)
+        doc = sub.scale(input=row, scale=docs, compute_data_type=F, name="row_bcast")
+        same = sub.cmp_eq(input=doc, comparison=row, compute_data_type=dt.BOOLEAN)
+        keep = sub.logical_and(a=row_ok, b=same, compute_data_type=dt.BOOLEAN)
+        return sub.binary_select(input0=score, input1=neg_inf, mask=keep)
+
+    o, _ = g.sdpa(q, k, v, is_inference=True, attn_scale=0.125, score_mod=mask, name="sdpa")
+    o.set_output(True)
+    return g, {"Q": q, "K": k, "V": v, "O": o, "row_bound": row_bound, "neg_inf": neg_inf, "docs": docs}
+
+
+def arrow_pack(ts: dict[str, cudnn.tensor]) -> dict[cudnn.tensor, Any]:
+    pack: dict[cudnn.tensor, Any] = {ts[n]: DeviceArray((1, 2, 16, 64), "<f2") for n in ("Q", "K", "V", "O")}
+    pack[ts["docs"]] = DeviceArray((1, 1, 16, 1), "<i4")
+    pack[ts["row_bound"]] = np.full((1, 1, 1, 1), 2, dtype=np.int32)  # host tensors read by value
+    pack[ts["neg_inf"]] = np.full((1, 1, 1, 1), -1e9, dtype=np.float32)
+    return pack
+
+
+def test_the_tensors_a_score_mod_uses_bind_to_the_users_objects(backend: Backend) -> None:
+    g, ts = arrow_attention()
+    g.validate()
+    bindings = lowered(g)
+    bound = {id(b.tensor) for b in bindings}
+    assert {id(ts[n]) for n in ("row_bound", "neg_inf", "docs")} <= bound  # the user's own tensors
+    r = runner(backend, bindings)
+    pack = arrow_pack(ts)
+    r.run(pack, None, 1)
+    got = backend.executed[-1]
+    assert got[ts["row_bound"].get_uid()] == pack[ts["row_bound"]].ctypes.data  # the host address
+    assert got[ts["neg_inf"].get_uid()] == pack[ts["neg_inf"]].ctypes.data
+    assert got[ts["docs"].get_uid()] == pack[ts["docs"]].ptr
+    assert ts["docs"].get_name() == "row_bcast::IN_1" and ts["docs"].is_filled("name")  # the graph's name for it
+    numbers = {**pack, ts["row_bound"]: 2, ts["neg_inf"]: -1e9}  # Python numbers, read by value
+    r.run(numbers, None, 1)
+    assert set(backend.executed[-1]) == set(got)
+
+
+def test_a_score_mod_binds_after_validating_again(backend: Backend) -> None:
+    g, ts = arrow_attention()
+    for _ in range(2):
+        g.validate()
+        r = runner(backend, lowered(g))
+        pack = arrow_pack(ts)
+        r.run(pack, None, 1)
+        assert backend.executed[-1][ts["row_bound"].get_uid()] == pack[ts["row_bound"]].ctypes.data
+
+
+def test_a_score_mod_tensor_another_graph_is_home_to_binds_through_the_copy(backend: Backend) -> None:
+    first = cudnn.pygraph(io_data_type=F, compute_data_type=F)
+    row_bound = first.tensor(name="row_bound", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True,
+                             data_type=I32, uid=40)
+    x = first.tensor(name="x", dim=[1, 1, 1, 1], data_type=I32)
+    first.add(x, row_bound, name="add", compute_data_type=I32).set_output(True).set_data_type(I32)
+    first.validate()  # the first graph is the bound's home
+    g, ts = arrow_attention(row_bound)
+    g.validate()
+    bindings = lowered(g)
+    mine = next(b for b in bindings if b.user is row_bound)
+    assert mine.tensor is not row_bound and mine.uid == 40  # the graph's copy, with the uid the user gave
+    r = runner(backend, bindings)
+    pack = arrow_pack(ts)
+    r.run(pack, None, 1)
+    assert backend.executed[-1][40] == pack[row_bound].ctypes.data
+    row_bound.set_uid(41)  # what the user sets later reaches the copy at the next validate
+    g.validate()
+    r = runner(backend, lowered(g))
+    r.run(pack, None, 1)
+    assert backend.executed[-1][41] == pack[row_bound].ctypes.data

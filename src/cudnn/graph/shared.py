@@ -8,6 +8,10 @@ first live graph that uses a tensor, its home, fills it in place, so that its ge
 that graph inferred, as for a tensor of one graph. Every other graph works on a copy of what the
 user gave (`Tensor.given_copy`), made again at each of its ``validate()`` calls so that what the
 user sets later reaches it too; at execute the user's tensor binds to that copy's uid.
+
+A sub-graph whose nodes join a graph (the child pygraph an attention ``score_mod`` callback
+builds on) is no graph of its own here: it shares that graph's homes and copies (`joined`), so
+the user's tensors it uses are bound at that graph's execute like any other of its tensors.
 """
 
 from __future__ import annotations
@@ -35,7 +39,24 @@ class SharedTensors:
     def __init__(self) -> None:
         self._copies: dict[int, tuple[Tensor, Tensor]] = {}  # id(user's tensor) -> (it, this graph's copy)
         self._users: dict[int, tuple[Tensor, Tensor]] = {}  # id(copy) -> (it, the user's tensor)
+        self._joined: dict[int, Tensor] = {}  # id(user's tensor) -> it: used by joined sub-graphs
         self._ref = weakref.ref(self)
+
+    @staticmethod
+    def of(node: Node) -> SharedTensors | None:
+        """The sharing of the live graph ``node`` is in (the home of its ports' tensors: the
+        user's it is home to, its copies, its nodes' outputs), or None for a node of none."""
+        for t in (*node.inputs.values(), *node.outputs.values()):
+            home = _HOME.get(t)
+            owner = home() if home is not None else None
+            if owner is not None:
+                return owner
+        return None
+
+    def joined(self) -> SharedTensors:
+        """The sharing of a sub-graph whose nodes join this graph: this graph's homes and copies
+        (the user's tensors its nodes use are this graph's, bound at its execute)."""
+        return _Joined(self)
 
     def claim(self, t: Tensor, take: bool = True) -> bool:
         """Whether this graph is ``t``'s home; with ``take`` it becomes so where no live graph is."""
@@ -59,11 +80,30 @@ class SharedTensors:
         done: dict[int, Tensor] = {}
         for node in nodes:
             self._point(node, lambda t: self._mine(t, done, refresh=True))
+        # what joined sub-graphs used, the nodes do not reach: made again when they are (as the
+        # attention node that calls the sub-graph's callback validates)
+        joined, self._joined = self._joined, {}
+        for key, user in joined.items():
+            if key in done:
+                continue
+            if self.claim(user, take=False):
+                user.forget_filled(REFILLED)
+            elif (entry := self._copies.pop(key, None)) is not None:
+                del self._users[id(entry[1])]
 
     def user_tensor(self, t: Tensor) -> Tensor | None:
         """The user's tensor that ``t`` is this graph's copy of (None where ``t`` is no copy)."""
         entry = self._users.get(id(t))
         return None if entry is None else entry[1]
+
+    def note_joined(self, node: Node) -> None:
+        """``node`` of a joined sub-graph is in: the user's tensors it reads, for `prepare`."""
+        for t in node.inputs.values():
+            for x in (t, t.get_ragged_offset()):
+                if x is not None:
+                    user = self.user_tensor(x)
+                    user = x if user is None else user
+                    self._joined[id(user)] = user
 
     # -- helpers ------------------------------------------------------------------------------------
 
@@ -116,3 +156,27 @@ class SharedTensors:
         self._users[id(copy)] = (copy, user)
         _HOME[copy] = self._ref  # a copy that reaches another graph is copied there in turn
         return copy
+
+
+class _Joined(SharedTensors):
+    """A joined sub-graph's side of sharing: its graph's (``parent``), whose homes and copies its
+    nodes' tensors are; it records what they use, for the graph's next `prepare`."""
+
+    def __init__(self, parent: SharedTensors) -> None:
+        self.parent = parent
+
+    def claim(self, t: Tensor, take: bool = True) -> bool:
+        return self.parent.claim(t, take)
+
+    def take(self, node: Node) -> None:
+        self.parent.take(node)
+        self.parent.note_joined(node)
+
+    def prepare(self, nodes: Sequence[Node]) -> None:
+        """Nothing: what the sub-graph uses is made again as its graph validates."""
+
+    def user_tensor(self, t: Tensor) -> Tensor | None:
+        return self.parent.user_tensor(t)
+
+    def joined(self) -> SharedTensors:
+        return self.parent.joined()

@@ -19,7 +19,7 @@ from ..errors import GraphError
 from ..expand import Expander, attrs_of, inferred
 from ..node import Context, Node
 from ..sdpa_enums import diagonal_alignment
-from ..tensor import NOT_SET, Tensor
+from ..tensor import NOT_SET, Tensor, filling
 from .matmul import Matmul
 from .pointwise import TABLE, Pointwise
 from .structural import Reduction, Reshape
@@ -191,10 +191,16 @@ def softmax(bld: Builder, s: Tensor, stats: Tensor | None, smax: Tensor | None, 
 def apply_score_mod(node: Node, fn: Callable[..., Any], arg: str, score: Tensor,
                     ctx: Context) -> tuple[Tensor, list[Node]]:
     """Call ``fn(sub_graph, score)`` on a child pygraph sharing ``ctx``; return its result and
-    the child's nodes (inferred, names prefixed with the attention node's)."""
+    the child's nodes (inferred, names prefixed with the attention node's). The child's nodes
+    join the attention node's graph, and so do the tensors they use (the graph's own, or its
+    copies of tensors another graph is home to): they bind at that graph's execute."""
     from ..graph import pygraph
+    from ..shared import SharedTensors
 
     child = pygraph(f"{node.name}::{arg}", ctx.io_data_type, ctx.intermediate_data_type, ctx.compute_data_type)
+    sharing = SharedTensors.of(node)
+    if sharing is not None:
+        child.shared = sharing.joined()
     try:
         result = fn(child, score)
     except GraphError as exc:
@@ -203,10 +209,22 @@ def apply_score_mod(node: Node, fn: Callable[..., Any], arg: str, score: Tensor,
         raise GraphError(f"{node.at(arg)}: must return a cudnn.tensor (the modified score), got "
                          f"{type(result).__name__}")
     nodes = list(child.nodes)
-    for sub in nodes:
-        sub.name = f"{node.name}::{arg}::{sub.name}"
-        sub.infer(ctx)
+    with filling(_tensors(nodes)):  # what inference sets on the user's tensors is the graph's, not theirs
+        for sub in nodes:
+            sub.name = f"{node.name}::{arg}::{sub.name}"
+            sub.infer(ctx)
     if result.get_dim() != score.get_dim():
         raise GraphError(f"{node.at(arg)}: must return a tensor of the score's shape {score.get_dim()}, got "
                          f"{result.get_dim()}")
     return result, nodes
+
+
+def _tensors(nodes: list[Node]) -> list[Tensor]:
+    """Every tensor the nodes' ports hold, ragged offsets included, each once."""
+    seen: dict[int, Tensor] = {}
+    for n in nodes:
+        for t in (*n.inputs.values(), *n.outputs.values()):
+            for x in (t, t.get_ragged_offset()):
+                if x is not None:
+                    seen.setdefault(id(x), x)
+    return list(seen.values())
