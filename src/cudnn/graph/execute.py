@@ -347,17 +347,19 @@ class _Layout:
     """What every pack for one order of given uids shares: the given positions the graph reads
     (None: all), the backend uid layout, the graph constants' addresses and owners, and whether
     its packs may be replayed (none of the given tensors is passed by value: a host buffer's
-    contents would be read once, at the capture)."""
+    contents would be read once, at the capture), and the windows' (position of the source among
+    the given pointers, byte offset)."""
 
-    __slots__ = ("picks", "pack", "constants", "keep", "replayable")
+    __slots__ = ("picks", "pack", "constants", "keep", "replayable", "windows")
 
     def __init__(self, picks: tuple[int, ...] | None, pack: Any, constants: list[int], keep: list[Any],
-                 replayable: bool) -> None:
+                 replayable: bool, windows: Sequence[tuple[int, int]] = ()) -> None:
         self.picks = picks
         self.pack = pack
         self.constants = constants
         self.keep = keep
         self.replayable = replayable
+        self.windows = windows
 
 
 class Runner:
@@ -366,7 +368,7 @@ class Runner:
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
                  "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
                  "identity", "tensor", "data_ptr", "key_of", "backend_execute", "capture", "candidate", "warned",
-                 "layouts", "replays")
+                 "layouts", "replays", "windows")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
@@ -379,6 +381,12 @@ class Runner:
         self.slots = tuple(slots)
         self.device = device
         self.default_handle = default_handle  # a Handle, or an int cudnnHandle_t
+        # slices read in place (Tensor.window_of): bound at their source's address plus an offset,
+        # not from the variant pack, where the caller may still name them
+        window = {b.uid: w for b in bindings if (w := b.tensor.window_of()) is not None}
+        self.windows = [(uid, source.get_uid(), offset) for uid, (source, offset) in window.items()]
+        unused = [*unused, *(b for b in bindings if b.uid in window)]
+        bindings = [b for b in bindings if b.uid not in window]
         self.by_uid = {b.uid: b for b in bindings}
         self.by_tensor = {id(t): b for b in bindings for t in (b.tensor, b.user) if t is not None}
         # tensors of the graph the plan does not read (an attention option the lowering folds
@@ -476,7 +484,7 @@ class Runner:
             list[int], int, tuple[tuple[int, ScratchSlot], ...]]:
         """The pointers of a pack in ``layout``'s uid order (the given ones, the graph's constants,
         its scratch slots in ``workspace``), the plan's workspace pointer and the scratch to fill."""
-        ptrs = given + layout.constants
+        ptrs = given + layout.constants + [given[k] + offset for k, offset in layout.windows]
         fills: tuple[tuple[int, ScratchSlot], ...] = ()
         if self.slots:
             ptrs += [workspace + slot.offset for slot in self.slots]
@@ -495,11 +503,15 @@ class Runner:
         if missing:
             raise ExecutionInputError(f"{self.label}: the variant pack lacks " + "; ".join(missing))
         constants = [b for b in self.by_uid.values() if b.constant is not None and b.uid not in given]
-        order = [uids[i] for i in picks] + [b.uid for b in constants] + [slot.uid for slot in self.slots]
+        position = {uids[i]: k for k, i in enumerate(picks)}  # a window's source is required, so given
+        windows = [(position[source], offset) for _, source, offset in self.windows]
+        order = [uids[i] for i in picks] + [b.uid for b in constants] + [uid for uid, _, _ in self.windows] + \
+            [slot.uid for slot in self.slots]
         layout = _Layout(None if len(picks) == len(uids) else tuple(picks), backend_plan.PackLayout(order, self.label),
                          [b.constant.ptr for b in constants],  # type: ignore[union-attr]
                          [b.constant for b in constants],
-                         self.replays and not any(self.by_uid[uids[i]].tensor.get_is_pass_by_value() for i in picks))
+                         self.replays and not any(self.by_uid[uids[i]].tensor.get_is_pass_by_value() for i in picks),
+                         windows)
         self.layouts[uids] = layout
         return layout
 

@@ -39,6 +39,11 @@ def _since(table: dict[str, int], member: Any) -> int | None:
         return since
 
 
+def since_type(desc_type: D) -> int | None:
+    """The cuDNN version that brought the descriptor (operation) type (None: always there)."""
+    return _since(_SINCE_TYPE, desc_type)
+
+
 MIN_RANK = 3
 
 
@@ -99,7 +104,7 @@ class Lowering:
         desc.set(A.CUDNN_ATTR_TENSOR_DIMENSIONS, dims)
         desc.set(A.CUDNN_ATTR_TENSOR_STRIDES, strides)
         desc.set(A.CUDNN_ATTR_TENSOR_DATA_TYPE, t.get_data_type())
-        desc.set(A.CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, t.get_alignment())
+        desc.set(A.CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, alignment(t))
         desc.set(A.CUDNN_ATTR_TENSOR_IS_VIRTUAL, t.get_is_virtual())
         if t.get_is_pass_by_value():
             desc.set(A.CUDNN_ATTR_TENSOR_IS_BY_VALUE, True)
@@ -127,3 +132,14 @@ class Lowering:
     def scalar_type(self, compute: enums.data_type) -> T:
         """Attribute type for alpha/beta style scalars: double for double math, else float."""
         return T.CUDNN_TYPE_DOUBLE if compute == enums.data_type.DOUBLE else T.CUDNN_TYPE_FLOAT
+
+
+def alignment(t: Tensor) -> int:
+    """The byte alignment cuDNN is told: the tensor's; for a window into another tensor's buffer
+    (`Tensor.window_of`), no more than its offset and that tensor's alignment guarantee."""
+    window = t.window_of()
+    if window is None:
+        return t.get_alignment()
+    source, offset = window
+    guaranteed = min(t.get_alignment(), source.get_alignment())
+    return min(guaranteed, offset & -offset) if offset else guaranteed

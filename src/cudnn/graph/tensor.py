@@ -21,8 +21,9 @@ from .jsonfmt import compact
 NOT_SET = data_type.NOT_SET
 
 # What a graph may fill in where the user left it unset: inferred dims, strides and data type, a
-# generated name, an assigned uid, and a ragged offset seen through the graph's own copy of it.
-FILLABLE = ("name", "dim", "stride", "data_type", "uid", "ragged_offset")
+# generated name, an assigned uid, a ragged offset seen through the graph's own copy of it, and
+# what a build makes of a slice read in place (`Tensor.window_of`): a non-virtual window.
+FILLABLE = ("name", "dim", "stride", "data_type", "uid", "ragged_offset", "is_virtual", "window")
 
 
 def as_data_type(value: Any, what: str = "data_type") -> data_type:
@@ -53,7 +54,7 @@ class Tensor:
     __slots__ = ("_name", "_dim", "_stride", "_data_type", "_is_virtual", "_is_pass_by_value",
                  "_value", "_reordering", "_uid", "_uid_assigned", "_ragged_offset", "_alignment",
                  "_base", "producer", "_vector_count", "_vector_dimension", "_ragged_multiplier",
-                 "_compile_time_constant", "_given", "__weakref__")
+                 "_compile_time_constant", "_window", "_given", "__weakref__")
 
     def __init__(self, name: str = "", dim: Sequence[int] | None = None, stride: Sequence[int] | None = None,
                  data_type: Any = NOT_SET, is_virtual: bool = False, is_pass_by_value: bool = False,
@@ -75,6 +76,7 @@ class Tensor:
         self._vector_dimension = -1  # the dim that is vectorized (-1: none)
         self._ragged_multiplier = 1  # ragged offsets count in units of this many elements
         self._compile_time_constant = False  # a tensor_scalar(COMPILE_TIME_CONST) value
+        self._window: tuple[Tensor, int] | None = None  # (tensor, byte offset) whose memory this is, see window_of
         self.producer: Any = None  # the node whose output this is (set by the graph that adds the node)
         self._given: dict[str, Any] = {}  # FILLABLE attribute a graph filled in -> the user's value
         if uid is not None and int(uid) >= 0:
@@ -85,6 +87,7 @@ class Tensor:
     def set_output(self, is_output: bool) -> Tensor:
         """Mark as a graph output (non-virtual: it gets a buffer) or back to an intermediate."""
         self._is_virtual = not as_bool(is_output, "set_output", "is_output")
+        self._given.pop("is_virtual", None)
         return self
 
     def set_name(self, name: str) -> Tensor:
@@ -126,6 +129,7 @@ class Tensor:
     def set_is_virtual(self, is_virtual: bool) -> Tensor:
         """Virtual: an intermediate that lives inside the fused graph and has no buffer."""
         self._is_virtual = as_bool(is_virtual, "set_is_virtual", "is_virtual")
+        self._given.pop("is_virtual", None)
         return self
 
     def set_is_pass_by_value(self, is_pass_by_value: bool) -> Tensor:
@@ -267,6 +271,18 @@ class Tensor:
         v._base = self if self._base is None else self._base
         return v
 
+    def make_window(self, source: Tensor, byte_offset: int) -> None:
+        """Make this tensor a window into ``source``'s buffer: non-virtual, with a uid of its own,
+        bound at execute to ``source``'s address plus ``byte_offset`` (its dims and strides say
+        which elements it sees). This is how the official frontend lowers a slice on a cuDNN
+        without the SLICE operation; a build fills it in (`filling`), validate forgets it."""
+        self._window = (source, int(byte_offset))
+        self._is_virtual = False
+
+    def window_of(self) -> tuple[Tensor, int] | None:
+        """(source tensor, byte offset) of a window (`make_window`), else None."""
+        return self._window
+
     # -- what the user gave, and what a graph filled in -----------------------------------------
 
     def fillable(self) -> tuple[Any, ...]:
@@ -399,3 +415,53 @@ def constant(name: str, value: int | float, compile_time: bool = False) -> Tenso
     t._value = value
     t._compile_time_constant = bool(compile_time)
     return t
+
+
+# -- layouts, as the official frontend infers them -------------------------------------------------
+# A stride order ranks the dims from the fastest (0) to the slowest; packing dims in an order
+# gives dense strides. These are the official C++ frontend's helpers (graph_helpers.h), tie
+# breaks included, so that what cudnn-py infers for an output is what the official infers.
+
+def order_of(strides: Sequence[int], rank: int | None = None) -> list[int]:
+    """The stride order of a layout (the official's generate_stride_order_preserving_format):
+    dims ranked by stride, equal strides in dim order (the earlier dim counts as faster); dims
+    beyond the strides' (``rank`` larger) follow, slowest last."""
+    order = [0] * len(strides)
+    for k, i in enumerate(sorted(range(len(strides)), key=lambda i: strides[i])):
+        order[i] = k
+    return order + list(range(len(strides), rank or 0))
+
+
+def nhwc_order(rank: int) -> list[int]:
+    """Channels last (generate_NHWC_stride_order): dim 1 fastest, then the last dims back to
+    dim 2, dim 0 slowest; what most official nodes give an output they have no layout for."""
+    if rank < 2:
+        return [0] * rank
+    return [rank - 1, 0, *range(rank - 2, 0, -1)]
+
+
+def row_major_order(rank: int) -> list[int]:
+    """The last dim fastest (generate_row_major_stride_order)."""
+    return list(range(rank - 1, -1, -1))
+
+
+def column_major_order(rank: int) -> list[int]:
+    """Row major with the last two dims exchanged, above 2 dims (generate_column_major_stride_order)."""
+    order = row_major_order(rank)
+    if rank > 2:
+        order[-1], order[-2] = order[-2], order[-1]
+    return order
+
+
+def packed(dims: Sequence[int], order: Sequence[int]) -> list[int]:
+    """Dense strides of ``dims`` in the stride ``order`` (generate_stride)."""
+    strides, acc = [0] * len(dims), 1
+    for _, i in sorted((order[i], i) for i in range(len(dims))):
+        strides[i] = acc
+        acc *= dims[i]
+    return strides
+
+
+def nhwc(dims: Sequence[int]) -> list[int]:
+    """Dense channels-last strides of ``dims``."""
+    return packed(dims, nhwc_order(len(dims)))

@@ -25,8 +25,8 @@ from ...backend.descriptor import Descriptor
 from ..convert import as_bool, as_int, as_int_list, optional
 from ..errors import GraphError, GraphNotSupportedError
 from ..lower import Lowering
-from ..node import Context, Node, packed_in_order, stride_order
-from ..tensor import NOT_SET, Tensor
+from ..node import Context, Node
+from ..tensor import NOT_SET, Tensor, order_of, packed
 
 BLOCK_SCALE_SINCE = 90700
 NEG_SCALE_SINCE = enums.SINCE["cudnnBackendAttributeName_t"]["CUDNN_ATTR_OPERATION_BLOCK_SCALE_DEQUANTIZE_NEG_SCALE"]
@@ -66,12 +66,29 @@ def check_swizzled(node: Node, port: str, t: Tensor, axis: int) -> None:
                          "(pad the scaled tensor)")
 
 
+def transposed_order(dims: Sequence[int], strides: Sequence[int], axis: int | None) -> list[int]:
+    """The stride order the official gives the outputs of a transposing quantize: X's dims from
+    the fastest, unit dims first among equal strides and otherwise the later dim first (what the
+    official's sort makes of its comparator), then rotated so that ``axis``, when one was given,
+    is the fastest (the blocks are packed)."""
+    fastest = sorted(range(len(dims)), key=lambda i: (strides[i], dims[i] != 1, -i))
+    if axis is not None:
+        k = fastest.index(axis % len(dims))
+        fastest = fastest[k:] + fastest[:k]
+    order = [0] * len(dims)
+    for rank, i in enumerate(fastest):
+        order[i] = rank
+    return order
+
+
 def _names(types: Sequence[data_type]) -> str:
     return ", ".join(t.name for t in types)
 
 
 class BlockScaleQuantize(Node):
-    """X -> (Y, scale): Y = X / scale rounded to a narrow type; one scale per block along ``axis``."""
+    """X -> (Y, scale): Y = X / scale rounded to a narrow type; one scale per block along ``axis``.
+    Unset strides are the official's: Y has X's, the scale X's stride order; with ``transpose``
+    both are packed in `transposed_order`."""
 
     op, tag = "block_scale_quantize", "BLOCK_SCALE_QUANTIZE"
 
@@ -100,11 +117,8 @@ class BlockScaleQuantize(Node):
         if dims[axis] % self.block_size:
             raise GraphError(f"{self.at('block_size')}: input dim {axis} ({dims[axis]}) is not a multiple of the "
                              f"block size {self.block_size} (input {dims})")
-        order = stride_order(dims, strides)  # fastest first
-        if self.transpose:  # the block axis becomes the packed one
-            i = order.index(axis)
-            order = order[i:] + order[:i]
-        y_strides = packed_in_order(dims, order) if self.transpose else strides
+        order = transposed_order(dims, strides, self.axis) if self.transpose else None
+        y_strides = packed(dims, order) if order is not None else strides
         if y.get_data_type() == NOT_SET and ctx.io_data_type in NARROW_TYPES:
             y.set_data_type(ctx.io_data_type)
         if y.get_data_type() not in NARROW_TYPES:
@@ -124,7 +138,7 @@ class BlockScaleQuantize(Node):
         require_type(self.label(), scale.get_data_type())
         if len(dims) <= SWIZZLED_RANK and scale.get_reordering_type() == tensor_reordering.NONE:
             scale.set_reordering_type(tensor_reordering.F8_128x4)  # the only scale layout the backend takes there
-        self.set_output("scale", scale, ctx, s_dims, packed_in_order(s_dims, order))
+        self.set_output("scale", scale, ctx, s_dims, packed(s_dims, order if order is not None else order_of(strides)))
         check_swizzled(self, "scale", scale, axis)
 
     def attributes(self) -> dict[str, Any]:

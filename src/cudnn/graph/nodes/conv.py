@@ -91,13 +91,14 @@ class _Conv(Node):
         """Dims of conv(x, w): [N, K, spatial...]."""
         return [x[0], w[0]] + [self.output_size(x[i + 2], w[i + 2], i) for i in range(len(x) - 2)]
 
-    def gradient_dims(self, port: str, what: str, inferred: list[int]) -> list[int]:
+    def gradient_dims(self, port: str, what: str, inferred: list[int], ambiguous: bool = True) -> list[int]:
         """The gradient output's dims: the user's, else ``inferred``, which is only unambiguous
-        without striding (a strided convolution maps several input sizes to one output size)."""
+        without striding (a strided convolution maps several input sizes to one output size);
+        ``ambiguous=False`` takes ``inferred`` anyway (the official's choice for dgrad)."""
         dims = self.outputs[port].get_dim()
         if dims:
             return dims
-        if any(s != 1 for s in self.stride):
+        if ambiguous and any(s != 1 for s in self.stride):
             raise GraphError(f"{self.at(port)}: with stride {self.stride} the {what} size is ambiguous; "
                              f"call set_dim() on the {self.op} output")
         return inferred
@@ -176,7 +177,9 @@ class ConvFprop(_Conv):
 
 
 class ConvDgrad(_Conv):
-    """DX = conv_transpose(DY, W): the gradient of the convolution input."""
+    """DX = conv_transpose(DY, W): the gradient of the convolution input. Unset DX dims are the
+    smallest input the forward convolution maps to DY's dims, (DY - 1) * stride + (W - 1) *
+    dilation + 1 - paddings, as the official infers them (strided too: set_dim() chooses another)."""
 
     op, tag = "conv_dgrad", "CONV_DGRAD"
     x_port, w_port, y_port = "DX", "W", "DY"
@@ -189,9 +192,9 @@ class ConvDgrad(_Conv):
         super().infer(ctx)
         dy, w = self.inputs["DY"].get_dim(), self.inputs["W"].get_dim()
         self.fill_defaults()
-        inferred = [dy[0], w[1]] + [dy[i + 2] - self.pre_padding[i] - self.post_padding[i]
-                                    + self.dilation[i] * (w[i + 2] - 1) for i in range(len(dy) - 2)]
-        dims = self.gradient_dims("DX", "input", inferred)
+        inferred = [dy[0], w[1]] + [(dy[i + 2] - 1) * self.stride[i] + self.dilation[i] * (w[i + 2] - 1) + 1
+                                    - self.pre_padding[i] - self.post_padding[i] for i in range(len(dy) - 2)]
+        dims = self.gradient_dims("DX", "input", inferred, ambiguous=False)
         self.check_channels(dims[1], w, "W")
         self.check_gradient(dims, w, dy)
         self.set_output("DX", self.outputs["DX"], ctx, dims, channels_last(dims), like=self.inputs["DY"])

@@ -23,7 +23,7 @@ from ..convert import as_int
 from ..errors import GraphError
 from ..lower import Lowering
 from ..node import Context, Node, number_error, row_major
-from ..tensor import NOT_SET, Tensor
+from ..tensor import NOT_SET, Tensor, column_major_order, packed
 
 INDEX_PORTS = ("first_token_offset", "token_index", "token_ks")
 # GATHER mode finalizes on cuDNN 9.19.0 but its kernel then faults (illegal memory access, H200,
@@ -157,7 +157,8 @@ class MoeGroupedMatmul(_MoeNode):
 
 
 class MoeGroupedMatmulBackward(_MoeNode):
-    """dweight [E, K, N] = per expert, its token rows transposed times its doutput rows."""
+    """dweight [E, K, N] = per expert, its token rows transposed times its doutput rows; unset
+    strides are column major per expert ([K * N, 1, K]), as the official infers."""
 
     op, tag = "moe_grouped_matmul_bwd", "MOE_GROUPED_MATMUL_BWD"
 
@@ -175,7 +176,8 @@ class MoeGroupedMatmulBackward(_MoeNode):
         if dout[1] != token[1]:
             raise GraphError(f"{self.at('doutput')}: M={dout[1]} rows but token has M={token[1]}")
         dims = [experts, token[2], dout[2]]
-        self.set_output("dweight", self.outputs["dweight"], ctx, dims, row_major(dims), like=self.inputs["token"])
+        self.set_output("dweight", self.outputs["dweight"], ctx, dims, packed(dims, column_major_order(3)),
+                        like=self.inputs["token"])
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
         op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_BWD_DESCRIPTOR, self.name)

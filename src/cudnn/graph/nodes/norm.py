@@ -23,8 +23,8 @@ from ...backend.descriptor import Descriptor
 from ..errors import GraphError, GraphNotSupportedError
 from ..expand import Expander, inferred
 from ..lower import Lowering
-from ..node import Context, Node, channels_last, packed_in_order, resolve_input, row_major, stride_order
-from ..tensor import NOT_SET, Tensor
+from ..node import Context, Node, resolve_input, row_major
+from ..tensor import NOT_SET, Tensor, nhwc, order_of, packed
 from .norm_affine import LOWERINGS, NormLowering, affine_epilogue, affine_refusal, choose
 
 FLOAT = data_type.FLOAT
@@ -160,9 +160,10 @@ class NormNode(Node):
         return [1, *x[1:]]
 
     def param_strides(self, dims: list[int], like: Tensor) -> list[int]:
+        """SCALE/BIAS left open: X's stride order (the official's layer norm), channels last per channel."""
         if self.kind.layout in ("instance", "batch"):
-            return channels_last(dims)
-        return packed_in_order(dims, stride_order(like.get_dim(), like.get_stride()))
+            return nhwc(dims)
+        return packed(dims, order_of(like.get_stride(), len(dims)))
 
     def stats_dims(self, x: list[int], scale: Tensor, port: str = "SCALE") -> list[int]:
         """Check SCALE against X and return the statistics' dims it implies."""
@@ -194,27 +195,36 @@ class NormNode(Node):
         return stats
 
     def stats_strides(self, dims: list[int]) -> list[int]:
+        """The statistics' layout the official infers: X's stride order for layer, RMS and adaptive
+        layer norm, channels last for instance and batch norm."""
         if self.kind.layout in ("instance", "batch"):
-            return channels_last(dims)
-        x = self.inputs["X"]
-        return packed_in_order(dims, stride_order(x.get_dim(), x.get_stride()))
+            return nhwc(dims)
+        return packed(dims, order_of(self.inputs["X"].get_stride(), len(dims)))
 
     def check_dims(self, port: str, want: list[int], why: str) -> None:
         t = self.inputs.get(port)
         if t is not None and t.get_dim() != want:
             raise GraphError(f"{self.at(port)} tensor {t.label()} has dims {t.get_dim()}; expected {want} ({why})")
 
-    def like_x(self, port: str, t: Tensor, ctx: Context) -> None:
-        """An output with X's dims, packed in X's stride order (Y, DX)."""
+    def like_x(self, port: str, t: Tensor, ctx: Context, strides: list[int] | None = None) -> None:
+        """An output with X's dims and, unless ``strides`` are given, X's strides (forward Y, as
+        the official infers it: a view's layout included)."""
         x = self.inputs["X"]
-        dims = x.get_dim()
-        self.set_output(port, t, ctx, dims, packed_in_order(dims, stride_order(dims, x.get_stride())), like=x)
+        self.set_output(port, t, ctx, x.get_dim(), x.get_stride() if strides is None else strides, like=x)
+
+    @staticmethod
+    def official_type(t: Tensor, ctx: Context, fallback: data_type) -> None:
+        """An unset type of a statistic or gradient output as the official infers it, the graph's
+        (io for a graph output, intermediate for a virtual one: `Node.output_type`); ``fallback``
+        for a graph output of a graph without an io type (the official would leave it unset and
+        fail), FLOAT for statistics, the parameter's type for gradients."""
+        if t.get_data_type() == NOT_SET and not t.get_is_virtual() and ctx.io_data_type == NOT_SET:
+            t.set_data_type(fallback)
 
     def stats_output(self, port: str, dims: list[int], ctx: Context, dtype: data_type = FLOAT) -> None:
-        """A statistics output: float unless the user chose, the statistics' dims and layout."""
+        """A statistics output: the statistics' dims and layout, the official's type (see `official_type`)."""
         t = self.outputs[port]
-        if t.get_data_type() == NOT_SET:
-            t.set_data_type(dtype)
+        self.official_type(t, ctx, dtype)
         self.set_output(port, t, ctx, dims, self.stats_strides(dims))
 
     # -- lowering helpers ---------------------------------------------------------------------
@@ -378,7 +388,7 @@ class BatchNormInference(NormForward):
 
         x = self.inputs["X"]
         dims = x.get_dim()
-        strides = packed_in_order(dims, stride_order(dims, x.get_stride()))
+        strides = packed(dims, order_of(x.get_stride()))
         compute = self.compute_data_type
         parts: list[Node] = []
         prev = x

@@ -16,8 +16,8 @@ from ..._lib.enums import cudnnBnFinalizeStatsMode_t, data_type, norm_mode
 from ...backend.descriptor import Descriptor
 from ..errors import GraphError
 from ..lower import Lowering
-from ..node import Context, channels_last, packed_in_order, stride_order
-from ..tensor import NOT_SET, Tensor
+from ..node import Context
+from ..tensor import NOT_SET, Tensor, nhwc, packed, row_major_order
 from .norm import FORWARD, Kind, NormNode
 
 BACKWARD: dict[str, Kind] = {
@@ -48,7 +48,11 @@ _BWD_ATTR = {
 
 
 class NormBackward(NormNode):
-    """DX, DSCALE, DBIAS of a norm from DY, X, SCALE and the saved MEAN / INV_VARIANCE."""
+    """DX, DSCALE, DBIAS of a norm from DY, X, SCALE and the saved MEAN / INV_VARIANCE.
+
+    Unset layouts are the official's: DX (and DY left open) channels last (NHWC order) and
+    DSCALE/DBIAS too, row major for adaptive layer norm; for X [N, C, 1, 1] channels last and
+    row major are the same memory, for X [B, S, H] they are not (DX is then [S * H, 1, S])."""
 
     def __init__(self, name: str, kind: Kind, inputs: dict[str, Tensor | None], compute_data_type: Any,
                  has_dbias: bool = True) -> None:
@@ -63,8 +67,10 @@ class NormBackward(NormNode):
 
     def infer(self, ctx: Context) -> None:
         dy, x = self.inputs["DY"], self.inputs["X"]
-        if not dy.get_dim() and x.get_dim():
-            dy.set_dim(x.get_dim()).set_stride(x.get_stride())
+        if not dy.get_dim() and x.get_dim():  # DY left open: X's dims, the official's layout
+            dy.set_dim(x.get_dim())
+            if not dy.get_stride():
+                dy.set_stride(self.layout(x.get_dim()))
         for port in self.kind.stats:  # statistics left open take the shape the rules give
             t = self.inputs.get(port)
             if t is not None and not t.get_dim() and x.get_dim() and self.inputs["SCALE"].get_dim():
@@ -75,18 +81,20 @@ class NormBackward(NormNode):
         stats = self.stats_dims(dims, self.inputs["SCALE"])
         for port in self.kind.stats:
             self.check_dims(port, stats, f"the statistics the forward saved for X {dims}")
-        self.like_x("DX", self.outputs["DX"], ctx)
+        self.like_x("DX", self.outputs["DX"], ctx, self.layout(dims))
         scale = self.inputs["SCALE"]
         sdims = scale.get_dim()
-        strides = (channels_last(sdims) if self.kind.layout in ("instance", "batch")
-                   else packed_in_order(sdims, stride_order(sdims, scale.get_stride())))
         for port in ("DSCALE", "DBIAS"):
             t = self.outputs.get(port)
             if t is None:
                 continue
-            if t.get_data_type() == NOT_SET:  # parameter gradients keep the parameter's type
-                t.set_data_type(scale.get_data_type())
-            self.set_output(port, t, ctx, sdims, strides)
+            self.official_type(t, ctx, scale.get_data_type())  # no io type: the parameter's type
+            self.set_output(port, t, ctx, sdims, self.layout(sdims))
+
+    def layout(self, dims: list[int]) -> list[int]:
+        """The official's strides for a backward output (and an open DY): row major for adaptive
+        layer norm, channels last (NHWC order) for the others."""
+        return packed(dims, row_major_order(len(dims))) if self.kind.layout == "sample" else nhwc(dims)
 
     def attributes(self) -> dict[str, Any]:
         return self.peer_json() if self.kind.mode == norm_mode.BATCH_NORM else self.norm_json()
@@ -162,9 +170,8 @@ class BNFinalize(NormNode):
             prev = self.inputs.get(port.replace("NEXT_", "PREV_"))
             dtype = prev.get_data_type() if port.startswith("NEXT_") and prev is not None else data_type.FLOAT
             t = self.outputs[port]
-            if t.get_data_type() == NOT_SET:
-                t.set_data_type(dtype)
-            self.set_output(port, t, ctx, want, channels_last(want))
+            self.official_type(t, ctx, dtype)
+            self.set_output(port, t, ctx, want, nhwc(want))
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
         op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_BN_FINALIZE_STATISTICS_DESCRIPTOR, self.name)

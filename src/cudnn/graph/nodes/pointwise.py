@@ -20,8 +20,8 @@ from ...backend.descriptor import Descriptor
 from ..convert import as_float, as_int
 from ..errors import GraphError
 from ..lower import Lowering, backend_layout
-from ..node import Context, Node, broadcast, packed_in_order, row_major, stride_order
-from ..tensor import NOT_SET, Tensor
+from ..node import Context, Node, broadcast
+from ..tensor import NOT_SET, Tensor, order_of, packed
 
 REQUIRED = object()  # marks an attribute parameter without a default
 
@@ -137,13 +137,22 @@ class Pointwise(Node):
                     t.set_data_type(data_type.DOUBLE if self.compute_data_type == data_type.DOUBLE else data_type.FLOAT)
         super().infer(ctx)
         dims = broadcast(self, {p: t.get_dim() for p, t in self.inputs.items()})
-        like = next((t for t in self.inputs.values() if t.get_dim() == dims), None)
-        strides = packed_in_order(dims, stride_order(like.get_dim(), like.get_stride())) if like else row_major(dims)
         main = self.inputs["IN_1" if self.spec.backward else "IN_0"]
         if "axis" in self.attrs and not 0 <= self.attrs["axis"] < len(dims):
             raise GraphError(f"{self.label()}: axis {self.attrs['axis']} is out of range for {len(dims)} dims")
         out = self.outputs["OUT_0"]
-        self.set_output("OUT_0", out, ctx, dims, strides, like=main)
+        self.set_output("OUT_0", out, ctx, dims, self.output_strides(out.get_dim() or dims), like=main)
+
+    def output_strides(self, dims: list[int]) -> list[int]:
+        """The official's strides for an output of ``dims``: those of an input of the same dims, a
+        view's included (an output written in place into a strided view has the view's layout),
+        the last such input where several are (the official node keeps its inputs in a hash map,
+        which yields IN_2, IN_1, IN_0); else IN_0's stride order, packed. (The official infers the
+        latter for a virtual output only and refuses a graph output; cudnn-py infers it for both.)"""
+        for t in reversed(self.inputs.values()):
+            if t.get_dim() == dims:
+                return t.get_stride()
+        return packed(dims, order_of(self.inputs["IN_0"].get_stride(), len(dims)))
 
     def attributes(self) -> dict[str, Any]:
         out: dict[str, Any] = dict.fromkeys(_JSON_KEYS)

@@ -16,12 +16,14 @@ from ..._lib.enums import data_type, rng_distribution
 from ...backend.descriptor import Descriptor
 from ..errors import GraphError
 from ..lower import Lowering
-from ..node import Context, Node, row_major
-from ..tensor import Tensor
+from ..node import Context, Node
+from ..tensor import Tensor, nhwc
 
 
 class Rng(Node):
-    """Y = random tensor of Y's (preset) dims; SEED/OFFSET all-ones-shaped tensors."""
+    """Y = random tensor of Y's (preset) dims; SEED/OFFSET all-ones-shaped tensors. Unset strides
+    of Y are channels last (NHWC order) and an unset type the graph's, as the official infers
+    (FLOAT where the graph has none for a graph output)."""
 
     op, tag = "rng", "RNG"
 
@@ -47,9 +49,9 @@ class Rng(Node):
         y = self.outputs["Y"]
         if not y.get_dim():
             raise GraphError(f"{self.at('Y')}: the output's dims must be set (an RNG has no shaped input)")
-        if y.get_data_type() == data_type.NOT_SET:
+        if y.get_data_type() == data_type.NOT_SET and not y.get_is_virtual() and ctx.io_data_type == data_type.NOT_SET:
             y.set_data_type(data_type.FLOAT)
-        self.set_output("Y", y, ctx, y.get_dim(), row_major(y.get_dim()))
+        self.set_output("Y", y, ctx, y.get_dim(), nhwc(y.get_dim()))
 
     def attributes(self) -> dict[str, Any]:
         return {"distribution": self.distribution.name, "bernoulli_probability": self.probability}

@@ -9,12 +9,16 @@ from ..._lib.enums import cudnnBackendAttributeName_t as A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import cudnnGenStatsMode_t, reduction_mode, reshape_mode
+from ..._lib.errors import FeatureUnavailableError
 from ...backend.descriptor import Descriptor
 from ..convert import as_bool, as_int, as_int_list, optional
-from ..errors import GraphError
-from ..lower import Lowering
-from ..node import Context, Node, channels_last, packed_in_order, row_major, stride_order
-from ..tensor import Tensor
+from ..errors import GraphError, GraphNotSupportedError
+from ..expand import Expander
+from ..lower import Lowering, since_type
+from ..node import Context, Node
+from ..tensor import NOT_SET, Tensor, nhwc, order_of, packed
+
+SLICE_SINCE = since_type(D.CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR) or 0  # the backend's SLICE operation
 
 
 def _reduction_mode(value: Any, label: str) -> reduction_mode:
@@ -30,7 +34,8 @@ def _reduction_mode(value: Any, label: str) -> reduction_mode:
 
 class Reduction(Node):
     """Y = reduce(X) over the dims where Y has size 1 (set Y's dims to choose them); a Y dim
-    that divides X's reduces consecutive groups of X's (cuDNN's grouped reduction)."""
+    that divides X's reduces consecutive groups of X's (cuDNN's grouped reduction). Y's strides,
+    where unset, are channels last (NHWC order) whatever X's layout, as the official infers."""
 
     op, tag = "reduction", "REDUCTION"
 
@@ -51,16 +56,13 @@ class Reduction(Node):
             if not y.get_dim() or len(y.get_dim()) != len(x.get_dim()):
                 raise GraphError(f"{self.at('Y')}: with group_offset, call set_dim() on the reduction output "
                                  f"(rank {len(x.get_dim())}, one entry per group on the grouped dim)")
-            dims = y.get_dim()
-            self.set_output("Y", y, ctx, dims, packed_in_order(dims, stride_order(x.get_dim(), x.get_stride())),
-                            like=x)
+            self.set_output("Y", y, ctx, y.get_dim(), nhwc(y.get_dim()), like=x)
             return
         dims = y.get_dim() or x.get_dim()
         if len(dims) != len(x.get_dim()) or any(d <= 0 or xd % d for d, xd in zip(dims, x.get_dim())):
             raise GraphError(f"{self.at('Y')}: dims {dims} must equal X's {x.get_dim()}, be 1 where reduced, "
                              "or divide X's dim (a reduction over groups, as GQA's head groups)")
-        strides = packed_in_order(dims, stride_order(x.get_dim(), x.get_stride()))
-        self.set_output("Y", y, ctx, dims, strides, like=x)
+        self.set_output("Y", y, ctx, dims, nhwc(dims), like=x)
 
     def attributes(self) -> dict[str, Any]:
         return {"is_deterministic": self.is_deterministic, "mode": self.mode.name}
@@ -82,7 +84,9 @@ class Reduction(Node):
 
 
 class Reshape(Node):
-    """Y = X viewed with other dims (set Y's dims); the element count must not change."""
+    """Y = X viewed with other dims (set Y's dims); the element count must not change. Unset
+    strides of Y are channels last (NHWC order), as the official infers; a LOGICAL reshape keeps
+    X's data type, a VIEW_ONLY one takes the graph's (as an intermediate or an output)."""
 
     op, tag = "reshape", "RESHAPE"
 
@@ -103,7 +107,13 @@ class Reshape(Node):
         if y.element_count() != x.element_count():
             raise GraphError(f"{self.at('Y')}: dims {y.get_dim()} hold {y.element_count()} elements, "
                              f"X {x.get_dim()} holds {x.element_count()}")
-        self.set_output("Y", y, ctx, None, None, like=x)
+        if self.mode == reshape_mode.LOGICAL:
+            if y.get_data_type() == NOT_SET:
+                y.set_data_type(x.get_data_type())
+            elif y.get_data_type() != x.get_data_type():
+                raise GraphError(f"{self.at('Y')}: data type {y.get_data_type().name} differs from X's "
+                                 f"{x.get_data_type().name}; a LOGICAL reshape keeps the element type")
+        self.set_output("Y", y, ctx, y.get_dim(), nhwc(y.get_dim()), like=x)
 
     def attributes(self) -> dict[str, Any]:
         y = self.outputs["Y"]
@@ -137,7 +147,7 @@ class GenStats(Node):
             raise GraphError(f"{self.at('X')}: genstats needs [N, C, ...] input, got {x}")
         dims = [1, x[1]] + [1] * (len(x) - 2)
         for port in ("SUM", "SQ_SUM"):
-            self.set_output(port, self.outputs[port], ctx, dims, channels_last(dims), like=self.inputs["X"])
+            self.set_output(port, self.outputs[port], ctx, dims, nhwc(dims), like=self.inputs["X"])
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
         op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, self.name)
@@ -150,7 +160,8 @@ class GenStats(Node):
 
 
 class Transpose(Node):
-    """Y = X with its dims permuted (Y[i] = X[permutation[i]])."""
+    """Y = X with its dims permuted (Y[i] = X[permutation[i]]); unset strides of Y are X's,
+    permuted alike (Y describes X's memory), and Y has X's data type, as the official infers."""
 
     op, tag = "transpose", "TRANSPOSE"
 
@@ -161,12 +172,14 @@ class Transpose(Node):
 
     def infer(self, ctx: Context) -> None:
         super().infer(ctx)
-        x = self.inputs["X"].get_dim()
-        if sorted(self.permutation) != list(range(len(x))):
+        x, y = self.inputs["X"], self.outputs["Y"]
+        dims = x.get_dim()
+        if sorted(self.permutation) != list(range(len(dims))):
             raise GraphError(f"{self.label()}: permutation {self.permutation} is not a permutation of "
-                             f"{len(x)} dims")
-        dims = [x[p] for p in self.permutation]
-        self.set_output("Y", self.outputs["Y"], ctx, dims, row_major(dims), like=self.inputs["X"])
+                             f"{len(dims)} dims")
+        same_type(self, x, y)
+        strides = x.get_stride()
+        self.set_output("Y", y, ctx, [dims[p] for p in self.permutation], [strides[p] for p in self.permutation])
 
     def attributes(self) -> dict[str, Any]:
         return {"permutation": self.permutation}
@@ -180,7 +193,11 @@ class Transpose(Node):
 
 
 class Slice(Node):
-    """Y = X[slices] with Python slice objects (one per leading dim)."""
+    """Y = X[slices] with Python slice objects (one per leading dim). Y describes X's memory:
+    unset strides are X's times the slice steps, and Y has X's data type, as the official
+    infers. On a cuDNN without the SLICE operation (< 9.22) no operation is emitted: Y is made a
+    window into X's buffer (`Tensor.make_window`), bound at X's address plus the offset of the
+    first element it sees, as the official frontend does."""
 
     op, tag = "slice", "SLICE"
 
@@ -208,14 +225,52 @@ class Slice(Node):
         dims = [len(range(*r)) for r in self.ranges]
         if any(d == 0 for d in dims):
             raise GraphError(f"{self.label()}: slices {self.slices} of X {x} select nothing")
-        self.set_output("Y", self.outputs["Y"], ctx, dims, row_major(dims), like=self.inputs["X"])
+        y = self.outputs["Y"]
+        same_type(self, self.inputs["X"], y)
+        strides = [s * step for s, (_, _, step) in zip(self.inputs["X"].get_stride(), self.ranges)]
+        self.set_output("Y", y, ctx, dims, strides)
 
     def attributes(self) -> dict[str, Any]:
         if not self.ranges:  # not inferred yet: the slices as given (null for an open end)
             return {"slices": [[s.start, s.stop] for s in self.slices], "strides": [s.step or 1 for s in self.slices]}
         return {"slices": [[a, b] for a, b, _ in self.ranges], "strides": [c for _, _, c in self.ranges]}
 
+    def expand(self, ex: Expander) -> list[Node] | None:
+        """On a cuDNN without the SLICE operation, make Y a window into X's buffer (the node then
+        lowers to nothing; a slice of a slice is a window into the first one's input); refuse what
+        a window cannot be: a slice of an intermediate (it has no buffer) or a slice output that is
+        a graph output (nothing would write its buffer)."""
+        x, y = self.inputs["X"], self.outputs["Y"]
+        if ex.version >= SLICE_SINCE or y.window_of() is not None:  # the operation; or made by an earlier build
+            return None
+        if x.get_is_virtual():
+            reason = "X is an intermediate (virtual) tensor, which has no buffer to read in place"
+        elif x.get_is_pass_by_value():
+            reason = "X is passed by value, which has no device buffer"
+        elif not y.get_is_virtual():
+            reason = "Y is a graph output, and a slice read in place from X's buffer writes no buffer of its own"
+        else:
+            source, offset = x.window_of() or (x, 0)
+            y.make_window(source, offset + self.byte_offset())
+            return None
+        raise FeatureUnavailableError(f"{self.label()}: SLICE operation ({reason}; without the operation, a "
+                                      "slice is read in place from a buffer the caller gives)", SLICE_SINCE, ex.version)
+
+    def byte_offset(self) -> int:
+        """Where Y's first element lies in X's buffer, in bytes."""
+        from ...interop.dtypes import bits
+
+        x = self.inputs["X"]
+        element = sum(start * s for (start, _, _), s in zip(self.ranges, x.get_stride()))
+        offset_bits = element * bits(x.get_data_type())
+        if offset_bits % 8:
+            raise GraphNotSupportedError(f"{self.label()}: Y starts {element} {x.get_data_type().name} elements into "
+                                         "X, inside a byte; a slice read in place needs a whole-byte offset")
+        return offset_bits // 8
+
     def lower(self, lw: Lowering) -> list[Descriptor]:
+        if self.outputs["Y"].window_of() is not None:  # read in place (see expand): no operation
+            return []
         op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_SLICE_DESCRIPTOR, self.name)
         op.set(A.CUDNN_ATTR_OPERATION_SLICE_XDESC, lw.tensor(self.inputs["X"]))
         op.set(A.CUDNN_ATTR_OPERATION_SLICE_YDESC, lw.tensor(self.outputs["Y"]))
@@ -256,8 +311,8 @@ class Concatenate(Node):
         dims = list(shapes[0])
         dims[self.axis] = sum(s[self.axis] for s in shapes)
         first = self.inputs["IN_0"]
-        strides = packed_in_order(dims, stride_order(first.get_dim(), first.get_stride()))
-        self.set_output("Y", self.outputs["Y"], ctx, dims, strides, like=first)
+        self.set_output("Y", self.outputs["Y"], ctx, dims, packed(dims, order_of(first.get_stride(), len(dims))),
+                        like=first)
 
     def attributes(self) -> dict[str, Any]:
         return {"axis": self.axis, "in_place_index": self.in_place_index}
@@ -270,3 +325,13 @@ class Concatenate(Node):
             op.set(A.CUDNN_ATTR_OPERATION_CONCAT_INPLACE_INDEX, self.in_place_index)
         op.set(A.CUDNN_ATTR_OPERATION_CONCAT_OUTPUT_DESC, lw.tensor(self.outputs["Y"]))
         return [op.finalize()]
+
+
+def same_type(node: Node, x: Tensor, y: Tensor) -> None:
+    """Y takes X's data type where it is unset (a transpose or a slice moves elements, it does not
+    convert them); a different one is refused, as the official refuses it."""
+    if y.get_data_type() == NOT_SET:
+        y.set_data_type(x.get_data_type())
+    elif y.get_data_type() != x.get_data_type():
+        raise GraphError(f"{node.at('Y')}: data type {y.get_data_type().name} differs from X's "
+                         f"{x.get_data_type().name}; {node.op} output and input types must match")
