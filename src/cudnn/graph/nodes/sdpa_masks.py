@@ -17,7 +17,7 @@ from typing import Any
 from ..._lib.enums import data_type, reduction_mode
 from ..errors import GraphError
 from ..expand import Expander, attrs_of, inferred
-from ..node import Context, Node
+from ..node import Context, Node, row_major
 from ..sdpa_enums import diagonal_alignment
 from ..tensor import NOT_SET, Tensor, filling
 from .matmul import Matmul
@@ -75,6 +75,8 @@ class Builder:
         t = self._out(name, out, dtype, dims)
         if not t.get_dim():
             t.set_dim(dims)
+        if not t.get_stride():  # row-major, as the official's composites set them ([h s_q, s_q, 1, 1])
+            t.set_stride(row_major(t.get_dim()))
         return self.add(node, "Y", t)
 
     def reshape(self, x: Tensor, name: str, dims: list[int], strides: list[int], dtype: data_type) -> Tensor:
