@@ -175,6 +175,16 @@ def test_fp8_forward_paged_kv_loads_the_caches() -> None:
     assert bmm1.inputs["B"] is loads[0].outputs["Y"]
 
 
+def test_fp8_takes_and_ignores_a_max_kv_length_without_paged_caches() -> None:
+    """As the official: sdpa_fp8 accepts paged_attention_max_seq_len_kv without page tables and
+    keeps K's sequence length (sdpa refuses it there)."""
+    g = graph()
+    o, *_ = fwd(g, paged_attention_max_seq_len_kv=4096)
+    g.validate()
+    assert g.nodes[0].dims.s_kv == g.nodes[0].inputs["K"].get_dim()[2] != 4096
+    assert o.get_dim()[2] == g.nodes[0].inputs["Q"].get_dim()[2]
+
+
 def test_fp8_paged_kv_needs_the_sequence_lengths() -> None:
     g = graph()
     q = g.tensor(name="q", dim=[2, 8, 128, 128], data_type=E4)

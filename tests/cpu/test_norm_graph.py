@@ -233,8 +233,9 @@ def test_layernorm_backward_shapes_and_types() -> None:
     out = g.layernorm_backward(DY, X, S, M, V, name="dln")
     outputs(*out)
     g.validate()
-    # DX and the gradients channels last (NHWC order), in the io type, as the official infers
-    assert shape(out[0]) == ([4, 128, 768], [98304, 1, 128], dt.BFLOAT16)
+    # DX shaped as X (the backend requires it); the gradients channels last (NHWC order), in the
+    # io type, as the official infers
+    assert shape(out[0]) == ([4, 128, 768], X.get_stride(), dt.BFLOAT16) and X.get_stride() == [98304, 768, 1]
     assert shape(out[1]) == ([1, 1, 768], [768, 1, 1], dt.BFLOAT16)
     node = g.to_json()["nodes"][0]
     assert node["tag"] == "LAYER_NORM_BPROP" and set(node) == {"compute_data_type", "inputs", "name",

@@ -50,9 +50,9 @@ _BWD_ATTR = {
 class NormBackward(NormNode):
     """DX, DSCALE, DBIAS of a norm from DY, X, SCALE and the saved MEAN / INV_VARIANCE.
 
-    Unset layouts are the official's: DX (and DY left open) channels last (NHWC order) and
-    DSCALE/DBIAS too, row major for adaptive layer norm; for X [N, C, 1, 1] channels last and
-    row major are the same memory, for X [B, S, H] they are not (DX is then [S * H, 1, S])."""
+    Unset layouts: DX (and DY left open) X's strides, as the backend requires of DX
+    (NORM_BACKWARD refuses another shape: BAD_PARAM_SHAPE_MISMATCH); DSCALE/DBIAS channels
+    last, row major for adaptive layer norm, as the official infers them."""
 
     def __init__(self, name: str, kind: Kind, inputs: dict[str, Tensor | None], compute_data_type: Any,
                  has_dbias: bool = True) -> None:
@@ -67,10 +67,10 @@ class NormBackward(NormNode):
 
     def infer(self, ctx: Context) -> None:
         dy, x = self.inputs["DY"], self.inputs["X"]
-        if not dy.get_dim() and x.get_dim():  # DY left open: X's dims, the official's layout
+        if not dy.get_dim() and x.get_dim():  # DY left open: X's dims and strides
             dy.set_dim(x.get_dim())
             if not dy.get_stride():
-                dy.set_stride(self.layout(x.get_dim()))
+                dy.set_stride(x.get_stride())
         for port in self.kind.stats:  # statistics left open take the shape the rules give
             t = self.inputs.get(port)
             if t is not None and not t.get_dim() and x.get_dim() and self.inputs["SCALE"].get_dim():
@@ -81,7 +81,7 @@ class NormBackward(NormNode):
         stats = self.stats_dims(dims, self.inputs["SCALE"])
         for port in self.kind.stats:
             self.check_dims(port, stats, f"the statistics the forward saved for X {dims}")
-        self.like_x("DX", self.outputs["DX"], ctx, self.layout(dims))
+        self.like_x("DX", self.outputs["DX"], ctx)  # X's strides: cuDNN needs DX shaped as X
         scale = self.inputs["SCALE"]
         sdims = scale.get_dim()
         for port in ("DSCALE", "DBIAS"):

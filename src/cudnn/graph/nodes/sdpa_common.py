@@ -171,9 +171,9 @@ class SdpaBase(Node):
         return Dims(b, h_q, h_k, h_v, s_q, self.infer_s_kv(k, v), d_qk, d_v)
 
     def infer_s_kv(self, k: list[int], v: list[int]) -> int:
-        """s_kv: the explicit maximum, else K's or V's when not paged, else bias/rng_dump, else
+        """s_kv: the explicit maximum with paged caches, else K's or V's when not paged, else bias/rng_dump, else
         the page table's blocks times the block size (the official order)."""
-        if self.opts.max_seq_len_kv is not None:
+        if self.opts.max_seq_len_kv is not None and (self.paged_k or self.paged_v):
             return self.opts.max_seq_len_kv
         if not self.paged_k:
             return k[2]
@@ -272,7 +272,8 @@ class SdpaBase(Node):
         if (self.paged_k or self.paged_v) and len(seq) != 2:
             raise GraphNotSupportedError(f"{self.at('paged_attention_k_table')}: paged K/V caches need the "
                                          "sequence lengths seq_len_q and seq_len_kv")
-        if o.max_seq_len_kv is not None and not (self.paged_k or self.paged_v):
+        if o.max_seq_len_kv is not None and not (self.paged_k or self.paged_v) and self.op == "sdpa":
+            # the FP8 forwards take it and ignore it, as in the official
             raise GraphNotSupportedError(f"{self.at('paged_attention_max_seq_len_kv')}: only meaningful with "
                                          "paged K/V caches")
         if "SINK_TOKEN" in self.inputs:
