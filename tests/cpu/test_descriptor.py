@@ -46,6 +46,8 @@ def test_context_manager_closes() -> None:
 def test_garbage_collection_queues_the_destroy_and_a_release_point_runs_it_once() -> None:
     """The collector's finalizer makes no cuDNN call (it may run anywhere, inside a capture or
     another library's call): the destroy waits for cudnn-py's next release point."""
+    gc.collect()  # what earlier tests left behind is released first, so only ``d`` counts
+    cudnn.release_pending()
     before = live_count()
     d = _tensor()
     assert live_count() == before + 1 and not d.destroyed

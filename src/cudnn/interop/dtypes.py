@@ -1,15 +1,18 @@
 """cuDNN data types <-> framework dtypes, from one table; every mapping is derived from it.
 
 Sub-byte types (INT4, UINT4, FP4_E2M1) are 4 bits per element and cuDNN reads them packed two
-per byte, and BOOLEAN is one bit per element (masks, packed least significant bit first), so
-``itemsize`` refuses them: use ``bits`` or ``nbytes``. A framework bool, one byte per element,
-is BYTE_BOOLEAN (cuDNN >= 9.25). Frameworks that have 4-bit dtypes (torch.int4,
-ml_dtypes.int4) store one element per byte; ``describe`` reports that producer itemsize.
+per byte, and from cuDNN 9.25 BOOLEAN is one bit per element (masks, packed least significant
+bit first), so ``itemsize`` refuses them: use ``bits`` or ``nbytes``. A framework bool, one
+byte per element, is BYTE_BOOLEAN from cuDNN 9.25; before it, cuDNN's BOOLEAN is addressed a
+byte an element and a framework bool is BOOLEAN, as the official package binds it
+(`byte_booleans`). Frameworks that have 4-bit dtypes (torch.int4, ml_dtypes.int4) store one
+element per byte; ``describe`` reports that producer itemsize.
 FAST_FLOAT_FOR_FP8 is a compute type with no storage form.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple
 
 from .._lib.dlpack import DLDataTypeCode as C
@@ -69,17 +72,17 @@ del _entry, _name, _code, _bits, _lanes
 
 def from_name(name: str) -> D:
     """A framework dtype name ('float16', 'float8_e4m3fn', 'torch.int32') -> data_type, or NOT_SET."""
-    return _BY_NAME.get(name.removeprefix("torch."), D.NOT_SET)
+    return _bool_type(_BY_NAME.get(name.removeprefix("torch."), D.NOT_SET))
 
 
 def from_dlpack(code: int, bits: int, lanes: int = 1) -> D:
     """A DLPack (code, bits, lanes) -> data_type, or NOT_SET where cuDNN has no equivalent."""
-    return _BY_DLPACK.get((int(code), int(bits), int(lanes)), D.NOT_SET)
+    return _bool_type(_BY_DLPACK.get((int(code), int(bits), int(lanes)), D.NOT_SET))
 
 
 def from_typestr(typestr: str) -> D:
     """An array-interface typestr ('<f2', '|b1') -> data_type, or NOT_SET ('<V2' says nothing)."""
-    return _BY_TYPESTR.get(typestr[1:], D.NOT_SET)
+    return _bool_type(_BY_TYPESTR.get(typestr[1:], D.NOT_SET))
 
 
 def data_type_of(x: Any) -> D:
@@ -123,6 +126,27 @@ def _lookup(x: Any) -> D:
     return _lookup(inner) if inner is not None and inner is not x else D.NOT_SET
 
 
+BYTE_BOOLEAN_SINCE = 92500
+
+
+@functools.cache
+def byte_booleans() -> bool:
+    """Whether the loaded cuDNN predates BYTE_BOOLEAN (9.25): its BOOLEAN tensors are then a
+    byte an element, and framework bools are BOOLEAN. Without a loadable libcudnn, True (sizes
+    then count a byte an element, which covers either reading)."""
+    from .._lib import loader
+
+    try:
+        return loader.report().version < BYTE_BOOLEAN_SINCE
+    except Exception:  # noqa: BLE001 - no libcudnn here: assume the wider storage
+        return True
+
+
+def _bool_type(dt: D) -> D:
+    """A framework bool's data type on the loaded cuDNN (see `byte_booleans`)."""
+    return D.BOOLEAN if dt == D.BYTE_BOOLEAN and byte_booleans() else dt
+
+
 def _row(dt: D) -> _Row:
     row = _ROWS.get(D(dt))
     if row is None or row.bits is None:
@@ -131,7 +155,10 @@ def _row(dt: D) -> _Row:
 
 
 def bits(dt: D) -> int:
-    """Storage bits per element: 4 for INT4/UINT4/FP4_E2M1, 32 for the INT8x4 vector, ..."""
+    """Storage bits per element: 4 for INT4/UINT4/FP4_E2M1, 32 for the INT8x4 vector, 1 for
+    BOOLEAN (8 where the loaded cuDNN addresses it by byte, see `byte_booleans`), ..."""
+    if D(dt) == D.BOOLEAN and byte_booleans():
+        return 8
     return int(_row(dt).bits)  # type: ignore[arg-type]
 
 
@@ -151,6 +178,8 @@ def nbytes(dt: D, count: int) -> int:
 
 def dtype_name(dt: D) -> str:
     """The framework dtype name of a data_type ('float16', 'bfloat16', ...); ValueError if none."""
+    if D(dt) == D.BOOLEAN and byte_booleans():
+        dt = D.BYTE_BOOLEAN  # a byte an element: the framework's bool
     row = _ROWS.get(D(dt))
     if row is None or not row.names:
         raise ValueError(f"data_type.{D(dt).name} has no framework dtype")
