@@ -455,3 +455,24 @@ def test_unified_takes_ragged_tensors_with_the_padding_mask() -> None:
     node = g.nodes[0]
     assert unified_refusal(node, g.context, 91900) is None
     assert "needs cuDNN >= 9.15" in (unified_refusal(node, g.context, 91400) or "")
+
+
+def test_an_unused_stats_output_is_allowed_and_not_produced() -> None:
+    """generate_stats=True with Stats left unmarked (notebook 52): the official runs it, so the
+    graph validates and the forward writes workspace scratch statistics instead."""
+    g = graph()
+    o, stats = g.sdpa(*qkv(g), generate_stats=True, name="attn")
+    o.set_output(True)
+    g.validate()
+    nodes, _ = expand(g.nodes, g.context, 91900)
+    used = {id(t) for n in nodes for t in (*n.inputs.values(), *n.outputs.values())}
+    assert id(stats) not in used and id(o) in used
+    stats.set_output(True)  # wanted after all: produced
+    g.validate()
+    nodes, _ = expand(g.nodes, g.context, 91900)
+    assert any(t is stats for n in nodes for t in n.outputs.values())
+    g2 = graph()
+    x = g2.tensor(name="x", dim=[4, 4], data_type=H)
+    g2.relu(x, name="r")  # any other unused output is still a mistake worth naming
+    with err("relu 'r': OUT_0 tensor 'r::OUT_0' is never used and not marked as an output"):
+        g2.validate()

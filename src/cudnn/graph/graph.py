@@ -240,10 +240,14 @@ class pygraph:  # the documented name
                     raise GraphError(f"{node.at(port)} tensor {t.label()} is virtual but no node produces it; "
                                      "graph inputs must be non-virtual")
         for node in self.nodes:
-            for port, t in node.outputs.items():
-                if t.get_is_virtual() and id(t) not in consumed:
-                    raise GraphError(f"{node.at(port)} tensor {t.label()} is never used and not marked as an "
-                                     "output: call set_output(True) on it (or consume it)")
+            unused = [port for port, t in node.outputs.items() if t.get_is_virtual() and id(t) not in consumed]
+            node.unused = frozenset(port for port in unused if port in node.optional_outputs)
+            for port in unused:
+                if port in node.unused:
+                    continue
+                t = node.outputs[port]
+                raise GraphError(f"{node.at(port)} tensor {t.label()} is never used and not marked as an "
+                                 "output: call set_output(True) on it (or consume it)")
         by_uid: dict[int, tuple[Tensor, str]] = {}
         for node in self.nodes:
             for port, t in {**node.inputs, **node.outputs}.items():

@@ -52,12 +52,20 @@ class Node:
     # False where a captured execute of this node's engine was seen writing other bits than the
     # execute itself: packs of a graph holding it are executed every time (cudnn.backend.replay)
     replayable: bool = True
+    # outputs the node makes whether or not they are wanted (attention's Stats of a training
+    # forward): left virtual and unused they are allowed, as in the official, and not produced
+    optional_outputs: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, name: str, compute_data_type: Any = NOT_SET) -> None:
         self.name = name
         self.compute_data_type = as_data_type(compute_data_type, f"{self.label()}: compute_data_type")
         self.inputs: dict[str, Tensor] = {}
         self.outputs: dict[str, Tensor] = {}
+        self.unused: frozenset[str] = frozenset()  # optional outputs nothing uses (set at validate)
+
+    def wanted(self, port: str) -> Tensor | None:
+        """The tensor on output ``port`` unless it is absent or an optional output nothing uses."""
+        return None if port in self.unused else self.outputs.get(port)
 
     # -- naming -----------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ class SDPA(SdpaBase):
     """Attention forward over Q, K, V (+ optional scale, bias, masks, dropout, paging)."""
 
     op, tag = "sdpa", "SDPA_FWD"
+    optional_outputs = frozenset({"Stats"})  # generate_stats=True with Stats left unused
 
     def infer(self, ctx: Context) -> None:
         p = self.problem(ctx)
@@ -123,7 +124,7 @@ def composite_forward(node: SDPA, ex: Expander) -> list[Node]:
     s_dims = [p.b, p.h_q, p.s_q, p.s_kv]
     s = bld.matmul(q, kt, "bmm1", s_dims, m=seq_q, n=seq_kv, padding=0.0 if o.padding else None)
     s = score_chain(bld, node, s, ex)
-    stats = node.outputs.get("Stats")
+    stats = node.wanted("Stats")
     if stats is None and "Max" not in node.outputs:
         # inference: cuDNN's fused attention engines take the composite forward only with a
         # statistics output, so Stats goes to workspace scratch the caller never sees

@@ -84,7 +84,7 @@ class UnifiedSDPA(Node):
         if node.opts.attn_scale_value is not None:
             op.inputs["Attn_scale"] = ex.constant(node.opts.attn_scale_value, data_type.FLOAT,
                                                   f"{node.name}::attn_scale_value")
-        op.outputs = dict(node.outputs)
+        op.outputs = {port: t for port, t in node.outputs.items() if node.wanted(port) is not None}
         return op
 
     def parts(self) -> list[Node]:
