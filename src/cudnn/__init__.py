@@ -10,6 +10,7 @@ that needs it. The names are the documented cuDNN Python API; ``dir(cudnn)`` lis
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -140,6 +141,11 @@ class _Package(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Package
+
+if os.environ.get("CUDNN_FRONTEND_LOG_INFO"):  # the official frontend's log switches (cudnn.log)
+    from .log import frontend_log_from_environment
+
+    frontend_log_from_environment()
 
 
 def backend_version() -> int:

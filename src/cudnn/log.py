@@ -5,6 +5,11 @@ through its callback API), ``cudnn.build``, ``cudnn.execute``, ``cudnn.plan_cach
 is printed by default except warnings (Python's last-resort handler shows WARNING and above
 when the program configured no logging).
 
+The official frontend's switches work too: with ``CUDNN_FRONTEND_LOG_INFO=1`` and
+``CUDNN_FRONTEND_LOG_FILE`` (a path, ``stdout`` or ``stderr``) set when ``cudnn`` is imported,
+the ``cudnn`` loggers' INFO records go there as bare lines, each graph's JSON on one line when
+it is validated.
+
 cuDNN's log is switched at run time with :func:`set_log_level`: cudnn-py registers a callback
 with ``cudnnSetCallback`` and a severity mask matching the level, so there is no need to set
 ``CUDNN_LOGLEVEL_DBG`` / ``CUDNN_LOGDEST_DBG`` before the library loads (cuDNN calls a
@@ -38,6 +43,32 @@ _state: dict[str, Any] = {"mask": 0, "callback": None, "pending": False, "exitin
 def get_logger(name: str = "") -> logging.Logger:
     """The ``cudnn`` logger, or its child ``cudnn.<name>`` (``get_logger("build")``)."""
     return logging.getLogger(f"{LOGGER}.{name}" if name else LOGGER)
+
+
+def frontend_log_from_environment(environ: Any = None) -> logging.Handler | None:
+    """Honour the official frontend's ``CUDNN_FRONTEND_LOG_INFO`` / ``CUDNN_FRONTEND_LOG_FILE``:
+    the handler added to the ``cudnn`` logger (INFO, bare messages), or None where logging is
+    off (the info switch unset or 0, or no destination, as in the official)."""
+    import os
+
+    env = os.environ if environ is None else environ
+    if env.get("CUDNN_FRONTEND_LOG_INFO", "0").strip() in ("", "0"):
+        return None
+    dest = env.get("CUDNN_FRONTEND_LOG_FILE", "").strip()
+    if not dest:
+        return None
+    handler: logging.Handler
+    if dest in ("stdout", "stderr"):
+        handler = logging.StreamHandler(sys.stdout if dest == "stdout" else sys.stderr)
+    else:
+        handler = logging.FileHandler(dest, mode="w", delay=True)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.setLevel(logging.INFO)
+    logger = get_logger()
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    return handler
 
 
 def _as_level(level: int | str | None) -> int:

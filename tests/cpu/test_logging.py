@@ -146,3 +146,27 @@ def test_nothing_on_stderr_by_default() -> None:
     )
     assert result["records"] == [] and result["graph"]
     assert stderr == ""
+
+
+def test_the_official_frontend_log_switches_write_each_graph_as_one_json_line(tmp_path) -> None:
+    """CUDNN_FRONTEND_LOG_INFO=1 with CUDNN_FRONTEND_LOG_FILE: each validated graph is one line
+    of JSON there (what tools written for the official parse); unset, nothing is written."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import cudnn\n"
+            "g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)\n"
+            "x = g.tensor(name='x', dim=[2, 3], stride=[3, 1])\n"
+            "g.relu(x, name='r').set_output(True)\n"
+            "g.validate()\n")
+    log = tmp_path / "fe.log"
+    env = {**os.environ, "CUDNN_FRONTEND_LOG_INFO": "1", "CUDNN_FRONTEND_LOG_FILE": str(log)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    lines = [json.loads(line) for line in log.read_text().splitlines() if '"context"' in line]
+    assert len(lines) == 1 and lines[0]["nodes"][0]["tag"] == "POINTWISE" and "x" in lines[0]["tensors"]
+    off = tmp_path / "off.log"
+    env = {**os.environ, "CUDNN_FRONTEND_LOG_INFO": "0", "CUDNN_FRONTEND_LOG_FILE": str(off)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    assert not off.exists()

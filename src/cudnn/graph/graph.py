@@ -8,6 +8,7 @@ the nodes (lowered graph, plans, the selected plan, runners) lives in the graph'
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from . import hygiene, moe_ops, norm_ops, ops, plan_report, plan_store, sdpa_ops
 from .autotune import TuneReport, autotune
 from .convert import as_bool, as_int, as_int_list, optional
 from .errors import GraphError, GraphNotImplementedError, GraphStateError
-from .jsonfmt import dumps
+from .jsonfmt import compact, dumps
 from .node import Context, Node, row_major
 from .oplib import OPS
 from .pipeline import (
@@ -43,6 +44,8 @@ from .pipeline import (
 from .plans import candidate_from_config, notes_of
 from .shared import SharedTensors
 from .tensor import NOT_SET, Tensor, as_data_type, constant, filling
+
+_graph_log = logging.getLogger("cudnn.graph")
 
 _VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
 
@@ -229,6 +232,8 @@ class pygraph:  # the documented name
                 node.infer(self.context)
             self._check_rules()
         self._validated = True
+        if _graph_log.isEnabledFor(logging.INFO):  # one line of JSON (CUDNN_FRONTEND_LOG_INFO)
+            _graph_log.info("%s", compact(self.to_json()))
 
     def _check_rules(self) -> None:
         hygiene.check_names(self.nodes)
