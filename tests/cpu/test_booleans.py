@@ -1,13 +1,14 @@
 """Framework bools and cuDNN's BOOLEAN across versions (no GPU needed).
 
-Before cuDNN 9.25 (which adds BYTE_BOOLEAN) BOOLEAN is addressed a byte an element and a
-framework bool is BOOLEAN, as the official package binds it; from 9.25 a framework bool is
-BYTE_BOOLEAN and BOOLEAN is bit-packed.
+BOOLEAN is bit-packed. Before cuDNN 9.25 (which adds BYTE_BOOLEAN) a framework bool is BOOLEAN,
+as the official package binds it (its buffer has more bytes than the bits need); from 9.25 it
+is BYTE_BOOLEAN.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -15,8 +16,6 @@ import pytest
 
 import cudnn
 from cudnn._lib import loader
-from cudnn._lib.errors import FeatureUnavailableError
-from cudnn.graph.lower import Lowering
 from cudnn.interop import dtypes
 
 dt = cudnn.data_type
@@ -29,59 +28,77 @@ def cudnn_version(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
 
     def set_version(version: int) -> None:
         monkeypatch.setattr(loader, "_report", dataclasses.replace(real, version=version))
-        dtypes.byte_booleans.cache_clear()
+        dtypes.pre_byte_booleans.cache_clear()
 
     yield set_version
-    dtypes.byte_booleans.cache_clear()
+    dtypes.pre_byte_booleans.cache_clear()
 
 
-def test_a_framework_bool_is_boolean_a_byte_an_element_before_9_25(cudnn_version) -> None:
+def test_a_framework_bool_is_boolean_before_9_25(cudnn_version) -> None:
     cudnn_version(91900)
-    assert dtypes.byte_booleans()
+    assert dtypes.pre_byte_booleans()
     assert dtypes.from_name("bool") == dtypes.from_name("torch.bool") == dt.BOOLEAN
     assert dtypes.from_typestr("|b1") == dt.BOOLEAN
-    assert dtypes.bits(dt.BOOLEAN) == 8 and dtypes.nbytes(dt.BOOLEAN, 10) == 10
-    assert dtypes.dtype_name(dt.BOOLEAN) == "bool"  # buffers for BOOLEAN outputs are framework bools
+    assert dtypes.bits(dt.BOOLEAN) == 1 and dtypes.nbytes(dt.BOOLEAN, 10) == 2  # bit-packed all the same
+    assert dtypes.dtype_name(dt.BOOLEAN) == "bool"  # BOOLEAN outputs get framework bool buffers
     g = cudnn.pygraph()
     assert g.tensor_like(np.zeros((2, 3), dtype=bool)).get_data_type() == dt.BOOLEAN
 
 
 def test_a_framework_bool_is_byte_boolean_from_9_25(cudnn_version) -> None:
     cudnn_version(92500)
-    assert not dtypes.byte_booleans()
+    assert not dtypes.pre_byte_booleans()
     assert dtypes.from_name("bool") == dt.BYTE_BOOLEAN
-    assert dtypes.bits(dt.BOOLEAN) == 1 and dtypes.nbytes(dt.BOOLEAN, 10) == 2  # bit-packed
+    assert dtypes.bits(dt.BOOLEAN) == 1 and dtypes.nbytes(dt.BOOLEAN, 10) == 2
     with pytest.raises(ValueError, match="BOOLEAN has no framework dtype"):
         dtypes.dtype_name(dt.BOOLEAN)
 
 
-@pytest.mark.parametrize("virtual, refused", [(False, True), (True, False)])
-def test_logical_ops_on_boolean_graph_tensors_need_9_22(cudnn_version, virtual: bool, refused: bool) -> None:
-    """cmp + logical_and with BOOLEAN graph tensors computed wrong results on 9.19: refused
-    there as not supported; the same ops on masks inside the graph (attention's) are not."""
+class _Device:
+    """A device buffer as the CUDA array interface describes one (never dereferenced)."""
+
+    def __init__(self, shape: tuple[int, ...], typestr: str, ptr: int) -> None:
+        self.ptr, self.shape, self.typestr = ptr, shape, typestr
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, object]:
+        return {"data": (self.ptr, False), "shape": self.shape, "typestr": self.typestr, "strides": None,
+                "version": 3}
+
+
+def test_a_framework_bool_buffer_for_a_bit_packed_mask_warns(cudnn_version, monkeypatch) -> None:
+    """The official binds a framework bool (a byte an element) to BOOLEAN, which cuDNN reads and
+    writes bit-packed: memory-safe (more bytes than the bits), but its elements are not the
+    mask's, so execute says so (an error in strict mode); a packed uint8 buffer is quiet."""
+    from fake_backend import Backend, Pack
+
+    from cudnn.graph.execute import Runner
+    from cudnn.graph.pipeline import make_bindings
+
     cudnn_version(91900)
-    g = cudnn.pygraph(intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
-    x = g.tensor(name="x", dim=[4, 8], data_type=dt.HALF)
-    t = g.tensor(name="t", dim=[4, 8], data_type=dt.FLOAT)
-    b = g.tensor(name="b", dim=[4, 8], data_type=dt.FLOAT if virtual else dt.BOOLEAN)
-    cmp = g.cmp_gt(x, t, name="cmp").set_data_type(dt.BOOLEAN)
-    if virtual:
-        b = g.cmp_gt(b, t, name="cmp_b").set_data_type(dt.BOOLEAN)
-    out = g.logical_and(cmp, b, name="and0", compute_data_type=dt.BOOLEAN)
-    if virtual:
-        out = g.binary_select(x, x, out, name="select")
-    out.set_output(True).set_data_type(dt.HALF if virtual else dt.BOOLEAN)
+    backend = Backend()
+    backend.install(monkeypatch)
+    g = cudnn.pygraph(io_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    x = g.tensor(name="x", dim=[4, 64], stride=[64, 1])
+    m = g.tensor(name="m", dim=[4, 64], stride=[64, 1], data_type=dt.BOOLEAN)
+    y = g.binary_select(x, x, m, name="sel").set_output(True)
     g.validate()
-    node = next(n for n in g.nodes if n.name == "and0")
-    if refused:
-        with pytest.raises(FeatureUnavailableError, match=r"and0.*LOGICAL_AND with a BOOLEAN graph input or "
-                                                          r"output.*needs cuDNN >= 9.22") as info:
-            node.lower(Lowering(0, 91900))
-        assert isinstance(info.value, cudnn.cudnnGraphNotSupportedError)
-    else:
-        try:  # past the guard (making the descriptors may fail here without a GPU)
-            node.lower(Lowering(0, 91900))
-        except FeatureUnavailableError:
-            raise
-        except Exception:  # noqa: BLE001, S110 - what libcudnn says without a GPU is not this test's
-            pass
+    for t, uid in ((x, 1), (m, 2), (y, 3)):
+        t.set_uid(uid)
+    r = Runner("graph", Pack(99), 0, make_bindings(g.nodes), 1, None)
+    r.backend_execute = backend.execute
+    xs, ys = _Device((4, 64), "<f4", 0x7F0000000000), _Device((4, 64), "<f4", 0x7F0000100000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r.run({x: xs, m: _Device((32,), "|u1", 0x7F0000200000), y: ys}, None, 1)  # 256 bits packed
+    with pytest.warns(cudnn.ExecutionInputWarning, match=r"'m'.*bit-packed BOOLEAN mask .* bool buffer of a "
+                                                         r"byte an element"):
+        r.run({x: xs, m: _Device((4, 64), "|b1", 0x7F0000300000), y: ys}, None, 1)
+    cudnn.set_execute_checks("strict")
+    try:
+        strict = Runner("graph", Pack(99), 0, make_bindings(g.nodes), 1, None)
+        strict.backend_execute = backend.execute
+        with pytest.raises(cudnn.ExecutionInputError, match="bool buffer of a byte an element"):
+            strict.run({x: xs, m: _Device((4, 64), "|b1", 0x7F0000300000), y: ys}, None, 1)
+    finally:
+        cudnn.set_execute_checks("warn")

@@ -30,10 +30,13 @@ import torch
 import cudnn
 """
 
-# The sequence that hung on the code before the fix (3 runs of 3, fresh plan cache, default
+# The opening of the reliability probe that hung before the fix (fresh plan cache, default
 # warnings): two graphs on one explicit handle, a swapped-keys check, a run of refused executes
 # (their exceptions and closures leave cycles with graphs whose packs were captured), then a
-# long loop of one pack whose first replayed launch was cuda-bindings' first driver call.
+# long loop of one pack whose first replayed launch is cuda-bindings' first driver call. Whether
+# a collection falls inside that call depends on allocation counts: this child ran through on
+# the code before the fix too (2 of 2), so it guards the first-run path, not the deadlock itself;
+# that finalizers make no CUDA call is tested without a GPU (tests/cpu/test_release.py).
 FIRST_RUN = PRELUDE + """
 handle = cudnn.create_handle()
 

@@ -759,6 +759,10 @@ class Runner:
             if have < needed:
                 raise ExecutionInputError(f"{self.label}: {b.label} is a bit-packed BOOLEAN mask of "
                                           f"{t.element_count()} elements needing {needed} bytes; the buffer has {have}")
+            if info.dtype == data_type.BOOLEAN:  # a framework bool (before cuDNN 9.25, see interop.dtypes)
+                self._mismatch(b, mode, f"is a bit-packed BOOLEAN mask (8 elements a byte), got a {info.framework} "
+                                        "bool buffer of a byte an element: its elements are not the mask's "
+                                        "(pack it, or on cuDNN >= 9.25 declare BYTE_BOOLEAN)")
             return
         mismatch = ""
         dims, strides, squeezed = b.layout
@@ -776,14 +780,17 @@ class Runner:
             detail = f" ({mismatch})" if mismatch else ""
             raise ExecutionInputError(f"{self.label}: {b.label} needs {needed} bytes for dims {list(dims)} strides "
                                       f"{list(strides)}; the buffer has {have}{detail}")
-        if not mismatch:
-            return
+        if mismatch:
+            self._mismatch(b, mode, mismatch)
+
+    def _mismatch(self, b: Binding, mode: str, mismatch: str) -> None:
+        """A memory-safe mismatch: an error in strict mode, else a warning once per tensor."""
         if mode == "strict":
             raise ExecutionInputError(f"{self.label}: {b.label} {mismatch}")
         if b.uid not in self.warned:
             self.warned.add(b.uid)
             warnings.warn(f"{self.label}: {b.label} {mismatch}; cuDNN reads it as declared (it stays inside "
-                          "the buffer)", ExecutionInputWarning, stacklevel=5)
+                          "the buffer)", ExecutionInputWarning, stacklevel=6)
 
     def _check_raw_pointer(self, label: str, ptr: int, needed: int) -> None:
         if ptr <= 0:

@@ -1,12 +1,13 @@
 """cuDNN data types <-> framework dtypes, from one table; every mapping is derived from it.
 
 Sub-byte types (INT4, UINT4, FP4_E2M1) are 4 bits per element and cuDNN reads them packed two
-per byte, and from cuDNN 9.25 BOOLEAN is one bit per element (masks, packed least significant
-bit first), so ``itemsize`` refuses them: use ``bits`` or ``nbytes``. A framework bool, one
-byte per element, is BYTE_BOOLEAN from cuDNN 9.25; before it, cuDNN's BOOLEAN is addressed a
-byte an element and a framework bool is BOOLEAN, as the official package binds it
-(`byte_booleans`). Frameworks that have 4-bit dtypes (torch.int4, ml_dtypes.int4) store one
-element per byte; ``describe`` reports that producer itemsize.
+per byte, and BOOLEAN is one bit per element (masks, packed least significant bit first), so
+``itemsize`` refuses them: use ``bits`` or ``nbytes``. A framework bool, one byte per element,
+is BYTE_BOOLEAN from cuDNN 9.25; before it there is no byte boolean and a framework bool is
+BOOLEAN, as the official package binds it (`pre_byte_booleans`: the buffer is then larger than
+the packed bits need, and execute warns that cuDNN reads it bit-packed). Frameworks that have
+4-bit dtypes (torch.int4, ml_dtypes.int4) store one element per byte; ``describe`` reports
+that producer itemsize.
 FAST_FLOAT_FOR_FP8 is a compute type with no storage form.
 """
 
@@ -130,21 +131,21 @@ BYTE_BOOLEAN_SINCE = 92500
 
 
 @functools.cache
-def byte_booleans() -> bool:
-    """Whether the loaded cuDNN predates BYTE_BOOLEAN (9.25): its BOOLEAN tensors are then a
-    byte an element, and framework bools are BOOLEAN. Without a loadable libcudnn, True (sizes
-    then count a byte an element, which covers either reading)."""
+def pre_byte_booleans() -> bool:
+    """Whether the loaded cuDNN predates BYTE_BOOLEAN (9.25): framework bools are then BOOLEAN,
+    as the official package binds them, and BOOLEAN outputs get framework bool buffers. False
+    without a loadable libcudnn."""
     from .._lib import loader
 
     try:
         return loader.report().version < BYTE_BOOLEAN_SINCE
-    except Exception:  # noqa: BLE001 - no libcudnn here: assume the wider storage
-        return True
+    except Exception:  # noqa: BLE001 - no libcudnn here: today's types
+        return False
 
 
 def _bool_type(dt: D) -> D:
-    """A framework bool's data type on the loaded cuDNN (see `byte_booleans`)."""
-    return D.BOOLEAN if dt == D.BYTE_BOOLEAN and byte_booleans() else dt
+    """A framework bool's data type on the loaded cuDNN (see `pre_byte_booleans`)."""
+    return D.BOOLEAN if dt == D.BYTE_BOOLEAN and pre_byte_booleans() else dt
 
 
 def _row(dt: D) -> _Row:
@@ -156,9 +157,7 @@ def _row(dt: D) -> _Row:
 
 def bits(dt: D) -> int:
     """Storage bits per element: 4 for INT4/UINT4/FP4_E2M1, 32 for the INT8x4 vector, 1 for
-    BOOLEAN (8 where the loaded cuDNN addresses it by byte, see `byte_booleans`), ..."""
-    if D(dt) == D.BOOLEAN and byte_booleans():
-        return 8
+    BOOLEAN, ..."""
     return int(_row(dt).bits)  # type: ignore[arg-type]
 
 
@@ -178,8 +177,8 @@ def nbytes(dt: D, count: int) -> int:
 
 def dtype_name(dt: D) -> str:
     """The framework dtype name of a data_type ('float16', 'bfloat16', ...); ValueError if none."""
-    if D(dt) == D.BOOLEAN and byte_booleans():
-        dt = D.BYTE_BOOLEAN  # a byte an element: the framework's bool
+    if D(dt) == D.BOOLEAN and pre_byte_booleans():
+        dt = D.BYTE_BOOLEAN  # the framework's bool, as the official allocates it (more bytes than the bits)
     row = _ROWS.get(D(dt))
     if row is None or not row.names:
         raise ValueError(f"data_type.{D(dt).name} has no framework dtype")

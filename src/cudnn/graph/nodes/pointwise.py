@@ -163,12 +163,6 @@ class Pointwise(Node):
         return out
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
-        if self.spec.mode in _LOGICAL and any(t.get_data_type() == data_type.BOOLEAN and not t.get_is_virtual()
-                                              for t in (*self.inputs.values(), *self.outputs.values())):
-            # a known wrong result: cmp + logical_and with BOOLEAN graph tensors wrote 361 of 512
-            # elements wrong on cuDNN 9.19 (masks that stay inside the graph are fine)
-            lw.require(lambda: f"{self.label()}: {self.spec.mode.name} with a BOOLEAN graph input or output "
-                               "(older cuDNN computes it wrong)", LOGICAL_BOOLEAN_IO_SINCE)
         pw = lw.descriptor(D.CUDNN_BACKEND_POINTWISE_DESCRIPTOR, self.name)
         pw.set(A.CUDNN_ATTR_POINTWISE_MODE, self.spec.mode)
         pw.set(A.CUDNN_ATTR_POINTWISE_MATH_PREC, self.compute_data_type)
@@ -193,10 +187,6 @@ class Pointwise(Node):
                 op.set(attr, lw.tensor(t))
             op.set(A.CUDNN_ATTR_OPERATION_POINTWISE_YDESC, out)
         return [op.finalize()]
-
-
-LOGICAL_BOOLEAN_IO_SINCE = 92200
-_LOGICAL = frozenset({P.LOGICAL_AND, P.LOGICAL_OR, P.LOGICAL_NOT})
 
 
 def _is_open_scalar(t: Tensor) -> bool:
