@@ -175,7 +175,9 @@ def transpose(self: pygraph, input: Any, permutation: Sequence[int], compute_dat
 @op
 def slice(self: pygraph, input: Any, slices: Sequence[builtins.slice] | None = None,  # noqa: A001 - the documented name
           compute_data_type: Any = NOT_SET, name: str = "") -> Tensor:
-    """X[slices] with Python slice objects, one per leading dim (none: all of X) (cuDNN >= 9.22)."""
+    """X[slices] with Python slice objects, one per leading dim (none: all of X). cuDNN >= 9.22
+    runs its SLICE operation; before, as in the official, the output is a view into X's buffer
+    (its strides times the steps) that a later operation reads, so X must be a graph input."""
     if slices is not None and not isinstance(slices, (list, tuple)):
         raise TypeError(f"slice: slices must be a list of Python slice objects, got {slices!r}")
     node = Slice(self.node_name(name), self.input_tensor(input, _at(self, "slice", name), "input"), list(slices or []),
