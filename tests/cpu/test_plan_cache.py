@@ -123,3 +123,26 @@ def test_the_plan_identity_sees_what_an_expansion_builds() -> None:
     assert keys[0] != keys[1]
     again = attention(lambda sub, score: sub.mul(score, 2.0))
     assert structure_key(Pipeline(again).lowered().nodes, again.context, None) == keys[0]
+
+
+def test_a_ragged_tensor_keeps_its_offset_through_a_record() -> None:
+    """A plan record names each ragged tensor's offset by uid, so a graph made only to run the
+    plan binds a packed buffer to it (held to one token, not to dims x strides); records written
+    before the field existed load with none."""
+    import json
+
+    from cudnn.graph.execute import Binding, token_bytes
+    from cudnn.graph.serialize import record_tensors
+
+    q = TensorRecord(1, "Q", [2, 4, 64, 32], [8192, 32, 128, 1], "HALF", False, None, "sdpa 'a'", "Q",
+                     ragged_offset_uid=7)
+    off = TensorRecord(7, "q_off", [3, 1, 1, 1], [1, 1, 1, 1], "INT32", False, None, "sdpa 'a'", "Q::ragged")
+    again = PlanRecord.from_bytes(PlanRecord("eng", "{}", 0, [q, off], 91900, "NVIDIA H100", [9, 0]).to_bytes())
+    tq, toff = record_tensors(again.tensors)
+    assert tq.get_ragged_offset() is toff and toff.get_ragged_offset() is None
+    b = Binding(1, tq, "sdpa 'a'", "Q")
+    assert b.ragged and b.needed == token_bytes(tq) < 2 * 4 * 64 * 32 * 2
+    old = json.loads(again.to_bytes())
+    for t in old["tensors"]:
+        del t["ragged_offset_uid"]
+    assert PlanRecord.from_bytes(json.dumps(old)).tensors[0].ragged_offset_uid is None

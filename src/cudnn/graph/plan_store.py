@@ -22,7 +22,8 @@ from .errors import GraphError, GraphNotSupportedError, SerializationError
 from .execute import Binding
 from .pipeline import Pipeline, all_tensors, structure_key
 from .plans import Candidate
-from .serialize import PlanRecord, TensorRecord, device_identity
+from .serialize import PlanRecord, TensorRecord, device_identity, record_tensors
+from .tensor import Tensor
 
 # -- the plan cache ---------------------------------------------------------------------------
 
@@ -205,6 +206,11 @@ def plan_from_record(p: Pipeline, rec: PlanRecord, kernels: Descriptor | None = 
     return backend_plan.plan_from_json(p.build_handle_ptr(), rec.plan_json, label, p.device_property())
 
 
+def _offset_uid(t: Tensor) -> int | None:
+    offset = t.get_ragged_offset()
+    return offset.get_uid() if offset is not None and offset.has_uid() else None
+
+
 def record(p: Pipeline, cand: Candidate, autotuned: bool) -> PlanRecord:
     """What restores ``cand`` in another process: its plan JSON and the tensors it binds."""
     assert cand.plan is not None
@@ -212,7 +218,7 @@ def record(p: Pipeline, cand: Candidate, autotuned: bool) -> PlanRecord:
     name, cc = props.identity() if props is not None else device_identity(p.device())
     tensors = [TensorRecord(b.uid, b.tensor.get_name(), b.tensor.get_dim(), b.tensor.get_stride(),
                             b.tensor.get_data_type().name, b.tensor.get_is_pass_by_value(),
-                            b.tensor.get_value(), b.node, b.port) for b in p.bindings()]
+                            b.tensor.get_value(), b.node, b.port, _offset_uid(b.tensor)) for b in p.bindings()]
     extra = {"lowering": p.lowering_name()} if p.lowered().alternatives else {}
     return PlanRecord(cand.name, backend_plan.plan_json(cand.plan), int(cand.workspace or 0), tensors,
                       loader.report().version, name, cc, autotuned, f"{p.graph.key():x}", extra=extra)
@@ -238,9 +244,9 @@ def deserialize(p: Pipeline, data: bytes) -> Pipeline:
     plan = plan_from_record(p, rec)
     bindings = None
     if not p.graph.nodes:  # a graph made only to run the plan: bind as the record says
-        bindings = [Binding(t.uid, t.tensor(), t.node, t.port,
+        bindings = [Binding(t.uid, tensor, t.node, t.port,
                             HostScalar(t.value, data_type[t.data_type]) if t.value is not None else None)
-                    for t in rec.tensors]
+                    for t, tensor in zip(rec.tensors, record_tensors(rec.tensors))]
     p.adopt(plan, rec.workspace, rec.plan_name, bindings)
     return p
 

@@ -33,11 +33,23 @@ class TensorRecord:
     value: float | int | None
     node: str
     port: str
+    ragged_offset_uid: int | None = None  # the uid of its ragged offset (a packed THD tensor)
 
     def tensor(self) -> Tensor:
         t = constant(self.name, self.value) if self.value is not None else Tensor(self.name)
         t.set_dim(self.dim).set_stride(self.stride).set_data_type(data_type[self.data_type])
         return t.set_is_pass_by_value(self.is_pass_by_value).set_uid(self.uid)
+
+
+def record_tensors(records: list[TensorRecord]) -> list[Tensor]:
+    """The tensors of ``records`` in order, each ragged one given its offset tensor back."""
+    tensors = [r.tensor() for r in records]
+    by_uid = {t.get_uid(): t for t in tensors}
+    for r, t in zip(records, tensors):
+        offset = by_uid.get(r.ragged_offset_uid) if r.ragged_offset_uid is not None else None
+        if offset is not None:
+            t.set_ragged_offset(offset)
+    return tensors
 
 
 @dataclass
