@@ -310,3 +310,23 @@ def test_a_score_mod_tensor_another_graph_is_home_to_binds_through_the_copy(back
     r = runner(backend, lowered(g))
     r.run(pack, None, 1)
     assert backend.executed[-1][41] == pack[row_bound].ctypes.data
+
+
+# -- keys by name ------------------------------------------------------------------------------------
+
+def test_tensor_names_are_keys_as_in_the_official(backend: Backend, checks: Any) -> None:
+    """A str key names a tensor of the graph; a name two tensors carry is refused as ambiguous;
+    an unknown name is ignored (an error in strict mode), as any key of no tensor here."""
+    g, A, B, C = fake_graph(SHAPE)
+    r = runner(backend, make_bindings(g.nodes))
+    p, q, c = DeviceArray(), DeviceArray(), DeviceArray()
+    r.run({A.get_name(): p, B: q, C.get_name(): c}, None, 1)
+    assert backend.executed[-1] == {A.get_uid(): p.ptr, B.get_uid(): q.ptr, C.get_uid(): c.ptr}
+    with pytest.raises(cudnn.ExecutionInputError, match=r"lacks .*'A'.*ignored keys: 'nope' names no tensor"):
+        r.run({"nope": p, B: q, C: c}, None, 1)
+    checks("strict")
+    with pytest.raises(cudnn.ExecutionInputError, match=r"'nope' names no tensor bound by this graph \(known: "):
+        runner(backend, make_bindings(g.nodes)).run({"nope": p, A: p, B: q, C: c}, None, 1)
+    B.set_name(A.get_name())
+    with pytest.raises(cudnn.ExecutionInputError, match=rf"key '{A.get_name()}' is ambiguous: 2 tensors"):
+        runner(backend, make_bindings(g.nodes)).run({A.get_name(): p, C: c}, None, 1)

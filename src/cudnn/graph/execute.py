@@ -640,8 +640,9 @@ class Runner:
         return own + foreign
 
     def _binding(self, key: Any, mode: str, ignored: list[str]) -> Binding | None:
-        """The binding a variant-pack key of this graph names (a tensor, or an int uid); None for
-        a tensor of no binding here (see `_foreign`) or a key to ignore (noted in ``ignored``)."""
+        """The binding a variant-pack key of this graph names (a tensor, an int uid or a tensor's
+        name); None for a tensor of no binding here (see `_foreign`) or a key to ignore (noted in
+        ``ignored``)."""
         if isinstance(key, Tensor):
             return self.by_tensor.get(id(key))
         if isinstance(key, int) and not isinstance(key, bool):
@@ -650,8 +651,18 @@ class Runner:
                 self._unknown(f"variant pack key uid {key} is not a uid of this graph (known: "
                               f"{sorted(self.by_uid)})", mode, ignored)
             return binding
-        raise ExecutionInputError(f"{self.label}: variant pack keys must be cudnn.tensor objects or int uids, "
-                                  f"got {type(key).__name__}")
+        if isinstance(key, str):  # a tensor's name, as the official takes it
+            named = [b for b in self.by_uid.values() if b.tensor.get_name() == key]
+            if len(named) > 1:
+                raise ExecutionInputError(f"{self.label}: variant pack key {key!r} is ambiguous: "
+                                          f"{len(named)} tensors of this graph have that name; key them by tensor "
+                                          "or uid")
+            if not named:
+                self._unknown(f"variant pack key {key!r} names no tensor bound by this graph (known: "
+                              f"{sorted(b.tensor.get_name() for b in self.by_uid.values())})", mode, ignored)
+            return named[0] if named else None
+        raise ExecutionInputError(f"{self.label}: variant pack keys must be cudnn.tensor objects, int uids or "
+                                  f"tensor names, got {type(key).__name__}")
 
     def _foreign(self, key: Tensor, mode: str, ignored: list[str]) -> Binding | None:
         """The binding of a tensor key that is none of this graph's bound tensors: another
