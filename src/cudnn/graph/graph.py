@@ -245,12 +245,11 @@ class pygraph:  # the documented name
                     raise GraphError(f"{node.at(port)} tensor {t.label()} is virtual but no node produces it; "
                                      "graph inputs must be non-virtual")
         for node in self.nodes:
-            unused = [port for port, t in node.outputs.items() if t.get_is_virtual() and id(t) not in consumed]
-            node.unused = frozenset(port for port in unused if port in node.optional_outputs)
-            for port in unused:
-                if port in node.unused:
+            node.unused = frozenset(port for port, t in node.outputs.items()
+                                    if port in node.optional_outputs and id(t) not in consumed)
+            for port, t in node.outputs.items():
+                if not t.get_is_virtual() or id(t) in consumed or port in node.unused:
                     continue
-                t = node.outputs[port]
                 raise GraphError(f"{node.at(port)} tensor {t.label()} is never used and not marked as an "
                                  "output: call set_output(True) on it (or consume it)")
         by_uid: dict[int, tuple[Tensor, str]] = {}

@@ -61,11 +61,13 @@ class Node:
         self.compute_data_type = as_data_type(compute_data_type, f"{self.label()}: compute_data_type")
         self.inputs: dict[str, Tensor] = {}
         self.outputs: dict[str, Tensor] = {}
-        self.unused: frozenset[str] = frozenset()  # optional outputs nothing uses (set at validate)
+        self.unused: frozenset[str] = frozenset()  # optional outputs no node reads (set at validate)
 
     def wanted(self, port: str) -> Tensor | None:
-        """The tensor on output ``port`` unless it is absent or an optional output nothing uses."""
-        return None if port in self.unused else self.outputs.get(port)
+        """The tensor on output ``port`` unless it is absent, or an optional output no node reads
+        that is not a graph output (now: set_output(True) after validate still counts)."""
+        t = self.outputs.get(port)
+        return None if t is None or (port in self.unused and t.get_is_virtual()) else t
 
     # -- naming -----------------------------------------------------------------------------
 
