@@ -30,9 +30,9 @@ gives one `ExecutionInputWarning` per tensor ("warn", the default) or an error (
 keys that are not tensors of the graph are ignored. "off" skips the checks. A ragged tensor's
 buffer is packed by offsets on the device: it must hold one token, and its shape is not compared.
 
-Keys bind by uid, as the official binds them: an int is a uid, a tensor of this graph binds to
-its buffer, and another graph's tensor (the graph this one was deserialized from) to the tensor
-of this graph with its uid.
+Keys bind as the official binds them: an int is a uid, a str a tensor's name, a tensor of this
+graph binds to its buffer, and another graph's tensor (the graph this one was deserialized from)
+to the tensor of this graph with its uid.
 """
 
 from __future__ import annotations
@@ -872,10 +872,7 @@ def handle_closed_error() -> Exception:
 
 def needed_bytes(t: Tensor) -> int:
     """Bytes the tensor's dims and strides reach (sub-byte types count packed bits)."""
-    from ..interop.tensors import nbytes
-
-    span = sum((d - 1) * s for d, s in zip(t.get_dim(), t.get_stride())) + 1
-    return nbytes(t.get_data_type(), span)
+    return _reach(t, t.get_dim())
 
 
 def token_bytes(t: Tensor) -> int:
@@ -883,12 +880,14 @@ def token_bytes(t: Tensor) -> int:
     the token axis (second from last, the sequence of [b, h, s, d] or [b, s, d]) taken as 1. A
     ragged tensor's batches start at offsets read on the device, each with as many tokens as its
     sequence length there; one token is all a packed buffer is sure to hold."""
+    dims = t.get_dim()
+    return _reach(t, [1 if axis in (0, len(dims) - 2) else d for axis, d in enumerate(dims)])
+
+
+def _reach(t: Tensor, dims: Sequence[int]) -> int:
+    """Bytes ``dims`` reach with ``t``'s strides and data type."""
     from ..interop.tensors import nbytes
 
-    dims = list(t.get_dim())
-    for axis in {0, len(dims) - 2} if len(dims) >= 2 else {0}:
-        if dims:
-            dims[axis] = 1
     span = sum((d - 1) * s for d, s in zip(dims, t.get_stride())) + 1
     return nbytes(t.get_data_type(), span)
 

@@ -1,14 +1,14 @@
 """The tensors a graph may hold, and their names.
 
-A node's inputs are tensors declared for the graph (``tensor()``, ``tensor_like()``, numbers
-the ops turn into constants) or outputs of the graph's own nodes: the output of a node of
-another graph is refused when the op is called. Tensor names key the printed JSON, so they
-must be unique in a graph: a tensor left unnamed (and a constant made from a number) gets a
-generated name, ``node::PORT``, which gives way (``node::PORT.1``) to a name the user chose;
-two different tensors given the same name by the user are refused at ``validate()``, naming
-both places. A tensor has one writer, and one the graph reads as an input is not also written
-by it: the fresh outputs ``add_node`` makes keep this by construction, ``check_writers`` holds
-every output to it, those the caller passes in (attention's score_max, dBias, ...) included.
+A node's inputs are tensors declared for the graph (``tensor()``, ``tensor_like()``, numbers the
+ops turn into constants) or outputs of the graph's own nodes: the output of a node of another
+graph is refused when the op is called. A tensor left unnamed (and a constant made from a
+number) gets a generated name, ``node::PORT``, which gives way (``node::PORT.1``) to a name the
+user chose; two tensors the user gave one name are allowed, as in the official (the printed JSON
+keys the second ``name#2``). A tensor has one writer, and one the graph reads as an input is not
+also written by it: the fresh outputs ``add_node`` makes keep this by construction,
+``check_writers`` holds every output to it, those the caller passes in (attention's score_max,
+dBias, ...) included.
 """
 
 from __future__ import annotations

@@ -219,12 +219,6 @@ def packed_in_order(dims: Sequence[int], order: Sequence[int]) -> list[int]:
     return strides
 
 
-def channels_last(dims: Sequence[int]) -> list[int]:
-    """Packed N, spatial..., C strides for [N, C, spatial...] dims (NHWC / NDHWC)."""
-    order = [1, *range(len(dims) - 1, 1, -1), 0]
-    return packed_in_order(dims, order)
-
-
 def broadcast(node: Node, shapes: dict[str, Sequence[int]]) -> list[int]:
     """Numpy broadcasting of same-rank shapes; raises naming the ports that disagree."""
     ranks = {len(s) for s in shapes.values()}

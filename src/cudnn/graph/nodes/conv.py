@@ -12,8 +12,8 @@ from ...backend.descriptor import Descriptor
 from ..convert import as_int_list
 from ..errors import GraphError
 from ..lower import Lowering
-from ..node import Context, Node, channels_last, number_error
-from ..tensor import Tensor
+from ..node import Context, Node, number_error
+from ..tensor import Tensor, nhwc
 
 _MODES = {"CROSS_CORRELATION": convolution_mode.CROSS_CORRELATION,
           "CONVOLUTION": convolution_mode.CONVOLUTION}
@@ -173,7 +173,7 @@ class ConvFprop(_Conv):
             raise GraphError(f"{self.label()}: output dims {out} are not positive: the filter {w} is larger "
                              f"than the padded image {x}")
         y = self.outputs["Y"]
-        self.set_output("Y", y, ctx, out, channels_last(out), like=self.inputs["X"])
+        self.set_output("Y", y, ctx, out, nhwc(out), like=self.inputs["X"])
 
 
 class ConvDgrad(_Conv):
@@ -197,7 +197,7 @@ class ConvDgrad(_Conv):
         dims = self.gradient_dims("DX", "input", inferred, ambiguous=False)
         self.check_channels(dims[1], w, "W")
         self.check_gradient(dims, w, dy)
-        self.set_output("DX", self.outputs["DX"], ctx, dims, channels_last(dims), like=self.inputs["DY"])
+        self.set_output("DX", self.outputs["DX"], ctx, dims, nhwc(dims), like=self.inputs["DY"])
 
 
 class ConvWgrad(_Conv):
@@ -219,4 +219,4 @@ class ConvWgrad(_Conv):
         dims = self.gradient_dims("DW", "filter", inferred)
         self.check_channels(x[1], dims, "DW")
         self.check_gradient(x, dims, dy)
-        self.set_output("DW", self.outputs["DW"], ctx, dims, channels_last(dims), like=self.inputs["X"])
+        self.set_output("DW", self.outputs["DW"], ctx, dims, nhwc(dims), like=self.inputs["X"])
