@@ -29,15 +29,27 @@ def execution_plan(handle: Handle | int, engine_config: Descriptor, label: str =
     """A finalized EXECUTION_PLAN for ``engine_config`` (this is where kernels compile);
     a finalized kernel cache lets runtime-compiled engines reuse kernels across shapes.
     ``device_property`` (DEVICEPROP) builds it for a described device; a handle of 0 sets none."""
+    return plan_descriptor(handle, engine_config, label, kernel_cache, device_property).finalize()
+
+
+def plan_descriptor(handle: Handle | int, engine_config: Descriptor, label: str = "",
+                    kernel_cache: Descriptor | None = None, device_property: Descriptor | None = None) -> Descriptor:
+    """`execution_plan` less its finalize: every attribute set, nothing compiled. Setting
+    attributes counts holders of shared descriptors (the kernel cache), so it stays on one
+    thread; only the finalize may run on another (graph/parallel.py)."""
     plan = Descriptor(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, label)
-    if int(handle):
-        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
-    if device_property is not None:
-        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, device_property)
-    plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, engine_config)
-    if kernel_cache is not None:
-        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE, kernel_cache)
-    return plan.finalize()
+    try:
+        if int(handle):
+            plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
+        if device_property is not None:
+            plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, device_property)
+        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, engine_config)
+        if kernel_cache is not None:
+            plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE, kernel_cache)
+    except BaseException:
+        plan.close()
+        raise
+    return plan
 
 
 def plan_from_json(handle: Handle | int, text: str, label: str = "",

@@ -101,18 +101,52 @@ class Candidate:
     def build(self, handle: int, label: str, kernel_cache: Descriptor | None = None) -> Descriptor:
         """Finalize the plan once; a failure is remembered and re-raised."""
         if self.plan is None and self.error is None:
-            if self.config is None:
-                raise GraphStateError(f"{label}: {self.name} has no engine config to build from")
-            try:
-                self.plan = backend_plan.execution_plan(handle, self.config, f"{label}: {self.name}", kernel_cache,
-                                                        self.device_property)
-                self.workspace = backend_plan.workspace_size(self.plan)
-            except CudnnError as exc:
-                self.error = exc
+            plan = self.start_build(handle, label, kernel_cache)
+            if plan is not None:
+                try:
+                    plan.finalize()
+                except CudnnError as exc:
+                    self.finish_build(plan, exc)
+                except BaseException:
+                    plan.close()
+                    raise
+                else:
+                    self.finish_build(plan, None)
         if self.error is not None:
             raise self.error
         assert self.plan is not None
         return self.plan
+
+    @property
+    def unbuilt(self) -> bool:
+        """Neither built nor failed yet."""
+        return self.plan is None and self.error is None
+
+    def start_build(self, handle: int, label: str, kernel_cache: Descriptor | None = None) -> Descriptor | None:
+        """The first half of `build`: the plan descriptor with its attributes set, not finalized
+        (finalizing, the slow half, may run on another thread: graph/parallel.py); None, with
+        the error remembered, when setting them fails."""
+        if self.config is None:
+            raise GraphStateError(f"{label}: {self.name} has no engine config to build from")
+        try:
+            return backend_plan.plan_descriptor(handle, self.config, f"{label}: {self.name}", kernel_cache,
+                                                self.device_property)
+        except CudnnError as exc:
+            self.error = exc
+            return None
+
+    def finish_build(self, plan: Descriptor, error: CudnnError | None) -> None:
+        """The second half of `build`, given how finalizing ``plan`` went: keep the plan and its
+        workspace size, or the error (the plan descriptor is closed)."""
+        if error is not None:
+            plan.close()
+            self.error = error
+            return
+        self.plan = plan
+        try:
+            self.workspace = backend_plan.workspace_size(plan)
+        except CudnnError as exc:
+            self.error = exc
 
 
 def candidate_from_config(config: Descriptor, source: str) -> Candidate:
@@ -289,15 +323,16 @@ class PlanSet:
                 continue
         raise self.not_supported(self.candidates)
 
-    def build(self, handle: int, policy: build_plan_policy, limit: int | None = None) -> None:
+    def build(self, handle: int, policy: build_plan_policy, limit: int | None = None,
+              threads: int | None = None) -> None:
         """Select the first candidate that builds or (ALL) build every candidate, the first
-        ``limit`` of them if given, and keep the selection if it is among those built."""
+        ``limit`` of them if given, and keep the selection if it is among those built. ALL
+        finalizes on ``threads`` threads (None: `parallel.build_threads`); the result is the
+        same as one after another."""
         if policy == build_plan_policy.ALL:
-            for c in self.candidates[:limit]:
-                try:
-                    c.build(handle, self.label, self.kernel_cache)
-                except CudnnError:
-                    pass
+            from .parallel import build_all
+
+            build_all(self.candidates[:limit], handle, self.label, self.kernel_cache, threads)
             built = [c for c in self.candidates if c.plan is not None]
             if not built:
                 raise self.not_supported(self.candidates)

@@ -1,0 +1,141 @@
+"""Execution plans finalized on several threads.
+
+Finalizing a plan (``cudnnBackendFinalize`` of an EXECUTION_PLAN) is where runtime-compiled
+engines compile their kernels: C work, during which ctypes releases the GIL. `build_all` sets
+each plan's attributes on the calling thread (setting them counts holders of shared descriptors,
+the kernel cache and device properties), finalizes them on a pool of threads scoped to the
+call, then keeps each plan or its error in the candidates' order on the calling thread: the
+plans, their order, the errors and the selection are those of building one after another.
+
+The threads share the graph's handle. cuDNN's general rule is one handle per thread at a time;
+cudnn-frontend (v1.1 release notes, "Autotuning") documents finalizing the plans of one graph
+in parallel, one thread per plan, with the graph's handle. ``CUDNN_PY_BUILD_THREADS=1``
+restores the serial build.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from .._lib.errors import CudnnError
+
+if TYPE_CHECKING:
+    from ..backend.descriptor import Descriptor
+    from .plans import Candidate
+
+ENV = "CUDNN_PY_BUILD_THREADS"
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS reports it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def build_threads(threads: int | None = None) -> int:
+    """How many threads finalize plans: ``threads`` if given, else ``$CUDNN_PY_BUILD_THREADS``,
+    else the cores this process may use. 1 is the serial build."""
+    if threads is None:
+        text = os.environ.get(ENV, "").strip()
+        if not text:
+            return available_cores()
+        try:
+            threads = int(text)
+        except ValueError:
+            raise ValueError(f"{ENV} must be a positive int (1: build plans one after another), "
+                             f"got {text!r}") from None
+        source = ENV
+    else:
+        source = "threads"
+        if isinstance(threads, bool) or not isinstance(threads, int):
+            raise TypeError(f"{source} must be an int or None, got {type(threads).__name__}")
+    if threads < 1:
+        raise ValueError(f"{source} must be a positive int (1: build plans one after another), got {threads}")
+    return threads
+
+
+def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache: Descriptor | None = None,
+              threads: int | None = None) -> None:
+    """Build every candidate of ``cands`` not built or failed yet; a failure is remembered on
+    its candidate (as `Candidate.build` does) and affects no other. On one thread, or with one
+    candidate to build, this is `Candidate.build` in order."""
+    n = build_threads(threads)
+    todo = [c for c in cands if c.unbuilt]
+    if n == 1 or len(todo) <= 1:
+        for c in cands:
+            try:
+                c.build(handle, label, kernel_cache)
+            except CudnnError:
+                pass
+        return
+    plans: list[Descriptor | None] = []
+    try:
+        plans.extend(c.start_build(handle, label, kernel_cache) for c in todo)  # on the caller's thread
+        outcomes = _finalize_all(plans, min(n, len(todo)))
+    except BaseException:
+        for plan in plans:
+            if plan is not None:
+                plan.close()
+        raise
+    surprise: BaseException | None = None
+    for c, plan, outcome in zip(todo, plans, outcomes):
+        if plan is None:  # setting its attributes failed: the candidate holds the error
+            continue
+        if outcome is None or isinstance(outcome, CudnnError):
+            c.finish_build(plan, outcome)
+            continue
+        # not a cuDNN status (MemoryError, ...) or not finalized: dropped, raised once the rest are kept
+        plan.close()
+        if surprise is None:
+            surprise = outcome if isinstance(outcome, BaseException) else RuntimeError(
+                f"{label}: {c.name}: its plan was not finalized (a build thread ended early)")
+    if surprise is not None:
+        raise surprise
+
+
+_UNFINISHED = object()  # a plan no thread has finalized (yet)
+
+
+def _finalize_all(plans: Sequence[Descriptor | None], threads: int) -> list[object]:
+    """Finalize each plan (None: skipped), the caller's thread and ``threads - 1`` others taking
+    the next one as they come free; per plan, in order, None when it finalized, else what its
+    finalize raised (`_UNFINISHED` if none ran it). Every thread started here has ended when
+    this returns or raises."""
+    outcomes: list[object] = [_UNFINISHED] * len(plans)
+    order = iter(range(len(plans)))
+    lock = threading.Lock()
+    stop = [False]
+
+    def work() -> None:
+        while True:
+            with lock:
+                i = None if stop[0] else next(order, None)
+            if i is None:
+                return
+            plan = plans[i]
+            if plan is None:
+                continue
+            try:
+                plan.finalize()
+            except Exception as exc:  # noqa: BLE001 - kept for the caller's thread, in order
+                outcomes[i] = exc
+            else:
+                outcomes[i] = None
+
+    helpers: list[threading.Thread] = []
+    try:
+        for k in range(threads - 1):
+            t = threading.Thread(target=work, name=f"cudnn-plan-build-{k}", daemon=True)
+            t.start()
+            helpers.append(t)
+        work()
+    finally:
+        stop[0] = True  # on an interrupt: the others take no more plans
+        for t in helpers:
+            t.join()
+    return outcomes

@@ -1,0 +1,234 @@
+"""Plans finalized on several threads (graph/parallel.py) come out as one after another would
+give them: same plans, same order, same errors, same selection; a failure stays with its
+candidate; no thread outlives the call and nothing is left open when it raises.
+
+Plans here stand in for EXECUTION_PLAN descriptors whose finalize sleeps (the GIL is released,
+as ctypes releases it around cudnnBackendFinalize) and fails for chosen engines with the
+exception cuDNN's status would raise; the last tests finalize real descriptors, which fail on
+a machine without a GPU."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import ClassVar, cast
+
+import pytest
+
+import cudnn
+from cudnn._lib.errors import CudnnError, exception_class
+from cudnn.backend import Descriptor
+from cudnn.backend import plan as backend_plan
+from cudnn.backend.descriptor import live_count
+from cudnn.graph import parallel
+from cudnn.graph.parallel import ENV, build_all, build_threads
+from cudnn.graph.plans import Candidate, PlanSet
+
+FAILING = {3, 7, 8}  # engines whose plans do not finalize
+NOT_SUPPORTED = 3000
+
+
+class FakePlan:
+    """An EXECUTION_PLAN stand-in: records the thread that finalized it and whether it is open."""
+
+    made: ClassVar[list[FakePlan]] = []
+
+    def __init__(self, engine: int, label: str) -> None:
+        self.engine, self.label = engine, label
+        self.thread: int | None = None
+        self.closed = False
+        self.finalized = False
+        FakePlan.made.append(self)
+
+    def finalize(self) -> FakePlan:
+        self.thread = threading.get_ident()
+        time.sleep(0.002 * (11 - self.engine % 11))  # later engines finish first on several threads
+        if self.engine in FAILING:
+            raise exception_class(NOT_SUPPORTED)(NOT_SUPPORTED, f"{self.label}: finalizing EXECUTION_PLAN descriptor",
+                                                 f"engine {self.engine} refuses")
+        self.finalized = True
+        return self
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def fake_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakePlan]]:
+    """Plans of `FakePlan`; a plan's workspace is its engine index times 256."""
+    FakePlan.made = []
+
+    def make(handle: int, config: object, label: str, kernel_cache: object = None,
+             device_property: object = None) -> FakePlan:
+        assert threading.current_thread() is threading.main_thread()  # attributes are set on the caller's thread
+        return FakePlan(int(config), label)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(backend_plan, "plan_descriptor", make)
+    monkeypatch.setattr(backend_plan, "workspace_size", lambda plan: plan.engine * 256)
+    yield FakePlan.made
+
+
+def _candidates(n: int = 12) -> list[Candidate]:
+    # config: the engine index (the fake plan reads it); engine, knobs and notes given, so none is read
+    return [Candidate(i, i, {1: i % 3}, [], [], "A") for i in range(n)]  # type: ignore[arg-type]
+
+
+def _plan(c: Candidate) -> FakePlan:
+    return cast(FakePlan, c.plan)
+
+
+def _outcome(cands: list[Candidate]) -> list[tuple[str, int | None, str, str]]:
+    return [(c.name, c.workspace, type(c.error).__name__ if c.error else "", str(c.error) if c.error else "")
+            for c in cands]
+
+
+def test_threads_follow_cores_and_can_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    assert build_threads() == parallel.available_cores() >= 1
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: {0, 2, 5}, raising=False)
+    assert build_threads() == 3
+    monkeypatch.setenv(ENV, "2")
+    assert build_threads() == 2
+    assert build_threads(5) == 5  # the keyword wins over the environment
+    monkeypatch.setenv(ENV, "many")
+    with pytest.raises(ValueError, match=r"CUDNN_PY_BUILD_THREADS must be a positive int .* got 'many'"):
+        build_threads()
+    monkeypatch.setenv(ENV, "0")
+    with pytest.raises(ValueError, match=r"CUDNN_PY_BUILD_THREADS must be a positive int .* got 0"):
+        build_threads()
+    with pytest.raises(TypeError, match="threads must be an int or None, got float"):
+        build_threads(2.0)  # type: ignore[arg-type]
+
+
+def test_parallel_build_gives_the_serial_result(fake_plans: list[FakePlan]) -> None:
+    serial, par = _candidates(), _candidates()
+    build_all(serial, 0x1, "g", threads=1)
+    serial_threads = {p.thread for p in fake_plans}
+    fake_plans.clear()
+    build_all(par, 0x1, "g", threads=4)
+    assert serial_threads == {threading.get_ident()}  # 1: today's path, on the caller's thread
+    assert len({p.thread for p in fake_plans}) > 1  # several threads did finalize
+    assert _outcome(par) == _outcome(serial)
+    assert [_plan(c).engine for c in par if c.plan is not None] == [i for i in range(12) if i not in FAILING]
+    for c in par:
+        if c.engine_index in FAILING:  # fails alone, with the message a serial build gives
+            assert c.plan is None and isinstance(c.error, cudnn.cudnnGraphNotSupportedError)
+            assert f"g: eng{c.engine_index}_k1={c.engine_index % 3}: finalizing EXECUTION_PLAN" in str(c.error)
+        else:
+            assert c.plan is not None and c.plan.finalized and not c.plan.closed and c.error is None
+    assert all(p.closed for p in fake_plans if p.engine in FAILING)  # a failed plan's descriptor goes at once
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="engine 3 refuses"):
+        par[3].build(0x1, "g")  # the error is remembered, as on one thread
+
+
+def test_plan_set_all_selects_as_serial(fake_plans: list[FakePlan], monkeypatch: pytest.MonkeyPatch) -> None:
+    results = []
+    for threads in ("1", "3"):
+        monkeypatch.setenv(ENV, threads)
+        plans = PlanSet("g")
+        for c in reversed(_candidates()):
+            plans.put_first(c)
+        plans.build(0x1, cudnn.build_plan_policy.ALL, limit=10)
+        results.append((_outcome(plans.candidates), plans.selected.name if plans.selected else None))
+    assert results[0] == results[1]
+    assert results[0][1] == "eng0_k1=0"
+    assert [r[1] for r in results[0][0]][10:] == [None, None]  # beyond the limit: not built
+
+
+def test_every_candidate_failing_names_them_as_on_one_thread(fake_plans: list[FakePlan],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    messages = []
+    for threads in (1, 4):
+        plans = PlanSet("g")
+        for e in sorted(FAILING, reverse=True):
+            plans.put_first(Candidate(e, e, {}, [], [], "A"))  # type: ignore[arg-type]
+        with pytest.raises(cudnn.cudnnGraphNotSupportedError) as info:
+            plans.build(0x1, cudnn.build_plan_policy.ALL, threads=threads)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    assert "no engine config could be built: eng3: NOT_SUPPORTED" in messages[0].replace("CUDNN_STATUS_", "")
+
+
+def test_no_thread_is_left_running(fake_plans: list[FakePlan]) -> None:
+    before = threading.active_count()
+    build_all(_candidates(), 0x1, "g", threads=6)
+    assert threading.active_count() == before
+    assert not [t for t in threading.enumerate() if t.name.startswith("cudnn-plan-build")]
+
+
+def test_an_unexpected_error_closes_its_plan_keeps_the_others_and_joins(fake_plans: list[FakePlan],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    finalize = FakePlan.finalize
+
+    def broken(self: FakePlan) -> FakePlan:
+        if self.engine == 5:
+            raise MemoryError("engine 5 ran out")
+        return finalize(self)
+
+    monkeypatch.setattr(FakePlan, "finalize", broken)
+    before = threading.active_count()
+    cands = _candidates()
+    with pytest.raises(MemoryError, match="engine 5 ran out"):
+        build_all(cands, 0x1, "g", threads=4)
+    assert threading.active_count() == before
+    assert cands[5].plan is None and cands[5].error is None  # not remembered as a cuDNN failure
+    assert next(p for p in fake_plans if p.engine == 5).closed
+    kept = [c for c in cands if c.plan is not None]
+    assert [c.engine_index for c in kept] == [i for i in range(12) if i not in FAILING | {5}]
+    assert all(_plan(c).finalized and not _plan(c).closed for c in kept)  # usable
+    monkeypatch.setattr(FakePlan, "finalize", finalize)
+    build_all(cands, 0x1, "g", threads=4)  # built again later: only engine 5 is finalized anew
+    assert cands[5].plan is not None and len(fake_plans) == 13
+
+
+def test_an_unexpected_error_on_one_thread_closes_the_plan(fake_plans: list[FakePlan],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(FakePlan, "finalize", lambda self: (_ for _ in ()).throw(MemoryError("out")))
+    cands = _candidates(1)
+    with pytest.raises(MemoryError):
+        build_all(cands, 0x1, "g", threads=1)
+    assert fake_plans[0].closed and cands[0].plan is None and cands[0].error is None
+
+
+def test_an_interrupt_on_the_callers_thread_joins_and_closes_everything(fake_plans: list[FakePlan],
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    finalize = FakePlan.finalize
+
+    def interrupted(self: FakePlan) -> FakePlan:
+        if threading.current_thread() is threading.main_thread() and self.engine == 1:
+            raise KeyboardInterrupt
+        return finalize(self)
+
+    monkeypatch.setattr(FakePlan, "finalize", interrupted)
+    before = threading.active_count()
+    cands = _candidates()
+    with pytest.raises(KeyboardInterrupt):
+        build_all(cands, 0x1, "g", threads=2)  # the caller takes engine 0 then 1
+    assert threading.active_count() == before
+    assert all(p.closed for p in fake_plans)
+    assert all(c.plan is None and c.error is None for c in cands)
+
+
+def _real_candidates(n: int) -> list[Candidate]:
+    return [Candidate(Descriptor("CUDNN_BACKEND_ENGINECFG_DESCRIPTOR", "cfg"), i, {2: i}, [], [], "A")
+            for i in range(n)]
+
+
+def test_real_descriptors_fail_alone_with_the_serial_error_and_leak_nothing() -> None:
+    """On this machine (no GPU) cuDNN refuses every finalize: each candidate keeps cuDNN's own
+    error, the same class and text on four threads as on one, and every descriptor is destroyed."""
+    results = []
+    for threads in (1, 4):
+        before, threads_before = live_count(), threading.active_count()
+        cands = _real_candidates(6)
+        build_all(cands, 0, "g", threads=threads)
+        assert threading.active_count() == threads_before
+        assert all(c.plan is None and isinstance(c.error, CudnnError) for c in cands)
+        results.append([(type(c.error), str(c.error).splitlines()[0]) for c in cands])
+        for c in cands:
+            assert c.config is not None
+            c.config.close()
+        assert live_count() == before  # the failed plans' descriptors were closed, not left to the collector
+    assert results[0] == results[1]
+    assert "g: eng4_k2=4: finalizing EXECUTION_PLAN descriptor" in results[1][4][1]
