@@ -113,8 +113,10 @@ def __getattr__(name: str) -> Any:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}: cudnn.{name} needs PyTorch, "
                                  "which is not installed") from exc
     target = _EXPORTS.get(name)
-    if target is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if target is None:  # an official name cudnn-py does not provide says what it needs (`_unavailable`)
+        from ._unavailable import missing
+
+        raise missing(__name__, name)
     module_name, _, attribute = target.partition(":")
     value = getattr(importlib.import_module(module_name, __name__), attribute or name)
     globals()[name] = value
