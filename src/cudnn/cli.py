@@ -164,10 +164,16 @@ def _reference(x: Any, w: Any, b: Any) -> Any:
     return np.maximum(y, 0)
 
 
-def demo() -> int:
+def demo(as_json: bool = False) -> int:
+    """Build, run and check the demo graph; ``as_json``: print only its validated JSON (no GPU needed)."""
     import numpy as np
 
     n, c, h, k = 4, 32, 28, 64
+    if as_json:
+        g, _ = _demo_graph(n, c, h, k)
+        g.validate()
+        print(g)
+        return 0
     print(f"cudnn-py {cudnn.__version__}: fused conv + bias + ReLU, X [{n},{c},{h},{h}] fp16 NHWC, W [{k},{c},3,3]")
     g, t = _demo_graph(n, c, h, k)
     g.validate()
@@ -231,7 +237,11 @@ def show(source: str, output: str | None, expand: bool) -> int:
             return 0
         picture.save(pic, output)
     except ValueError as exc:  # GraphError, SerializationError, bad JSON (json.JSONDecodeError)
-        print(f"show: {source}: {exc}", file=sys.stderr)
+        start = text.lstrip()[:1]
+        hint = "" if start in ("{", "") else (
+            f"; the input starts with {text.lstrip().splitlines()[0][:60]!r}, not '{{': give only the JSON "
+            "(python -m cudnn demo --json prints only the demo graph's)")
+        print(f"show: {source}: {exc}{hint}", file=sys.stderr)
         return 2
     print(f"wrote {output}: {sum(b.kind in ('op', 'composite') for b in pic.boxes.values())} ops, "
           f"{len(pic.edges)} edges")
@@ -245,7 +255,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--version", action="version", version=f"cudnn-py {cudnn.__version__}")
     sub = ap.add_subparsers(dest="command")
     sub.add_parser("info", help="driver, GPUs, CUDA runtime, cuDNN (version, path) and the features it has")
-    sub.add_parser("demo", help="build and run a fused conv + bias + ReLU graph, checked against NumPy")
+    p_demo = sub.add_parser("demo", help="build and run a fused conv + bias + ReLU graph, checked against NumPy")
+    p_demo.add_argument("--json", action="store_true",
+                        help="print only the graph's JSON, run nothing (python -m cudnn demo --json | "
+                             "python -m cudnn show -)")
     p_show = sub.add_parser("show", help="draw a printed graph (the JSON of str(graph)) as SVG or Graphviz DOT")
     p_show.add_argument("graph", help="a file holding the JSON of str(graph), or - for stdin")
     p_show.add_argument("-o", "--output", help="g.svg or g.dot (without it: DOT on stdout)")
@@ -258,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "info":
         return info()
     if args.command == "demo":
-        return demo()
+        return demo(args.json)
     if args.command == "show":
         return show(args.graph, args.output, args.expand)
     if args.command == "bench":

@@ -32,7 +32,7 @@ def _include_or_skip() -> Path:
     version = cheader.header_version(include)
     if version[0] * 10000 + version[1] * 100 + version[2] != enums.HEADER_VERSION:
         pytest.skip(f"installed headers are {version}, the committed tables {enums.HEADER_VERSION}; "
-                    "install the dev extra to compare like with like")
+                    "install the gen extra (pip install -e '.[gen]') to compare like with like")
     return include
 
 

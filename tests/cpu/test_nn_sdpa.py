@@ -6,9 +6,10 @@ mode ends with its scope (an exception included), other torch calls pass through
 without SDPA call sites are not routed (nn.MultiheadAttention's call is inside a function the
 mode sees whole, until convert makes the module a RoutedMultiheadAttention), and a routed model
 still pickles. Skipped where torch
-is not installed."""
+is not installed.
 
-from __future__ import annotations
+No `from __future__ import annotations` here: torch.fx keeps a traced forward's annotations,
+and a GraphModule whose annotations are strings does not pickle (a torch limitation)."""
 
 import pickle
 import warnings

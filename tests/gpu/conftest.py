@@ -1,4 +1,5 @@
-"""GPU tests compare with PyTorch: where torch is not installed (CI) they are not collected.
+"""GPU tests compare with PyTorch: where torch is not installed they are not collected (the line
+tests/conftest.py prints after collection says what became of them).
 
 They run as a new user's first run does: the plan cache in a new, empty folder
 (``$CUDNN_PY_CACHE_DIR``, unless ``CUDNN_PY_TEST_WARM_CACHE=1`` keeps the one given). A test
@@ -29,13 +30,6 @@ if _worker.startswith("gw") and os.environ.get("CUDNN_PY_TEST_GPUS"):  # pytest 
 if HAVE_TORCH and os.environ.get("CUDNN_PY_TEST_WARM_CACHE") != "1":
     os.environ["CUDNN_PY_CACHE_DIR"] = tempfile.mkdtemp(prefix="cudnn-py-test-cache-")
 _terminal: list[Any] = []  # the terminal's stderr, kept open for the stack dumps
-
-
-def pytest_report_header() -> str:
-    if not HAVE_TORCH:
-        return "GPU tests: not collected (PyTorch is not installed)"
-    return (f"GPU tests: collected; plan cache {os.environ.get('CUDNN_PY_CACHE_DIR', 'default')}; "
-            f"a test over {HANG_SECONDS:.0f} s dumps every stack and ends the run")
 
 
 def pytest_configure(config: pytest.Config) -> None:

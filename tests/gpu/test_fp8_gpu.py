@@ -22,6 +22,7 @@ backward engine's gradients were wrong (relative error near 1) on cuDNN 9.19.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -37,8 +38,14 @@ E4M3 = torch.float8_e4m3fn
 FP8_MAX = 448.0
 CUDNN = {torch.float16: dt.HALF, torch.bfloat16: dt.BFLOAT16, torch.float32: dt.FLOAT, E4M3: dt.FP8_E4M3,
          torch.float8_e5m2: dt.FP8_E5M2, torch.int32: dt.INT32, torch.int64: dt.INT64}
-SM = torch.cuda.get_device_capability()[0] * 10 + torch.cuda.get_device_capability()[1]
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
+
+
+@functools.cache
+def sm() -> int:
+    """The GPU's compute capability as one number (90 for 9.0), asked at the first test, not at import."""
+    major, minor = torch.cuda.get_device_capability()
+    return major * 10 + minor
 
 
 def tensor(g: cudnn.pygraph, t: torch.Tensor, name: str) -> cudnn.tensor:
@@ -224,7 +231,7 @@ def test_sdpa_fp8_forward_paged_and_ragged(layout: str) -> None:
     try:
         build_and_run(g, pack_)
     except cudnn.cudnnGraphNotSupportedError as exc:
-        pytest.skip(f"FP8 attention with a {layout} layout has no engine on SM {SM} with this cuDNN: {exc}")
+        pytest.skip(f"FP8 attention with a {layout} layout has no engine on SM {sm()} with this cuDNN: {exc}")
     got = o_buf.float() / scale_o
     if layout == "ragged":
         got = unpack(got, seq[0])
@@ -283,7 +290,7 @@ def test_sdpa_fp8_backward(case: str) -> None:
               "descale_dO": ddo, "descale_s": 1.0 / FP8_MAX, "descale_dP": 1.0 / scales["dP"], "scale_s": FP8_MAX,
               "scale_dQ": scales["dQ"], "scale_dK": scales["dK"], "scale_dV": scales["dV"], "scale_dP": scales["dP"]}
     sc = {n: tensor(g, scalar(1.0), n) for n in values}
-    if SM < 100 and d != 128:
+    if sm() < 100 and d != 128:
         with pytest.raises(GraphError, match="needs d_qk = d_v = 128"):
             outs = g.sdpa_fp8_backward(q, k, v, o, d_o, stats, **sc, attn_scale=scale, use_causal_mask=causal)
             for t in outs:
@@ -322,8 +329,9 @@ def test_sdpa_fp8_missing_scale_is_refused_before_the_backend() -> None:
 
 # -- MXFP8 on a GPU that is not Blackwell ------------------------------------------------------------
 
-@pytest.mark.skipif(100 <= SM < 110, reason="this GPU is a Blackwell: MXFP8 attention may build here")
 def test_sdpa_mxfp8_build_names_the_architecture() -> None:
+    if 100 <= sm() < 110:
+        pytest.skip("this GPU is a Blackwell: MXFP8 attention may build here")
     g = graph()
     b, h, s, d = 1, 2, 128, 64
     q, k, v = (g.tensor(name=n, dim=[b, h, s, d], data_type=dt.FP8_E4M3) for n in ("q", "k", "v"))
@@ -334,7 +342,7 @@ def test_sdpa_mxfp8_build_names_the_architecture() -> None:
     o.set_output(True)
     amax.set_output(True)
     g.validate()
-    with pytest.raises(GraphError, match=rf"needs a Blackwell GPU \(SM 100 or newer\); this is SM {SM}"):
+    with pytest.raises(GraphError, match=rf"needs a Blackwell GPU \(SM 100 or newer\); this is SM {sm()}"):
         g.build_operation_graph()
 
 
@@ -393,7 +401,7 @@ def test_block_scale_quantize_round_trip() -> None:
     try:
         build_and_run(g, {xt: x, y: y_t, scale: e8m0(s_raw)})
     except cudnn.cudnnGraphNotSupportedError as exc:
-        pytest.skip(f"BLOCK_SCALE_QUANTIZE has no engine on SM {SM} with this cuDNN: {exc}")
+        pytest.skip(f"BLOCK_SCALE_QUANTIZE has no engine on SM {sm()} with this cuDNN: {exc}")
     got_exp = unswizzle(s_raw[0], rows, cols // 32).float()
     want_exp, want = mx_reference(x, 32)
     assert (got_exp - want_exp[0]).abs().max().item() <= 1, "scale exponents differ from the MX reference"
@@ -429,7 +437,7 @@ def test_block_scale_dequantize_matmul() -> None:
     try:
         build_and_run(g, {at: a_in, bt: b_in, sa: sa_in, sb: sb_in, c: c_t})
     except cudnn.cudnnGraphNotSupportedError as exc:
-        pytest.skip(f"block-scaled matmul has no engine on SM {SM} with this cuDNN: {exc}")
+        pytest.skip(f"block-scaled matmul has no engine on SM {sm()} with this cuDNN: {exc}")
     assert rel_rms(c_t[0], want) < 1e-3
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from enum import IntEnum
 from typing import Any
 
-from .api_enum import ApiEnum
+from .api_enum import ApiEnum, CEnum
 
 
 class LazyEnums:
@@ -37,7 +37,7 @@ class LazyEnums:
         if members is None:
             raise AttributeError(f"module {self._module!r} has no attribute {name!r}")
         # the documented API's enums print by name as the official's do ('data_type.HALF'); C enums as ints
-        base: type[IntEnum] = ApiEnum if name in self._by_name else IntEnum
+        base: type[IntEnum] = ApiEnum if name in self._by_name else CEnum
         enum = base(name, members, module=self._module, qualname=name)  # type: ignore[call-arg,arg-type]
         enum.__doc__ = self._docs.get(name, f"{name} of the cuDNN headers, with the C member names.")
         # Two threads may build the same enum at once; setdefault keeps the first one stored,
