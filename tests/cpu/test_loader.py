@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -65,3 +66,26 @@ def test_report_is_readable() -> None:
     text = str(cudnn.library_info())
     assert cudnn.backend_version_string() in text
     assert "path:" in text
+
+
+def test_a_copy_a_framework_already_opened_is_used_without_a_search() -> None:
+    """As after `import torch`: libcudnn and the libraries its engines open are already in the
+    process. cudnn-py uses those copies (a second libcudnn would clash) and imports no finder."""
+    report = loader.report()
+    paths = [report.path] + [p.split(" (")[0] for p in report.dependencies.values() if p.startswith("/")]
+    code = ("import ctypes, os, sys\n"
+            f"for p in {paths!r}:\n"
+            "    ctypes.CDLL(p, mode=os.RTLD_GLOBAL)\n"
+            "import cudnn\n"
+            "info = cudnn.library_info()\n"
+            "print(info.found_via, '|', info.path, '|', 'cuda.pathfinder' in sys.modules)\n"
+            "print(sorted(k for k, v in info.dependencies.items() if 'already loaded' in v))")
+    out = _run(code)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    via, path, finder = (part.strip() for part in first.split("|"))
+    assert via == "already loaded in this process"
+    assert os.path.realpath(path) == os.path.realpath(report.path)
+    loaded_deps = ast.literal_eval(second)
+    assert loaded_deps == sorted(n for n, p in report.dependencies.items() if p.startswith("/"))
+    assert finder == ("False" if len(loaded_deps) == len(report.dependencies) else "True")

@@ -175,7 +175,25 @@ def why_no_gpu() -> str:
 
 
 def current_device() -> int:
+    """The calling thread's CUDA device: the device of its current context when it has one (one
+    driver call, no import), else the CUDA runtime's answer."""
+    get = _ctx_get_device()
+    if get is not None:
+        device = ctypes.c_int()
+        if get(ctypes.byref(device)) == 0:
+            return device.value
     return int(_rt("cudaGetDevice", runtime().cudaGetDevice()))
+
+
+@functools.cache
+def _ctx_get_device() -> Any:
+    """The driver's cuCtxGetDevice, or None without a driver library."""
+    try:
+        fn = ctypes.CDLL(_LIBCUDA).cuCtxGetDevice
+    except (OSError, AttributeError):
+        return None
+    fn.restype, fn.argtypes = ctypes.c_int, [ctypes.POINTER(ctypes.c_int)]
+    return fn
 
 
 def set_device(device: int) -> None:

@@ -1,8 +1,9 @@
 """Find and open libcudnn 9 and the libraries its engines open later; lazily, once.
 
 Search order: the file or folder named by $CUDNN_PY_LIBRARY (no fallback when it is set:
-the user asked for that one), then cuda-pathfinder (pip wheels, conda, the system loader,
-CUDA_HOME), then the system loader directly. cuDNN opens its sub-libraries from its own
+the user asked for that one), then the copy this process already has open (a framework such as
+PyTorch loaded it: a second copy would clash with it, and finding it costs no search), then
+cuda-pathfinder (pip wheels, conda, the system loader, CUDA_HOME), then the system loader directly. cuDNN opens its sub-libraries from its own
 folder, but it opens NVRTC (runtime-compiled engines) and cuBLASLt (some matmul engines) by
 soname; from pip wheels those are not on the loader path, so they are opened here first:
 a later dlopen by soname then finds the copy already in the process.
@@ -109,7 +110,7 @@ def _load() -> None:
         # why no GPU is usable is registered now (importing cuda does it), not at `import cudnn`.
         from . import cuda  # noqa: F401
         cudart = int(handle.cudnnGetCudartVersion())
-        _report = LoadReport(path, via, version, cudart, _open_dependencies())
+        _report = LoadReport(path, via, version, cudart, _open_dependencies(cudart // 1000))
         _lib = handle
         hooks, _load_hooks[:] = list(_load_hooks), []
         for hook in hooks:
@@ -127,6 +128,9 @@ def _open_cudnn() -> tuple[ctypes.CDLL, str, str]:
         except OSError as exc:
             tried.append(f"${ENV_VAR}={override}: {exc}")
             raise LibraryNotFoundError(_not_found(tried)) from exc
+    loaded_here = _already_open(_SONAME)
+    if loaded_here is not None:
+        return loaded_here[0], loaded_here[1], "already loaded in this process"
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib
     except ImportError:
@@ -160,15 +164,46 @@ def _dlopen(path: str) -> ctypes.CDLL:
     return ctypes.CDLL(path, mode=mode)
 
 
-def _open_dependencies() -> dict[str, str]:
-    found: dict[str, str] = {}
+def _already_open(soname: str) -> tuple[ctypes.CDLL, str] | None:
+    """``soname`` when this process already has it open, with its path; else None (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return None
     try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-    except ImportError:
-        return dict.fromkeys(_DEPENDENCIES, "not opened (cuda-pathfinder missing)")
-    for name in _DEPENDENCIES:
+        handle = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+    except OSError:
+        return None
+    return handle, _mapped_path(soname) or soname
+
+
+def _mapped_path(soname: str) -> str | None:
+    """Where the mapped file named ``soname`` lives, from /proc/self/maps."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").split(None, 5)[-1]
+                if path.startswith("/") and os.path.basename(path).startswith(soname):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _open_dependencies(cuda_major: int) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for name in _DEPENDENCIES:  # the copies a framework already opened are the ones cuDNN will find
+        here = _already_open(f"lib{name}.so.{cuda_major}")
+        if here is not None:
+            found[name] = f"{here[1]} (already loaded in this process)"
+    missing = [name for name in _DEPENDENCIES if name not in found]
+    if missing:
         try:
-            found[name] = load_nvidia_dynamic_lib(name).abs_path
-        except Exception as exc:  # noqa: BLE001 - reported per library; libcudnn may load without it
-            found[name] = f"not found ({str(exc).splitlines()[0]})"
-    return found
+            from cuda.pathfinder import load_nvidia_dynamic_lib
+        except ImportError:
+            found |= dict.fromkeys(missing, "not opened (cuda-pathfinder missing)")
+            missing = []
+        for name in missing:
+            try:
+                found[name] = load_nvidia_dynamic_lib(name).abs_path
+            except Exception as exc:  # noqa: BLE001 - reported per library; libcudnn may load without it
+                found[name] = f"not found ({str(exc).splitlines()[0]})"
+    return {name: found[name] for name in _DEPENDENCIES}
