@@ -1,12 +1,13 @@
 """Find and open libcudnn 9 and the libraries its engines open later; lazily, once.
 
 Search order: the file or folder named by $CUDNN_PY_LIBRARY (no fallback when it is set:
-the user asked for that one), then the copy this process already has open (a framework such as
-PyTorch loaded it: a second copy would clash with it, and finding it costs no search), then
-cuda-pathfinder (pip wheels, conda, the system loader, CUDA_HOME), then the system loader directly. cuDNN opens its sub-libraries from its own
-folder, but it opens NVRTC (runtime-compiled engines) and cuBLASLt (some matmul engines) by
-soname; from pip wheels those are not on the loader path, so they are opened here first:
-a later dlopen by soname then finds the copy already in the process.
+the user asked for that one), then the copy this process already has open (a framework such
+as PyTorch loaded it: a second copy would clash with it, and finding it costs no search),
+then cuda-pathfinder (pip wheels, conda, the system loader, CUDA_HOME), then the system
+loader directly. cuDNN opens its sub-libraries from its own folder, but it opens NVRTC
+(runtime-compiled engines) and cuBLASLt (some matmul engines) by soname; from pip wheels
+those are not on the loader path, so they are opened here first: a later dlopen by soname
+then finds the copy already in the process.
 """
 
 from __future__ import annotations
