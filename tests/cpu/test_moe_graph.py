@@ -54,7 +54,7 @@ def test_scatter_keeps_token_rows_and_records_top_k() -> None:
 
 
 def test_mode_by_name_or_value() -> None:
-    for mode in ("gather", 1, MODE.GATHER):
+    for mode in ("gather", 2, MODE.GATHER):  # 2: the official value of GATHER
         g, token, weight, fto = _graph()
         g.moe_grouped_matmul(token, weight, fto, g.tensor([1, 8, 1]), mode=mode).set_output(True)
         g.validate()

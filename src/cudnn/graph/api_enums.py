@@ -22,8 +22,10 @@ class scalar_type(ApiEnum):
 
 class moe_grouped_matmul_mode(ApiEnum):
     """How a MoE grouped matmul reads its tokens: NONE (already grouped by expert), GATHER
-    (rows picked through token_index) or SCATTER (results written through token_index)."""
+    (rows picked through token_index) or SCATTER (results written through token_index).
+    The official's values (the C++ frontend's MoeGroupedMatmulMode_t, after its NOT_SET = 0);
+    lowering maps them to cudnnMoeGroupedMatmulMode_t by name."""
 
-    NONE = 0
-    GATHER = 1
-    SCATTER = 2
+    NONE = 1
+    GATHER = 2
+    SCATTER = 3

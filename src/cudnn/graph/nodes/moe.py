@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._lib.enums import C_ENUMS, data_type
 from ..._lib.enums import cudnnBackendAttributeName_t as A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
-from ..._lib.enums import data_type
 from ..._lib.errors import FeatureUnavailableError
 from ...backend.descriptor import Descriptor
 from ..api_enums import moe_grouped_matmul_mode
@@ -141,7 +141,8 @@ class MoeGroupedMatmul(_MoeNode):
             raise FeatureUnavailableError(f"{self.label()}: GATHER mode (its kernel faults with an illegal memory "
                                           "access on cuDNN 9.19 in cudnn-py's GPU tests)", None, lw.version)
         op = lw.descriptor(D.CUDNN_BACKEND_OPERATION_MOE_GROUPED_MATMUL_DESCRIPTOR, self.name)
-        op.set(A.CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_MODE, int(self.mode), T.CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE)
+        mode = C_ENUMS["cudnnMoeGroupedMatmulMode_t"][f"CUDNN_MOE_GROUPED_MATMUL_MODE_{self.mode.name}"]
+        op.set(A.CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_MODE, mode, T.CUDNN_TYPE_MOE_GROUPED_MATMUL_MODE)
         op.set(A.CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_MATH_PREC, self.compute_data_type)
         op.set(A.CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_TOKEN_DESC, lw.tensor(self.inputs["token"]))
         op.set(A.CUDNN_ATTR_OPERATION_MOE_GROUPED_MATMUL_WEIGHT_DESC, lw.tensor(self.inputs["weight"]))
