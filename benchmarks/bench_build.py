@@ -91,6 +91,67 @@ def attention(b: int, h: int, s: int, d: int):  # type: ignore[no-untyped-def]
     return g, {Q: q, K: k, V: v, out: o}
 
 
+def sdpa_forward(b: int, h: int, s: int, d: int, causal: bool, stats: bool = False):  # type: ignore[no-untyped-def]
+    """SDPA forward, bf16 [b, h, s, d]; with ``stats`` it also writes the softmax stats a backward reads."""
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
+    Q, K, V = g.tensor_like(q), g.tensor_like(k), g.tensor_like(v)
+    out, st = g.sdpa(Q, K, V, attn_scale=d ** -0.5, generate_stats=stats, use_causal_mask=causal)
+    out.set_output(True).set_dim(list(q.shape)).set_stride(list(q.stride()))
+    o = torch.empty_like(q)
+    pack = {Q: q, K: k, V: v, out: o}
+    if stats:
+        s_buf = torch.empty(b, h, s, 1, device="cuda", dtype=torch.float32)
+        st.set_output(True).set_data_type(FLOAT).set_dim(list(s_buf.shape)).set_stride(list(s_buf.stride()))
+        pack[st] = s_buf
+    return g, pack
+
+
+def sdpa_backward(b: int, h: int, s: int, d: int, causal: bool):  # type: ignore[no-untyped-def]
+    """SDPA backward of [b, h, s, d]; its forward is built and run first (not timed), as a
+    training step builds it, so the backward reads real O and stats."""
+    fwd, fpack = sdpa_forward(b, h, s, d, causal, stats=True)
+    fwd.build(HEUR)
+    ws = torch.empty(max(1, fwd.get_workspace_size()), device="cuda", dtype=torch.uint8)
+    fwd.execute(fpack, ws)
+    q, k, v, o, stats = fpack.values()
+    d_o = torch.randn_like(o)
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
+    ins = [g.tensor_like(t) for t in (q, k, v, o, d_o, stats)]
+    grads = [torch.empty_like(t) for t in (q, k, v)]
+    outs = g.sdpa_backward(*ins, attn_scale=d ** -0.5, use_causal_mask=causal)
+    for t, buf in zip(outs, grads):
+        t.set_output(True).set_dim(list(buf.shape)).set_stride(list(buf.stride()))
+    return g, dict(zip(ins, (q, k, v, o, d_o, stats))) | dict(zip(outs, grads))
+
+
+def sdpa_decode(b: int, h: int, s_kv: int, d: int, block: int = 64):  # type: ignore[no-untyped-def]
+    """One query token per sequence over a paged K/V cache of ``block``-token pages in a shuffled
+    order (as bench_sdpa.py's decode case), bf16, inference."""
+    q = torch.randn(b, h, 1, d, device="cuda", dtype=torch.bfloat16)
+    nblk = s_kv // block
+    caches, tables = [], []
+    for _ in range(2):  # K, V
+        t = torch.randn(b, h, s_kv, d, device="cuda", dtype=torch.bfloat16)
+        blocks = t.view(b, h, nblk, block, d).permute(0, 2, 1, 3, 4).reshape(b * nblk, h, block, d)
+        perm = torch.randperm(b * nblk, device="cuda", generator=torch.Generator(device="cuda").manual_seed(1))
+        container = torch.empty_like(blocks)
+        container[perm] = blocks
+        caches.append(container)
+        tables.append(perm.view(b, 1, nblk, 1).to(torch.int32).contiguous())
+    seq_q = torch.ones(b, 1, 1, 1, dtype=torch.int32, device="cuda")
+    seq_kv = torch.full((b, 1, 1, 1), s_kv, dtype=torch.int32, device="cuda")
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
+    bufs = [q, caches[0], caches[1], tables[0], tables[1], seq_q, seq_kv]
+    Q, KC, VC, KT, VT, SQ, SKV = (g.tensor_like(t) for t in bufs)
+    out, _ = g.sdpa(Q, KC, VC, is_inference=True, attn_scale=d ** -0.5, use_padding_mask=True, seq_len_q=SQ,
+                    seq_len_kv=SKV, paged_attention_k_table=KT, paged_attention_v_table=VT,
+                    paged_attention_max_seq_len_kv=s_kv)
+    o = torch.empty_like(q)
+    out.set_output(True).set_dim(list(o.shape)).set_stride(list(o.stride()))
+    return g, dict(zip((Q, KC, VC, KT, VT, SQ, SKV), bufs)) | {out: o}
+
+
 CASES = {
     "conv+bias+relu N32 C64 H56 K64 3x3": lambda: conv_bias_relu(32, 64, 56, 64, 3),
     "conv+bias+relu N32 C256 H14 K256 3x3": lambda: conv_bias_relu(32, 256, 14, 256, 3),
@@ -98,7 +159,112 @@ CASES = {
     "layernorm bf16 16384x4096 fp32 affine": lambda: layer_norm(16384, 4096),
     "  same, lowering='norm' (one operation)": lambda: layer_norm(16384, 4096, "norm"),
     "sdpa bf16 causal b4 h16 s2048 d128": lambda: attention(4, 16, 2048, 128),
+    # the SDPA build cases of issue 36 (a backward's forward is built before the timed build)
+    "sdpa fwd bf16 b8 h16 s1024 d64": lambda: sdpa_forward(8, 16, 1024, 64, False),
+    "sdpa bwd bf16 b8 h16 s1024 d64": lambda: sdpa_backward(8, 16, 1024, 64, False),
+    "sdpa bwd bf16 causal b4 h16 s4096 d128": lambda: sdpa_backward(4, 16, 4096, 128, True),
+    "sdpa fwd bf16 causal b2 h32 s8192 d128": lambda: sdpa_forward(2, 32, 8192, 128, True),
+    "sdpa bwd bf16 causal b2 h32 s8192 d128": lambda: sdpa_backward(2, 32, 8192, 128, True),
+    "sdpa decode bf16 b16 h32 s_kv4096 d128 paged64": lambda: sdpa_decode(16, 32, 4096, 128),
 }
+
+
+def kernel_cfg_workload() -> dict:  # type: ignore[type-arg]
+    """The official suite's test_conv_relu_execution_plan_creation, timed: the conv+relu graph,
+    one plan per KERNEL_CFG value of every engine (create_execution_plan), then
+    build_plans(ALL). Run in a fresh process per measurement (cuDNN keeps compiled kernels in a
+    process); CUDNN_PY_BUILD_THREADS of that process sets cudnn-py's build threads."""
+    x = torch.randn(20, 40, 30, 40, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = torch.randn(54, 40, 3, 4, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    g = cudnn.pygraph(io_data_type=HALF, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
+    X = g.tensor(name="X", dim=x.size(), stride=x.stride(), data_type=x.dtype)
+    W = g.tensor(name="W", dim=w.size(), stride=w.stride(), data_type=w.dtype)
+    conv = g.conv_fprop(image=X, weight=W, padding=[0, 1], stride=[2, 3], dilation=[1, 1])
+    g.relu(name="relu", input=conv, lower_clip=0.5, upper_clip=0.55).set_output(True)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    g.validate()
+    g.build_operation_graph()
+    t1 = time.perf_counter()
+    for engine in range(g.get_engine_count()):
+        try:
+            knobs = g.get_knobs_for_engine(engine)
+        except RuntimeError:
+            continue
+        for knob in knobs:
+            if knob.type == cudnn.knob_type.KERNEL_CFG:
+                for value in range(knob.min_value, knob.max_value + 1, knob.stride):
+                    try:
+                        g.create_execution_plan(engine, {cudnn.knob_type.KERNEL_CFG: value})
+                    except RuntimeError:
+                        continue
+    t2 = time.perf_counter()
+    g.build_plans(cudnn.build_plan_policy.ALL)
+    t3 = time.perf_counter()
+    names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
+    built = ([r.name for r in g.describe_plans().rows if r.status in ("built", "selected")]
+             if hasattr(g, "describe_plans") else names)  # the official has no per-plan status
+    return {"graph_ms": (t1 - t0) * 1e3, "create_ms": (t2 - t1) * 1e3, "build_ms": (t3 - t2) * 1e3,
+            "plans": len(names), "built": built}
+
+
+def kernel_cfg_in_child(threads: str | None, env: dict[str, str] | None = None) -> dict | str:  # type: ignore[type-arg]
+    """`kernel_cfg_workload` in a fresh process: cudnn-py with CUDNN_PY_BUILD_THREADS=``threads``
+    (None: unset, the default), or with ``env`` the official frontend."""
+    cwd = tempfile.gettempdir() if env is not None else None  # the official's: away from this repository
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k != "CUDNN_PY_BUILD_THREADS"}
+        if threads is not None:
+            env["CUDNN_PY_BUILD_THREADS"] = threads
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--kernel-cfg-child"], env=env,
+                          capture_output=True, text=True, cwd=cwd)
+    if done.returncode:
+        return f"failed: {done.stderr.strip().splitlines()[-1:]}"
+    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+KERNEL_CFG_RUNS = 3  # fresh processes per mode, alternated
+
+
+def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
+    """The KERNEL_CFG workload: cudnn-py serial (threads=1) vs parallel (the default), each in
+    fresh processes, alternated; the same plans must be built both ways; the official beside."""
+    from cudnn.graph.parallel import build_threads
+
+    runs: dict[str, list[dict]] = {"1": [], "default": []}  # type: ignore[type-arg]
+    for _ in range(KERNEL_CFG_RUNS):
+        for mode in runs:
+            got = kernel_cfg_in_child(None if mode == "default" else mode)
+            if isinstance(got, str):
+                print(f"\nKERNEL_CFG workload, threads={mode}: {got}")
+                return
+            runs[mode].append(got)
+    serial, par = runs["1"], runs["default"]
+    assert all(r["built"] == serial[0]["built"] for r in serial + par), \
+        "KERNEL_CFG workload: the plans built on several threads differ from those built on one"
+    med = {m: {k: statistics.median(r[k] for r in rs) for k in ("graph_ms", "create_ms", "build_ms")}
+           for m, rs in runs.items()}
+    n = len(serial[0]["built"])
+    print(f"\nKERNEL_CFG workload (conv+relu of test_conv_relu_execution_plan_creation): "
+          f"{serial[0]['plans']} plans, {n} built, the same names on 1 and on {build_threads()} threads "
+          f"(median of {KERNEL_CFG_RUNS} processes each)")
+    print(f"{'':28s} {'op graph ms':>11s} {'create ms':>10s} {'build_plans ms':>14s} {'total ms':>9s}")
+    for label, m in (("cudnn-py, threads=1", "1"), (f"cudnn-py, threads={build_threads()}", "default")):
+        row = med[m]
+        print(f"{label:28s} {row['graph_ms']:11.1f} {row['create_ms']:10.1f} {row['build_ms']:14.1f} "
+              f"{sum(row.values()):9.1f}")
+    s_tot, p_tot = sum(med["1"].values()), sum(med["default"].values())
+    gain = med["1"]["build_ms"] / max(med["default"]["build_ms"], 1e-9)
+    print(f"speed-up of the default over threads=1: build_plans {gain:.2f}x, total {s_tot / p_tot:.2f}x")
+    if other_env is not None:
+        theirs = kernel_cfg_in_child(None, other_env)
+        if isinstance(theirs, str):
+            print(f"official: {theirs}")
+        else:
+            t_tot = theirs["graph_ms"] + theirs["create_ms"] + theirs["build_ms"]
+            print(f"{'official (one process)':28s} {theirs['graph_ms']:11.1f} {theirs['create_ms']:10.1f} "
+                  f"{theirs['build_ms']:14.1f} {t_tot:9.1f}   ratio official / cudnn-py default "
+                  f"{t_tot / p_tot:.2f}x ({theirs['plans']} plans)")
 
 
 def ms(fn) -> float:  # type: ignore[no-untyped-def]
@@ -173,12 +339,16 @@ def main() -> None:
     if sys.argv[1:] == ["--official-child"]:
         official_child()
         return
+    if sys.argv[1:] == ["--kernel-cfg-child"]:
+        print(json.dumps(kernel_cfg_workload()))
+        return
     other = sys.argv[sys.argv.index("--other") + 1] if "--other" in sys.argv else None
     print(f"device: {torch.cuda.get_device_name()}  cuDNN {cudnn.backend_version_string()}")
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-bench-"))
     cudnn.plan_cache.directory = cache_dir
     ours: dict[str, dict[str, float]] = {}
-    print(f"\n{'case':40s} {'cold ms':>8s} {'warm ms':>8s} {'disk ms':>8s} {'heur us':>8s} {'tuned us':>9s} {'gain':>6s}")
+    print(f"\n{'case':46s} {'cold ms':>8s} {'warm ms':>8s} {'disk ms':>8s} {'heur us':>8s} {'tuned us':>9s} "
+          f"{'gain':>6s}")
     for name, make in CASES.items():
         cudnn.plan_cache.enabled = False
         cold = statistics.median(ms(functools.partial(make()[0].build, HEUR)) for _ in range(COLD_BUILDS))
@@ -197,23 +367,37 @@ def main() -> None:
         report = g2.autotune(pack2, repeats=10, progress=False)
         tuned = gpu_us(g2, pack2)
         ours[name] = {"cold": cold, "gpu_us": heur}
-        print(f"{name:40s} {cold:8.2f} {warm:8.3f} {disk:8.2f} {heur:8.1f} {tuned:9.1f} {heur / tuned:5.2f}x"
+        print(f"{name:46s} {cold:8.2f} {warm:8.3f} {disk:8.2f} {heur:8.1f} {tuned:9.1f} {heur / tuned:5.2f}x"
               f"   ({report.best.name} of {len(report)})")
     theirs = official(other)
+    other_env = _official_env(other) if not isinstance(theirs, str) else None
+    kernel_cfg_rows(other_env)
     if isinstance(theirs, str):
         print(f"\nofficial nvidia-cudnn-frontend: {theirs}")
         return
     print(f"\nofficial nvidia-cudnn-frontend {theirs['version']} (another process), side by side:")
-    print(f"{'case':40s} {'official first':>14s} {'official cold':>13s} {'cudnn-py cold':>13s} {'ratio':>6s} "
-          f"{'official GPU us':>15s} {'cudnn-py GPU us':>15s}")
+    print(f"{'case':46s} {'official first':>14s} {'official cold':>13s} {'cudnn-py cold':>13s} {'ratio':>6s} "
+          f"{'official GPU us':>15s} {'cudnn-py GPU us':>15s} {'GPU ratio':>9s}")
     for name, row in theirs["cases"].items():
         mine = ours[name]
         if isinstance(row, str):
-            print(f"{name:40s} failed: {row}")
+            print(f"{name:46s} failed: {row}")
             continue
-        print(f"{name:40s} {row['first']:14.2f} {row['cold']:13.2f} {mine['cold']:13.2f} "
-              f"{row['cold'] / mine['cold']:5.2f}x {row['gpu_us']:15.1f} {mine['gpu_us']:15.1f}")
-    print("ratio: official cold build / cudnn-py cold build (above 1: cudnn-py builds faster)")
+        gpu_ratio = mine["gpu_us"] / row["gpu_us"]
+        flag = "  (GPU time more than 3% over the official's)" if gpu_ratio > 1.03 else ""
+        print(f"{name:46s} {row['first']:14.2f} {row['cold']:13.2f} {mine['cold']:13.2f} "
+              f"{row['cold'] / mine['cold']:5.2f}x {row['gpu_us']:15.1f} {mine['gpu_us']:15.1f} "
+              f"{gpu_ratio:8.3f}x{flag}")
+    print("ratio: official cold build / cudnn-py cold build (above 1: cudnn-py builds faster); "
+          "GPU ratio: cudnn-py's chosen plan / the official's (issue 36 wants at most 1.03)")
+
+
+def _official_env(other: str | None) -> dict[str, str]:
+    """The environment of a child process whose ``cudnn`` is the official frontend."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if other:
+        env["PYTHONPATH"] = os.path.abspath(other)
+    return env
 
 
 if __name__ == "__main__":

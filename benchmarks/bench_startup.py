@@ -262,12 +262,62 @@ def official_import_ms(other: str | None) -> str:
     return f"{statistics.median(times):.1f} ms"
 
 
+FIRST_GRAPH = "conv+bias+relu 8x64x56x56 3x3 fp16, first graph of a new process"
+FIRST_GRAPH_RUNS = 5  # fresh processes per side
+
+
+def first_graph_child() -> None:
+    """In a fresh process (CUDA already initialised by torch, no graph built yet, no plan cache):
+    the time to declare and build the first graph, cuDNN's own start included; prints JSON."""
+    x = torch.randn(8, 64, 56, 56, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    b = torch.randn(1, 64, 1, 1, device="cuda", dtype=torch.float16)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    X, W, B = g.tensor_like(x), g.tensor_like(w), g.tensor_like(b)
+    Y = g.relu(g.bias(g.conv_fprop(X, W, padding=[1, 1], stride=[1, 1], dilation=[1, 1]), B)).set_output(True)
+    g.build(HEUR)
+    print(json.dumps({"ms": (time.perf_counter() - t0) * 1e3, "plan": Y is not None}))
+
+
+def first_graph_ms(env: dict[str, str]) -> float | str:
+    """Median over FIRST_GRAPH_RUNS fresh processes of `first_graph_child`, or why it failed."""
+    times = []
+    for _ in range(FIRST_GRAPH_RUNS):
+        out = subprocess.run([sys.executable, __file__, "--first-graph-child"], env=env, capture_output=True,
+                             text=True, cwd="/")
+        if out.returncode:
+            return f"failed: {out.stderr.strip().splitlines()[-1:]}"
+        times.append(json.loads(out.stdout.strip().splitlines()[-1])["ms"])
+    return statistics.median(times)
+
+
+def first_graph_rows(other: str | None) -> None:
+    """The first graph of a new process, cudnn-py (plan cache off) beside the official, and the ratio."""
+    here = str(Path(__file__).resolve().parent.parent / "src")
+    ours_env = {**os.environ, "PYTHONPATH": here, "CUDNN_PY_PLAN_CACHE": "0"}
+    theirs_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if other:
+        theirs_env["PYTHONPATH"] = os.path.abspath(other)
+    ours, theirs = first_graph_ms(ours_env), first_graph_ms(theirs_env)
+    print(f"\n{FIRST_GRAPH} (median of {FIRST_GRAPH_RUNS} processes):")
+    ours_text = f"{ours:.1f} ms" if isinstance(ours, float) else ours
+    theirs_text = f"{theirs:.1f} ms" if isinstance(theirs, float) else theirs
+    print(f"  cudnn-py {ours_text}; official {theirs_text}", end="")
+    if isinstance(ours, float) and isinstance(theirs, float):
+        print(f"; ratio official / cudnn-py {theirs / ours:.2f}x (above 1: cudnn-py is faster)")
+    else:
+        print()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--child")
     ap.add_argument("--first-use", action="store_true")
     ap.add_argument("--official-child", action="store_true")
+    ap.add_argument("--first-graph-child", action="store_true")
     ap.add_argument("--other", metavar="SITE_DIR", help="where the official frontend (also named cudnn) is installed")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N functions with the most own time of the cold and the disk builds")
@@ -277,6 +327,9 @@ def main() -> None:
         return
     if args.official_child:
         official_child()
+        return
+    if args.first_graph_child:
+        first_graph_child()
         return
     theirs = official(args.other)  # first: its child process has the GPU to itself
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-startup-"))
@@ -321,6 +374,7 @@ def main() -> None:
         t_cold, t_warm = ms(torch_call), ms(torch_call)
         print(f"{'':40s} {'torch':8s} {t_cold:8.2f} {t_warm:8.3f} {'':8s} {'':9s} "
               f"{host_us(torch_call):8.1f} {gpu_us(torch_call):8.1f}")
+    first_graph_rows(args.other)
 
 
 if __name__ == "__main__":

@@ -93,12 +93,14 @@ _EXPORTS: dict[str, str] = {
     # the official package's loader helpers
     "is_windows": ".datatypes",
     "load_cudnn": ".datatypes",
+    # the official attention torch entry point (imports torch; registers cudnn::sdpa_fwd / sdpa_bwd)
+    "sdpa_torch": ".sdpa.fwd.torch_op:sdpa",
 }
 # Subpackages reachable as attributes without an import statement (``cudnn.backend.Descriptor``,
 # as when `import cudnn` imported them all), each imported on first use.
 # ``ops``, ``nn`` and ``experimental`` import torch, so only when first read.
 _SUBPACKAGES = ("_lib", "backend", "datatypes", "experimental", "graph", "helpers", "interop", "nn", "ops",
-                "wrapper")
+                "sdpa", "torch", "wrapper")
 
 
 def __getattr__(name: str) -> Any:

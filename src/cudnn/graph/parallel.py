@@ -63,8 +63,11 @@ def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache:
               threads: int | None = None) -> None:
     """Build every candidate of ``cands`` not built or failed yet; a failure is remembered on
     its candidate (as `Candidate.build` does) and affects no other. On one thread, or with one
-    candidate to build, this is `Candidate.build` in order."""
+    candidate to build, or with a kernel cache (which each finalize may add kernels to; cuDNN
+    does not say it may be written from several threads), this is `Candidate.build` in order."""
     n = build_threads(threads)
+    if kernel_cache is not None:  # one cache that every finalize writes into: not shared between threads
+        n = 1
     todo = [c for c in cands if c.unbuilt]
     if n == 1 or len(todo) <= 1:
         for c in cands:
