@@ -1,0 +1,292 @@
+"""PyTorch's own cuDNN attention served by cudnn-py: CUDA kernels for
+``aten::_scaled_dot_product_cudnn_attention`` and its backward (and, where the installed torch
+defines them, ``torch_attn::_varlen_attn``, ``_varlen_attn_out`` and ``_varlen_attn_backward``)
+that run ``cudnn::sdpa_fwd`` / ``cudnn::sdpa_bwd``.
+
+torch's autograd wrapper of the aten op is untouched: it saves our outputs and calls the
+(also overridden) backward, so ``F.scaled_dot_product_attention`` under
+``sdpa_kernel([SDPBackend.CUDNN_ATTENTION])`` runs here unchanged. What these kernels do not
+serve (an ``attn_bias``, dropout, a debug mask, the nested/varlen cuDNN path, arguments cuDNN
+refuses) runs torch's own worker op (``aten::_cudnn_attention_forward`` / ``_backward``; for
+varlen the flash kernels torch's op body runs), counted in `calls` and logged once per reason
+on the ``cudnn.torch`` logger.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.attention
+
+from .._lib.errors import cudnnGraphNotSupportedError
+from ..log import get_logger
+from ..ops import OpError
+from ..ops import sdpa_official as ops
+
+__all__ = ["SdpaOverrides", "calls", "install", "install_sdpa_overrides", "served_plan_names"]
+
+# aten calls served through cudnn-py (fwd, bwd) and handed back to torch's kernels: cuDNN's
+# C++ path (fwd_cpp, bwd_cpp) or, for varlen, the flash kernels (fwd_fa2, bwd_fa2)
+calls: dict[str, int] = {"fwd": 0, "bwd": 0, "fwd_cpp": 0, "bwd_cpp": 0, "fwd_fa2": 0, "bwd_fa2": 0}
+
+_log = get_logger("torch")
+_logged: set[str] = set()
+_REFUSED = (OpError, cudnnGraphNotSupportedError)
+AtenOutputs = tuple[Any, ...]
+
+
+def _fallback(counter: str, reason: str) -> None:
+    calls[counter] += 1
+    if reason not in _logged:
+        _logged.add(reason)
+        _log.info("cudnn.torch: %s runs torch's own kernel: %s", counter.split("_")[0], reason)
+
+
+def _dense_reason(attn_bias: Any, dropout_p: float, debug: bool = False, cum_seq: Any = None) -> str:
+    if attn_bias is not None:
+        return "attn_bias (an attention mask) is not lowered by the provider"
+    if dropout_p:
+        return "dropout_p > 0 is not served by the provider"
+    if debug:
+        return "return_debug_mask is not served by the provider"
+    if cum_seq is not None:
+        return "cum_seq_q/cum_seq_k (the nested-tensor path) are not served by the provider"
+    return ""
+
+
+def _fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias: torch.Tensor | None,
+         compute_log_sumexp: bool, dropout_p: float = 0.0, is_causal: bool = False, return_debug_mask: bool = False,
+         *, scale: float | None = None) -> AtenOutputs:
+    """``aten::_scaled_dot_product_cudnn_attention`` on ``cudnn::sdpa_fwd``."""
+    reason = _dense_reason(attn_bias, dropout_p, return_debug_mask)
+    if not reason:
+        attn_scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+        try:
+            o, lse = ops.forward(query, key, value, attn_scale, is_causal, return_lse=compute_log_sumexp)
+        except _REFUSED as exc:
+            reason = f"cudnn-py refused the call ({exc})"
+        else:
+            calls["fwd"] += 1
+            seed, offset = query.new_zeros((), dtype=torch.int64), query.new_zeros((), dtype=torch.int64)
+            return (o, lse if compute_log_sumexp else None, None, None, query.shape[2], key.shape[2], seed, offset,
+                    None)
+    _fallback("fwd_cpp", reason)
+    return torch.ops.aten._cudnn_attention_forward(query, key, value, attn_bias, None, None, query.shape[2],
+                                                   key.shape[2], compute_log_sumexp, dropout_p, is_causal,
+                                                   return_debug_mask, scale=scale)
+
+
+def _bwd(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor,
+         logsumexp: torch.Tensor, philox_seed: torch.Tensor, philox_offset: torch.Tensor,
+         attn_bias: torch.Tensor | None, cum_seq_q: torch.Tensor | None, cum_seq_k: torch.Tensor | None, max_q: int,
+         max_k: int, dropout_p: float, is_causal: bool, *,
+         scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``aten::_scaled_dot_product_cudnn_attention_backward`` on ``cudnn::sdpa_bwd``."""
+    reason = _dense_reason(attn_bias, dropout_p, cum_seq=cum_seq_q)
+    if not reason:
+        attn_scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+        lse = logsumexp if logsumexp.dim() == 4 else logsumexp.unsqueeze(-1)
+        try:
+            grads = ops.backward(grad_out, query, key, value, out, lse, attn_scale, is_causal,
+                                 is_deterministic=torch.are_deterministic_algorithms_enabled())
+        except _REFUSED as exc:
+            reason = f"cudnn-py refused the call ({exc})"
+        else:
+            calls["bwd"] += 1
+            return grads
+    _fallback("bwd_cpp", reason)
+    return torch.ops.aten._cudnn_attention_backward(grad_out, query, key, value, out, logsumexp, philox_seed,
+                                                    philox_offset, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k,
+                                                    dropout_p, is_causal, scale=scale)
+
+
+# -- varlen (torch.nn.attention.varlen): flash-attention window conventions -------------------
+
+def _window(is_causal: bool, window_size: Any) -> tuple[bool, int, int]:
+    """(is_causal, window_left, window_right) of ``cudnn::sdpa_fwd`` from flash's window (left,
+    right): flash's left w sees w tokens back plus the token itself (cuDNN's left bound w + 1);
+    a right of 0 is causal."""
+    left, right = (-1, -1) if window_size is None else (int(window_size[0]), int(window_size[1]))
+    if right == 0:
+        is_causal, right = True, -1
+    return is_causal, (left + 1 if left >= 0 else -1), right
+
+
+def _varlen_reason(cu_seq_k: Any, seqused_k: Any = None, block_table: Any = None, num_splits: Any = None) -> str:
+    if cu_seq_k is None:
+        return "varlen without cu_seq_k is not served by the provider"
+    if seqused_k is not None or block_table is not None:
+        return "varlen seqused_k/block_table (paged KV) is not served by the provider"
+    if num_splits not in (None, 1):
+        return "varlen num_splits is not served by the provider"
+    return ""
+
+
+def _flash_window(window_size: Any) -> dict[str, int]:
+    left, right = (-1, -1) if window_size is None else (int(window_size[0]), int(window_size[1]))
+    return {"window_size_left": left, "window_size_right": right}
+
+
+def _flash_extras(seqused_k: Any, block_table: Any, num_splits: Any) -> dict[str, Any]:
+    extras = {"seqused_k": seqused_k, "block_table": block_table, "num_splits": num_splits}
+    return {k: v for k, v in extras.items() if v is not None}
+
+
+def _varlen_fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_seq_q: torch.Tensor,
+                cu_seq_k: torch.Tensor | None, max_q: int, max_k: int, is_causal: bool = False,
+                scale: float | None = None, window_size: Any = None, enable_gqa: bool = False, seqused_k: Any = None,
+                block_table: Any = None, num_splits: Any = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``torch_attn::_varlen_attn`` on ``cudnn::sdpa_fwd`` (packed THD); the log-sum-exp is
+    flash's [H, T]."""
+    reason = _varlen_reason(cu_seq_k, seqused_k, block_table, num_splits)
+    rng_state = torch.zeros((2,), dtype=torch.uint64, device=query.device)
+    if not reason:
+        causal, left, right = _window(is_causal, window_size)
+        attn_scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+        try:
+            o, stats = ops.forward(query, key, value, attn_scale, causal, False, left, right, None, None, None,
+                                   cu_seq_q, cu_seq_k, max_q, max_k, True)
+        except _REFUSED as exc:
+            reason = f"cudnn-py refused the call ({exc})"
+        else:
+            calls["fwd"] += 1
+            return o, stats.squeeze(-1).t().contiguous(), rng_state
+    _fallback("fwd_fa2", reason)
+    out, lse = torch.ops.aten._flash_attention_forward(
+        query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, 0.0, is_causal, False, scale=scale,
+        **_flash_window(window_size), **_flash_extras(seqused_k, block_table, num_splits))[:2]
+    return out, lse, rng_state
+
+
+def _varlen_fwd_out(out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                    cu_seq_q: torch.Tensor, cu_seq_k: torch.Tensor | None, max_q: int, max_k: int,
+                    is_causal: bool = False, scale: float | None = None, window_size: Any = None,
+                    enable_gqa: bool = False, seqused_k: Any = None, block_table: Any = None,
+                    num_splits: Any = None) -> torch.Tensor:
+    """``torch_attn::_varlen_attn_out``: `_varlen_fwd` written into ``out``; returns the log-sum-exp."""
+    o, lse, _ = _varlen_fwd(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, is_causal, scale, window_size,
+                            enable_gqa, seqused_k, block_table, num_splits)
+    out.copy_(o)
+    return lse
+
+
+def _varlen_bwd(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                out: torch.Tensor, lse: torch.Tensor, cu_seq_q: torch.Tensor, cu_seq_k: torch.Tensor, max_q: int,
+                max_k: int, is_causal: bool, rng_state: torch.Tensor, scale: float | None = None,
+                window_size: Any = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``torch_attn::_varlen_attn_backward`` on ``cudnn::sdpa_bwd``."""
+    reason = _varlen_reason(cu_seq_k)
+    if not reason:
+        causal, left, right = _window(is_causal, window_size)
+        attn_scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+        try:
+            padded = ops.thd_lse_to_padded(lse.t(), cu_seq_q, max_q)
+            grads = ops.backward(grad_out, query, key, value, out, padded, attn_scale, causal, False, left, right,
+                                 None, cu_seq_q, cu_seq_k, max_q, max_k, torch.are_deterministic_algorithms_enabled())
+        except _REFUSED as exc:
+            reason = f"cudnn-py refused the call ({exc})"
+        else:
+            calls["bwd"] += 1
+            return grads
+    _fallback("bwd_fa2", reason)
+    unused = torch.empty(0, device=query.device)
+    return torch.ops.aten._flash_attention_backward(
+        grad_out, query, key, value, out, lse, cu_seq_q, cu_seq_k, max_q, max_k, 0.0, is_causal, rng_state, unused,
+        scale=scale, **_flash_window(window_size))
+
+
+# -- installing ----------------------------------------------------------------------------------
+
+DENSE_OPS = {"_scaled_dot_product_cudnn_attention": _fwd, "_scaled_dot_product_cudnn_attention_backward": _bwd}
+VARLEN_OPS = {"_varlen_attn": _varlen_fwd, "_varlen_attn_out": _varlen_fwd_out,
+              "_varlen_attn_backward": _varlen_bwd}
+
+
+def _varlen_defined() -> list[str]:
+    """The varlen ops the installed torch defines (importing torch.nn.attention.varlen defines them)."""
+    try:
+        import torch.nn.attention.varlen
+    except ImportError:
+        return []
+    namespace = getattr(torch.ops, "torch_attn", None)
+    return [name for name in VARLEN_OPS if namespace is not None and hasattr(namespace, name)]
+
+
+class SdpaOverrides:
+    """One installation of the overrides: ``remove()`` (or leaving its ``with`` block) gives
+    torch its own kernels back; removing twice does nothing."""
+
+    def __init__(self, *libs: torch.library.Library, ops: tuple[str, ...] = ()) -> None:
+        self._libs = list(libs)
+        self.ops = ops  # the overridden operators, "namespace::name"
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._libs)
+
+    def remove(self) -> None:
+        for lib in self._libs:
+            lib._destroy()
+        self._libs = []
+
+    def __enter__(self) -> SdpaOverrides:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"SdpaOverrides({', '.join(self.ops)}{'' if self._libs else '; removed'})"
+
+
+def install_sdpa_overrides() -> SdpaOverrides:
+    """Serve PyTorch's cuDNN attention ops (and the varlen ops, where torch has them) from
+    cudnn-py; returns the handle that removes the overrides."""
+    missing = [n for n in ("_cudnn_attention_forward", "_cudnn_attention_backward")
+               if not hasattr(torch.ops.aten, n)]
+    if missing:
+        raise RuntimeError(f"cudnn.torch: this torch ({torch.__version__}) has no aten::{missing[0]}, the kernel the "
+                           "provider hands unserved calls to; the provider needs torch >= 2.7")
+    dense = torch.library.Library("aten", "IMPL")
+    for name, fn in DENSE_OPS.items():
+        dense.impl(name, fn, "CUDA")
+    libs, names = [dense], [f"aten::{n}" for n in DENSE_OPS]
+    varlen = _varlen_defined()
+    if varlen:
+        lib = torch.library.Library("torch_attn", "IMPL")
+        for name in varlen:
+            lib.impl(name, VARLEN_OPS[name], "CUDA")
+        libs.append(lib)
+        names += [f"torch_attn::{n}" for n in varlen]
+    return SdpaOverrides(*libs, ops=tuple(names))
+
+
+_installed: SdpaOverrides | None = None
+
+
+def install() -> SdpaOverrides:
+    """Install the overrides once per process (a second call returns the same installation)."""
+    global _installed
+    if _installed is None or not _installed.installed:
+        _installed = install_sdpa_overrides()
+    return _installed
+
+
+def served_plan_names() -> list[str]:
+    """The execution plan serving each attention graph built so far (most recent last)."""
+    return ops.plan_names()
+
+
+def _register_with_torch() -> None:
+    """Offer the overrides to torch's flash-attention registry as ``"CUDNN"`` (torch >= 2.13),
+    so ``torch.nn.attention.activate_flash_attention_impl("CUDNN")`` installs them."""
+    if hasattr(torch.backends.cuda, "enable_cudnn_sdp_python"):
+        return  # torch's own switch calls install_sdpa_overrides()
+    register = getattr(torch.nn.attention, "register_flash_attention_impl", None)
+    if register is not None:
+        register("CUDNN", register_fn=install_sdpa_overrides)
+
+
+_register_with_torch()
