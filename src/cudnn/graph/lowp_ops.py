@@ -222,13 +222,18 @@ def sdpa_mxfp8_backward(self: Any, q: Any, q_T: Any, k: Any, k_T: Any, v: Any, o
 @op
 def block_scale_quantize(self: Any, input: Any, block_size: int,
                          axis: int | None = None,
-                         transpose: bool = False, compute_data_type: Any = NOT_SET, name: str = "") -> list[Tensor]:
+                         transpose: bool = False, compute_data_type: Any = NOT_SET, name: str = "", *,
+                         group_offset: Any = None) -> list[Tensor]:
     """Quantize ``input`` into blocks of ``block_size`` along ``axis`` (the last dim by default);
     returns (Y, scale). Y's type is what you set on it (FP8_E4M3/E5M2, FP4_E2M1) or the graph's
     io_data_type; scales are FP8_E8M0 for blocks of 32, FP8_E4M3 for 16 (NVFP4). ``transpose``
-    lays Y and the scales out with the block axis packed. cuDNN >= 9.7."""
+    lays Y and the scales out with the block axis packed. cuDNN >= 9.7. ``group_offset`` (1.32's
+    grouped quantization) has no BLOCK_SCALE_QUANTIZE attribute in cuDNN and is refused."""
     name = self.node_name(name)
     at = f"block_scale_quantize {name!r}"
+    if group_offset is not None:
+        raise GraphNotSupportedError(f"{at}: group_offset (1.32's grouped quantization) has no "
+                                     "BLOCK_SCALE_QUANTIZE attribute in the cuDNN backend API; leave it None")
     node = BlockScaleQuantize(name, self.input_tensor(input, at, "input"), block_size, axis, transpose,
                               compute_data_type)
     return self.add_node(node, ["Y", "scale"])

@@ -5,12 +5,26 @@ first parameter is the graph and registers them with ``@op``; ``pygraph`` binds 
 registered function as a method. ``cudnn.Graph`` offers exactly these names in its block.
 An op builds its node through the graph's op-builder protocol: ``input_tensor`` (a tensor from
 a cudnn.tensor, a framework tensor or a number), ``node_name`` and ``add_node``.
+
+Every method is bound through `adapt`, which reads the call both ways the official API has
+mapped positional arguments: v1.23's order (the functions' own signatures) and 1.32's (tensor
+inputs first, then attributes, `ORDER_132`). Where only one reading fits the arguments' types,
+that one is used; where both fit and differ, the call is refused as ambiguous. An unknown
+keyword is refused naming the closest valid argument.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+import enum
+import functools
+import inspect
+import numbers
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
+
+from .._lib.enums import data_type
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,8 +37,191 @@ def op(fn: F) -> F:
 
 
 def register(name: str, fn: F) -> F:
-    """Register ``fn`` as the ``pygraph`` method ``name`` (aliases, generated methods)."""
-    if name in OPS and OPS[name] is not fn:
+    """Register ``fn`` as the ``pygraph`` method ``name`` (aliases, generated methods); returns
+    ``fn`` itself, the method bound on ``pygraph`` is ``adapt(name, fn)``."""
+    known = OPS.get(name)
+    if known is not None and getattr(known, "__wrapped__", known) is not fn:
         raise RuntimeError(f"pygraph op {name!r} is registered twice")
-    OPS[name] = fn
+    alias_of = next((m for m in OPS.values() if getattr(m, "__wrapped__", None) is fn), None)
+    OPS[name] = alias_of or adapt(name, fn)  # an alias is the same method object
     return fn
+
+
+# -- 1.32's positional order -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Order:
+    """1.32's positional order of one op (op_specs.txt: tensor inputs, then attributes), and
+    the rules that make a reading of a call incoherent (two arguments that exclude each other,
+    two that come only as a pair)."""
+
+    names: tuple[str, ...]
+    exclusive: tuple[tuple[str, str], ...] = ()
+    paired: tuple[tuple[str, str], ...] = ()
+
+
+_NORM_FWD = Order(("input", "scale", "bias", "epsilon", "norm_forward_phase"))
+_CONV_RULES = {"exclusive": (("padding", "pre_padding"), ("padding", "post_padding")),
+               "paired": (("pre_padding", "post_padding"),)}
+_RELU_TAIL = ("negative_slope", "lower_clip", "upper_clip", "name", "compute_data_type")
+
+# Only the ops whose 1.32 order differs from v1.23's; the others read the same either way.
+ORDER_132: dict[str, Order] = {
+    "layernorm": _NORM_FWD, "rmsnorm": _NORM_FWD, "instancenorm": _NORM_FWD, "adalayernorm": _NORM_FWD,
+    "reduction": Order(("input", "group_offset", "mode")),
+    "block_scale_quantize": Order(("input", "group_offset", "block_size", "axis", "transpose")),
+    "moe_grouped_matmul": Order(("token", "weight", "first_token_offset", "token_index", "token_ks", "mode",
+                                 "top_k")),
+    "conv_fprop": Order(("image", "weight", "padding", "pre_padding", "post_padding", "stride", "dilation",
+                         "convolution_mode"), **_CONV_RULES),
+    "conv_dgrad": Order(("loss", "filter", "padding", "pre_padding", "post_padding", "stride", "dilation",
+                         "convolution_mode"), **_CONV_RULES),
+    "conv_wgrad": Order(("image", "loss", "padding", "pre_padding", "post_padding", "stride", "dilation",
+                         "convolution_mode"), **_CONV_RULES),
+    "reshape": Order(("input", "reshape_mode")),
+    # 1.32's hand-written pointwise builders put name before compute_data_type
+    "relu": Order(("input", *_RELU_TAIL)),
+    "relu_backward": Order(("loss", "input", *_RELU_TAIL)),
+    "leaky_relu": Order(("input", "negative_slope", "name", "compute_data_type")),
+    "leaky_relu_backward": Order(("loss", "input", "negative_slope", "name", "compute_data_type")),
+    "swish": Order(("input", "swish_beta", "name", "compute_data_type")),
+    "swish_backward": Order(("loss", "input", "swish_beta", "name", "compute_data_type")),
+    "gen_index": Order(("input", "axis", "name", "compute_data_type")),
+}
+
+
+# -- what kind of value a parameter takes, by its name ----------------------------------------
+
+def _is_tensor(v: Any) -> bool:
+    """A cudnn.tensor or a framework tensor: not a number, string, list, enum or None."""
+    return v is not None and not isinstance(v, (numbers.Number, str, bytes, list, tuple, dict, enum.Enum))
+
+
+def _tensor_or_none(v: Any) -> bool:
+    return v is None or _is_tensor(v)
+
+
+def _number_or_tensor(v: Any) -> bool:
+    return v is None or _is_tensor(v) or _number(v)
+
+
+def _int_list(v: Any) -> bool:
+    return v is None or (isinstance(v, (list, tuple)) and all(
+        hasattr(x, "__index__") and not isinstance(x, enum.Enum) for x in v))
+
+
+def _plain_int(v: Any) -> bool:
+    return v is None or (isinstance(v, numbers.Integral) and not isinstance(v, (bool, enum.Enum)))
+
+
+def _enum(v: Any) -> bool:
+    return isinstance(v, enum.Enum)
+
+
+def _phase(v: Any) -> bool:
+    return isinstance(v, enum.Enum) or v in ("TRAINING", "INFERENCE")
+
+
+def _dtype(v: Any) -> bool:
+    return v is None or isinstance(v, data_type)
+
+
+def _number(v: Any) -> bool:
+    return v is None or (isinstance(v, numbers.Real) and not isinstance(v, (bool, enum.Enum)))
+
+
+_TENSORS = ("input", "scale", "bias", "grad", "image", "weight", "loss", "filter", "group_offset", "token",
+            "first_token_offset", "token_index", "token_ks")
+KINDS: dict[str, Callable[[Any], bool]] = {
+    **dict.fromkeys(_TENSORS, _tensor_or_none),
+    **dict.fromkeys(("epsilon", "momentum"), _number_or_tensor),
+    **dict.fromkeys(("padding", "pre_padding", "post_padding", "stride", "dilation"), _int_list),
+    **dict.fromkeys(("mode", "convolution_mode", "reshape_mode"), _enum),
+    **dict.fromkeys(("negative_slope", "lower_clip", "upper_clip", "swish_beta"), _number),
+    "norm_forward_phase": _phase, "compute_data_type": _dtype, "name": lambda v: isinstance(v, str),
+    "block_size": lambda v: v is not None and (_plain_int(v) or _int_list(v)), "axis": _plain_int, "top_k": _plain_int,
+    "transpose": lambda v: v is None or isinstance(v, bool),
+}
+
+
+def _fits(mapping: Mapping[str, Any], rules: Order, params: Mapping[str, inspect.Parameter]) -> bool:
+    for name, value in mapping.items():
+        if name not in params:
+            return False
+        kind = KINDS.get(name)
+        if kind is not None and not kind(value):
+            return False
+
+    def set_(n: str) -> bool:
+        v = mapping.get(n)
+        return v is not None and v != []
+
+    if any(set_(a) and set_(b) for a, b in rules.exclusive):
+        return False
+    return not any(set_(a) != set_(b) for a, b in rules.paired)
+
+
+def _show(mapping: Mapping[str, Any], names: list[str]) -> str:
+    return ", ".join(f"{n}={mapping[n]!r}" for n in names)
+
+
+def _reading(op_name: str, order: Order, ours: list[str], params: Mapping[str, inspect.Parameter],
+             args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The 1.32 reading of ``args`` as keywords when it is the one that fits; None to read them in
+    v1.23's order; TypeError when both fit and differ."""
+    if len(args) > len(order.names):
+        return None
+    alt = dict(zip(order.names, args))
+    if any(n in kwargs for n in alt):
+        return None  # 1.32 would say 'multiple values'; v1.23's reading gives its own error
+    if not _fits({**kwargs, **alt}, order, params):
+        return None
+    old = dict(zip(ours, args)) if len(args) <= len(ours) else None
+    if old is None or not _fits({**kwargs, **old}, order, params):
+        return alt
+    if all(a == b for a, b in zip(order.names, ours[:len(args)])):
+        return None
+    first = next(i for i, (a, b) in enumerate(zip(order.names, ours)) if a != b)
+    raise TypeError(
+        f"{op_name}(): positional argument {first + 1} onwards can be read two ways: as "
+        f"{_show(old, ours[first:len(args)])} (v1.23's order) or as {_show(alt, list(order.names[first:len(args)]))} "
+        "(1.32's order); pass them by keyword")
+
+
+# -- the method every op is bound as -----------------------------------------------------------
+
+def unknown_keyword(op_name: str, keyword: str, valid: list[str]) -> TypeError:
+    """The error for a keyword ``op_name`` does not take, naming the closest valid one."""
+    close = difflib.get_close_matches(keyword, valid, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return TypeError(f"{op_name}(): {keyword!r} is not an argument of {op_name}{hint} "
+                     f"(its arguments: {', '.join(valid)})")
+
+
+def adapt(op_name: str, fn: F) -> F:
+    """``fn`` as the ``pygraph`` method ``op_name``: unknown keywords refused by name, and
+    positional arguments read in 1.32's order where only that reading fits (`ORDER_132`)."""
+    signature = inspect.signature(fn)
+    params = dict(list(signature.parameters.items())[1:])  # without self
+    open_keywords = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    valid = [n for n, p in params.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    ours = [n for n, p in params.items() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    order = ORDER_132.get(op_name)
+    common = 0
+    if order is not None:
+        while common < min(len(ours), len(order.names)) and ours[common] == order.names[common]:
+            common += 1
+
+    @functools.wraps(fn)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not open_keywords:
+            for key in kwargs:
+                if key not in params:
+                    raise unknown_keyword(op_name, key, valid)
+        if order is not None and len(args) > common:
+            alt = _reading(op_name, order, ours, params, args, kwargs)
+            if alt is not None:
+                return fn(self, **alt, **kwargs)
+        return fn(self, *args, **kwargs)
+
+    return method  # type: ignore[return-value]
