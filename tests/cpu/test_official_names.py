@@ -44,7 +44,8 @@ def test_opensource_alone_is_refused_naming_the_mode_and_the_versions(planned: l
     g.validate()
     for modes in ([cudnn.heur_mode.OPENSOURCE], cudnn.heur_mode.OPENSOURCE):
         with pytest.raises(cudnn.cudnnGraphNotSupportedError,
-                           match=r"(?s)heur_mode\.OPENSOURCE: .*own engines \(compiled with NVRTC.*no libcudnn version has "
+                           match=r"(?s)heur_mode\.OPENSOURCE: .*own engines \(compiled with NVRTC.*"
+                                 r"no libcudnn version has "
                                  r"such a heuristic mode \(none up to the 9\.\d+\.\d+ headers; the loaded libcudnn is "
                                  r"9\.19\.0\).*hint: .*heur_mode\.A, cudnn\.heur_mode\.FALLBACK"):
             g.create_execution_plans(modes)
@@ -159,3 +160,111 @@ def test_moe_grouped_matmul_declares_the_graph_it_runs() -> None:
     assert ports["weight"].get_stride() == [N * K, 1, K]
     node = json.loads(str(g))["nodes"][0]
     assert (node["tag"], node["mode"], node["top_k"]) == ("MOE_GROUPED_MATMUL", "SCATTER", 2)
+
+
+# -- official names outside cuDNN's Graph API --------------------------------------------------------
+
+OFFICIAL_NAMES = "/work/shared/reference/official-1.32/top_level_names.txt"
+# Graph-API names of the official that cudnn-py serves or will serve (neither absent nor refused here)
+GRAPH_API = {"DeviceInfo", "FRONTEND_KNOB_TYPE_BASE", "GraphContext", "Node", "NodeType", "Tensor",
+             "cuda_graph_retention", "engines", "graph_types", "handle", "is_frontend_knob_type", "nodes", "ops",
+             "sdpa_capabilities", "sdpa_torch", "torch"}
+
+
+def _official_names() -> list[str]:
+    try:
+        with open(OFFICIAL_NAMES) as f:
+            return f.read().split()
+    except OSError:
+        pytest.skip(f"{OFFICIAL_NAMES} is not on this machine")
+
+
+def test_every_official_name_is_served_or_says_what_it_needs() -> None:
+    from cudnn import _unavailable
+
+    names = _official_names()
+    assert len(names) == 226
+    table = set(_unavailable.TOP_LEVEL)
+    assert table <= set(names)  # no invented names
+    assert not table & GRAPH_API
+    unaccounted = [n for n in names if n not in table and n not in GRAPH_API and not hasattr(cudnn, n)]
+    assert unaccounted == []
+    assert not [n for n in table if n in cudnn.__dict__ or n in dir(cudnn)]  # none of them is provided
+
+
+@pytest.mark.parametrize(("name", "needs"), [
+    ("GemmSwigluSm100", "a Blackwell (SM100) GPU and nvidia-cutlass-dsl"),
+    ("grouped_gemm_jax_sm100", "JAX, a Blackwell (SM100) GPU and nvidia-cutlass-dsl"),
+    ("MoeEp", "nvidia-cudnn-frontend[cutedsl,comm]"),
+    ("flex_attn_func", "nvidia-cutlass-dsl"),
+    ("rope_qdq_inplace", "Triton"),
+    ("MhcProjectionBackward", "cuda-tile (cuTile)"),
+    ("gnn_agg_simple_forward", "cuDNN C API functions outside the Graph API"),
+    ("fla", "flash-linear-attention"),
+])
+def test_an_unavailable_name_is_an_attribute_error_when_read(name: str, needs: str) -> None:
+    from cudnn._unavailable import Unavailable, UnavailableAttributeError
+
+    assert not hasattr(cudnn, name)
+    assert getattr(cudnn, name, "absent") == "absent"
+    with pytest.raises(AttributeError) as info:
+        getattr(cudnn, name)
+    assert isinstance(info.value, UnavailableAttributeError) and isinstance(info.value, Unavailable)
+    assert not isinstance(info.value, ImportError)
+    text = str(info.value)
+    assert text.startswith(f"cudnn.{name} is not provided by cudnn-py: it needs ") and needs in text
+    assert text.endswith("cudnn-py serves cuDNN's Graph API only") and info.value.name == name
+
+
+@pytest.mark.parametrize("name", ["GemmSwigluSm100", "MoeEp", "causal_conv1d_nwh_forward"])
+def test_from_cudnn_import_an_unavailable_name_is_an_import_error_saying_what_it_needs(name: str) -> None:
+    from cudnn._unavailable import Unavailable, UnavailableImportError
+
+    with pytest.raises(ImportError) as info:
+        exec(f"from cudnn import {name}", {})
+    assert isinstance(info.value, UnavailableImportError) and isinstance(info.value, Unavailable)
+    assert not isinstance(info.value, AttributeError)
+    assert str(info.value).startswith(f"cudnn.{name} is not provided by cudnn-py: it needs ")
+    assert info.value.name == name and info.value.needs in str(info.value)
+
+
+def test_unknown_names_keep_the_ordinary_errors() -> None:
+    with pytest.raises(AttributeError, match=r"^module 'cudnn' has no attribute 'no_such_name'$"):
+        cudnn.no_such_name  # noqa: B018
+    with pytest.raises(ImportError, match=r"cannot import name 'no_such_name' from 'cudnn'"):
+        exec("from cudnn import no_such_name", {})
+
+
+def test_blackwell_only_ops_of_the_experimental_and_gemm_packages_say_what_they_need() -> None:
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import cudnn.experimental.ops as e, cudnn.gemm as g, cudnn.gemm.ops as go\n"
+            "assert not hasattr(e, 'swiglu_mlp') and not hasattr(go, 'swiglu_moe') and not hasattr(g, 'situ_mlp')\n"
+            "for stmt in ('from cudnn.experimental.ops import swiglu_mlp', 'from cudnn.gemm.ops import swiglu_moe',\n"
+            "             'from cudnn.gemm import MhcProjectionBackward'):\n"
+            "    try:\n"
+            "        exec(stmt, {})\n"
+            "    except ImportError as exc:\n"
+            "        print(type(exc).__name__, exc)\n"
+            "try:\n"
+            "    from cudnn.gemm.ops import moe_grouped_matmul\n"
+            "except ImportError as exc:\n"
+            "    print(type(exc).__name__, exc)\n"
+            "print(sorted(dir(go)), sorted(dir(e))[-3:])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == ("UnavailableImportError cudnn.experimental.ops.swiglu_mlp is not provided by cudnn-py: it "
+                        "needs a Blackwell (SM100) GPU and nvidia-cutlass-dsl (the official package's CuTe-DSL "
+                        "kernels); cudnn-py serves cuDNN's Graph API only")
+    assert lines[1].startswith("UnavailableImportError cudnn.gemm.ops.swiglu_moe is not provided by cudnn-py: it "
+                               "needs a Blackwell (SM100) GPU")
+    assert lines[2].startswith("UnavailableImportError cudnn.gemm.MhcProjectionBackward is not provided by "
+                               "cudnn-py: it needs cuda-tile (cuTile)")
+    assert lines[3] == "ImportError cudnn.gemm.ops.moe_grouped_matmul needs PyTorch, which is not installed"
+    assert "moe_grouped_matmul" in lines[4] and "swiglu" not in lines[4]
+
+
+def test_the_gemm_package_imports_no_torch() -> None:
+    code = "import sys, cudnn, cudnn.gemm, cudnn.gemm.ops; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.strip() == "False", out.stderr
