@@ -200,3 +200,84 @@ def test_keyword_given_twice_is_refused() -> None:
     x = tensor(g, [4, 8], "x")
     with pytest.raises(TypeError, match="multiple values"):
         g.reduction(x, cudnn.reduction_mode.ADD, mode=cudnn.reduction_mode.ADD)
+
+
+# -- sdpa's Python-side arguments (1.32) ----------------------------------------------------------
+
+def qkv(g: Any, b: int = 2, h: int = 2, s: int = 16, d: int = 64) -> list[Any]:
+    return [tensor(g, [b, h, s, d], n) for n in "qkv"]
+
+
+def test_sdpa_prefolded_scale_is_ln2_and_refuses_attn_scale() -> None:
+    import math
+    g = graph()
+    q, k, v = qkv(g)
+    with pytest.raises(ValueError, match="attn_scale_prefolded=True: leave attn_scale unset"):
+        g.sdpa(q, k, v, generate_stats=True, attn_scale=0.125, attn_scale_prefolded=True)
+    assert g.nodes == []
+    g.sdpa(q, k, v, generate_stats=True, attn_scale_prefolded=True)
+    assert g.nodes[0].opts.attn_scale_value == pytest.approx(math.log(2.0))
+    g.sdpa(q, k, v, generate_stats=True, attn_scale_prefolded=False, attn_scale=0.5)
+    assert g.nodes[1].opts.attn_scale_value == 0.5
+    with pytest.raises(TypeError, match="attn_scale_prefolded must be a bool, got 'yes'"):
+        g.sdpa(q, k, v, generate_stats=True, attn_scale_prefolded="yes")
+
+
+def test_sdpa_softmax_precision() -> None:
+    g = graph()
+    q, k, v = qkv(g)
+    g.sdpa(q, k, v, generate_stats=True, softmax_precision=DT.FLOAT)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match="softmax_precision=HALF"):
+        g.sdpa(q, k, v, generate_stats=True, softmax_precision=DT.HALF)
+    with pytest.raises(ValueError, match=r"softmax_precision must be cudnn\.data_type\.FLOAT or HALF"):
+        g.sdpa(q, k, v, generate_stats=True, softmax_precision=DT.INT8)
+    assert len(g.nodes) == 1
+
+
+def test_sdpa_backward_refuses_forward_only_arguments() -> None:
+    g = graph()
+    q, k, v = qkv(g)
+    o, do = tensor(g, [2, 2, 16, 64], "o"), tensor(g, [2, 2, 16, 64], "do")
+    st = tensor(g, [2, 2, 16, 1], "st", DT.FLOAT)
+    for kw in ({"softmax_precision": DT.FLOAT}, {"attn_scale_prefolded": True}):
+        with pytest.raises(ValueError, match="describe the forward's softmax"):
+            g.sdpa_backward(q, k, v, o, do, st, **kw)
+    g.sdpa_backward(q, k, v, o, do, st, attn_scale_prefolded=False)
+
+
+@pytest.mark.parametrize("dtype", [DT.BOOLEAN, DT.UINT8, DT.HALF, DT.FLOAT])
+def test_sdpa_kv_mask_becomes_a_score_modifier(dtype: Any) -> None:
+    g = graph()
+    q, k, v = qkv(g)
+    mask = tensor(g, [2, 1, 1, 16], "mask", dtype)
+    o, stats = g.sdpa(q, k, v, generate_stats=True, kv_mask=mask)
+    o.set_output(True)
+    stats.set_output(True)
+    g.validate()
+    assert o.get_dim() == [2, 2, 16, 64] and stats.get_dim() == [2, 2, 16, 1]
+    sub = cudnn.pygraph(io_data_type=DT.HALF, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    score = sub.tensor([2, 2, 16, 16], [512, 256, 16, 1], DT.FLOAT, is_virtual=True, name="s")
+    out = g.nodes[0].opts.score_mod(sub, score)
+    ops = [n.op for n in sub.nodes]
+    if dtype in (DT.BOOLEAN, DT.UINT8):
+        assert ops[-1] == "binary_select" and (ops[:-1] == ["cmp_neq"]) == (dtype == DT.UINT8)
+    else:
+        assert ops == ["add"]
+    assert out is sub.nodes[-1].outputs["OUT_0"] or out in sub.nodes[-1].outputs.values()
+
+
+def test_sdpa_kv_mask_composes_with_score_mod_and_checks_dims() -> None:
+    g = graph()
+    q, k, v = qkv(g)
+
+    def softcap(sub: Any, s: Any) -> Any:
+        return sub.mul(sub.tanh(sub.div(s, 30.0)), 30.0)
+
+    g.sdpa(q, k, v, generate_stats=True, kv_mask=tensor(g, [1, 1, 1, 16], "m", DT.FLOAT), score_mod=softcap)
+    sub = cudnn.pygraph(io_data_type=DT.HALF, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    g.nodes[0].opts.score_mod(sub, sub.tensor([2, 2, 16, 16], [512, 256, 16, 1], DT.FLOAT, name="s"))
+    assert [n.op for n in sub.nodes] == ["div", "tanh", "mul", "add"]
+    for dims in ([2, 1, 16, 16], [3, 1, 1, 16], [2, 2, 1, 16], [2, 1, 1, 8]):
+        with pytest.raises(ValueError, match=r"kv_mask dims .* must be \[1\|B, 1, 1, S_kv\] = \[1\|2, 1, 1, 16\]"):
+            g.sdpa(q, k, v, generate_stats=True, kv_mask=tensor(g, dims, "bad", DT.BOOLEAN))
+    assert len(g.nodes) == 1

@@ -22,7 +22,8 @@ SDPA_ORDER = ["q", "k", "v", "is_inference", "attn_scale", "bias", "block_mask",
               "paged_attention_v_table", "paged_attention_max_seq_len_kv", "compute_data_type", "name",
               "score_mod", "generate_stats", "implementation", "score_max", "score_sum_exp", "sink_token",
               "unfuse_fma"]
-SDPA_KW_ONLY = ["max_total_seq_len_q", "max_total_seq_len_kv", "cu_seq_len_q", "cu_seq_len_kv", "stats_use_log2"]
+SDPA_KW_ONLY = ["max_total_seq_len_q", "max_total_seq_len_kv", "cu_seq_len_q", "cu_seq_len_kv", "stats_use_log2",
+                "softmax_precision", "attn_scale_prefolded", "kv_mask"]
 BWD_ORDER = ["q", "k", "v", "o", "dO", "stats", "attn_scale", "bias", "dBias", "use_alibi_mask",
              "use_padding_mask", "seq_len_q", "seq_len_kv", "max_total_seq_len_q", "max_total_seq_len_kv",
              "use_causal_mask", "use_causal_mask_bottom_right", "sliding_window_length", "diagonal_alignment",
@@ -40,7 +41,7 @@ def params(fn: Any) -> tuple[list[str], list[str]]:
 
 def test_signatures_follow_the_official_order() -> None:
     assert params(pygraph.sdpa) == (SDPA_ORDER, SDPA_KW_ONLY)
-    assert params(pygraph.sdpa_backward) == (BWD_ORDER, [])
+    assert params(pygraph.sdpa_backward) == (BWD_ORDER, ["softmax_precision", "attn_scale_prefolded"])
     assert pygraph.scaled_dot_product_flash_attention is pygraph.sdpa
     assert pygraph.scaled_dot_product_flash_attention_backward is pygraph.sdpa_backward
     defaults = {p.name: p.default for p in inspect.signature(pygraph.sdpa).parameters.values()}

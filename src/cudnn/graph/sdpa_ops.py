@@ -10,9 +10,12 @@ float ``attn_scale`` -> a by-value constant, and the ``dropout`` tuple forms.
 
 from __future__ import annotations
 
+import enum
+import math
 from collections.abc import Callable
 from typing import Any
 
+from .._lib.enums import data_type
 from .convert import as_bool, as_float, as_int, exact_bool, optional
 from .errors import GraphError, GraphNotSupportedError
 from .nodes.sdpa import SDPA
@@ -155,6 +158,60 @@ def _implementation(value: Any, at: str) -> attention_implementation:
         raise TypeError(f"{at}: implementation must be a cudnn.attention_implementation, got {value!r}") from None
 
 
+# -- 1.32's Python-side arguments of sdpa ---------------------------------------------------------
+
+LN2 = math.log(2.0)  # the scale of scores from a Q prefolded with attn_scale * log2(e)
+_BYTE_MASKS = (data_type.BOOLEAN, data_type.INT8, data_type.UINT8)
+
+
+def _softmax_precision(value: Any, at: str) -> None:
+    if value is None or value == data_type.FLOAT:
+        return
+    if value == data_type.HALF:
+        raise GraphNotSupportedError(f"{at}: softmax_precision=HALF (an fp16 softmax accumulator) is served only "
+                                     "by the official frontend's Python engines for compute capability 10.7; "
+                                     "cuDNN's attention computes the softmax in FLOAT (softmax_precision=FLOAT)")
+    raise GraphError(f"{at}: softmax_precision must be cudnn.data_type.FLOAT or HALF, got {value!r}")
+
+
+def _prefolded(value: Any, at: str) -> bool:
+    if value is None or (isinstance(value, (bool, int)) and not isinstance(value, enum.Enum) and value in (0, 1)):
+        return bool(value)
+    if type(value).__name__ == "bool_":  # a numpy bool
+        return bool(value)
+    raise TypeError(f"{at}: attn_scale_prefolded must be a bool, got {value!r}")
+
+
+def _kv_mask(graph: Any, value: Any, k: Any, at: str) -> Tensor:
+    """The kv_mask tensor, its dims checked against K's where both are known."""
+    mask = graph.input_tensor(value, at, "kv_mask")
+    dims = mask.get_dim()
+    kdims = k.get_dim() if isinstance(k, Tensor) else list(getattr(k, "shape", []))
+    if dims and kdims and len(kdims) == 4 and (
+            len(dims) != 4 or dims[1:3] != [1, 1] or dims[3] != kdims[2] or dims[0] not in (1, kdims[0])):
+        raise GraphError(f"{at}: kv_mask dims {dims} must be [1|B, 1, 1, S_kv] = [1|{kdims[0]}, 1, 1, {kdims[2]}]")
+    if mask.get_data_type() == data_type.NOT_SET:
+        raise GraphError(f"{at}: kv_mask has no data type: BOOLEAN/INT8/UINT8 for a mask, or a float type for an "
+                         "additive vector")
+    return mask
+
+
+def _with_kv_mask(user: Callable[..., Any] | None, mask: Tensor) -> Callable[..., Any]:
+    """A score_mod applying ``mask`` to the scaled scores after the user's score_mod: a byte mask
+    sets masked keys to -inf (as the padding mask does), a float vector is added."""
+    def apply(sub: Any, score: Tensor) -> Tensor:
+        if user is not None:
+            score = user(sub, score)
+        if mask.get_data_type() not in _BYTE_MASKS:
+            return sub.add(score, mask, name="kv_mask_add")
+        keep = mask
+        if mask.get_data_type() != data_type.BOOLEAN:
+            keep = sub.cmp_neq(mask, 0.0, name="kv_mask_keep")
+            keep.set_data_type(data_type.BOOLEAN)
+        return sub.binary_select(score, -math.inf, keep, name="kv_mask_select")
+    return apply
+
+
 # -- the methods ---------------------------------------------------------------------------------
 
 @op
@@ -170,14 +227,29 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
          implementation: Any = AUTO, score_max: Any = None, score_sum_exp: Any = None, sink_token: Any = None,
          unfuse_fma: bool = False, *, max_total_seq_len_q: int | None = None,
          max_total_seq_len_kv: int | None = None, cu_seq_len_q: Any = None, cu_seq_len_kv: Any = None,
-         stats_use_log2: bool = False) -> list[Maybe]:
+         stats_use_log2: bool = False, softmax_precision: Any = None, attn_scale_prefolded: Any = False,
+         kv_mask: Any = None) -> list[Maybe]:
     """Scaled dot-product attention forward; returns [O, Stats] (Stats None when not generated).
 
     Q [b, h_q, s_q, d_qk], K [b, h_k, s_kv, d_qk], V [b, h_v, s_kv, d_v] in HALF or BFLOAT16;
     O is [b, h_q, s_q, d_v] in Q's layout order, Stats [b, h_q, s_q, 1] FLOAT (log-sum-exp).
-    Give exactly one of ``is_inference`` and ``generate_stats``."""
+    Give exactly one of ``is_inference`` and ``generate_stats``.
+
+    1.32's Python-side arguments: ``softmax_precision`` FLOAT (what cuDNN computes; HALF is
+    refused); ``attn_scale_prefolded=True``: Q already carries attn_scale * log2(e), so no
+    attn_scale is given and the scores are scaled by ln(2); ``kv_mask`` [1|B, 1, 1, S_kv]: a
+    BOOLEAN/INT8/UINT8 per-key mask (zero masks the key for every query) or an additive
+    per-key vector, applied to the scaled scores."""
     name = self.node_name(name)
     at = f"sdpa {name!r}"
+    _softmax_precision(softmax_precision, at)
+    if _prefolded(attn_scale_prefolded, at):
+        if attn_scale is not None:
+            raise GraphError(f"{at}: attn_scale_prefolded=True: leave attn_scale unset (got {attn_scale!r}); Q "
+                             "already carries attn_scale * log2(e)")
+        attn_scale = LN2
+    if kv_mask is not None:
+        score_mod = _with_kv_mask(_callable(score_mod, at, "score_mod"), _kv_mask(self, kv_mask, k, at))
     if (is_inference is None) == (generate_stats is None):
         raise GraphError(f"{at}: give exactly one of is_inference and generate_stats (got is_inference="
                          f"{is_inference!r}, generate_stats={generate_stats!r})")
@@ -234,7 +306,8 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
                   dropout: Any = None, rng_dump: Any = None, use_deterministic_algorithm: bool = False,
                   compute_data_type: Any = NOT_SET, name: str = "", score_mod: Callable[..., Any] | None = None,
                   score_mod_bprop: Callable[..., Any] | None = None, sink_token: Any = None,
-                  dSink_token: Any = None) -> list[Tensor]:
+                  dSink_token: Any = None, *, softmax_precision: Any = None,
+                  attn_scale_prefolded: Any = False) -> list[Tensor]:
     """Scaled dot-product attention backward; returns [dQ, dK, dV] shaped like Q, K, V.
 
     Repeat the forward's options (scale, bias, masks, dropout); ``stats`` is the forward's
@@ -243,6 +316,9 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
     scale_inverse is checked but not part of the graph (see nodes/sdpa_backward.py)."""
     name = self.node_name(name)
     at = f"sdpa_backward {name!r}"
+    if softmax_precision is not None or _prefolded(attn_scale_prefolded, at):
+        raise GraphError(f"{at}: softmax_precision and attn_scale_prefolded describe the forward's softmax; "
+                         "leave them unset on the backward (give the forward's attn_scale instead)")
     align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, sliding_window_length,
                                  diagonal_alignment, diagonal_band_left_bound, diagonal_band_right_bound)
     scale_value, scale_tensor = _scale(self, attn_scale, at)
