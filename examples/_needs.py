@@ -8,6 +8,16 @@ import sys
 from typing import Any
 
 
+def need_torch(script: str) -> Any:
+    """Return the torch module; exit with a message naming it if PyTorch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        sys.exit(f"{os.path.basename(script)} needs PyTorch with CUDA (pip install torch) and an NVIDIA GPU; "
+                 "PyTorch is not installed")
+    return torch
+
+
 def need_gpu_and_torch(script: str) -> Any:
     """Return the torch module if PyTorch with CUDA, a GPU and cuDNN 9 are all here; else exit
     with a message naming what is missing."""
@@ -17,6 +27,9 @@ def need_gpu_and_torch(script: str) -> Any:
     except ImportError:
         sys.exit(f"{name} needs PyTorch with CUDA (pip install torch) for its buffers and its reference; "
                  "PyTorch is not installed")
+    if torch.version.cuda is None:
+        sys.exit(f"{name} needs PyTorch with CUDA and an NVIDIA GPU; the PyTorch here ({torch.__version__}) "
+                 "is a CPU-only build")
     if not torch.cuda.is_available():
         sys.exit(f"{name} needs an NVIDIA GPU with a working driver; PyTorch finds no usable CUDA device here "
                  "(python -m cudnn info says why)")

@@ -5,6 +5,8 @@ x and w are quantized to E4M3 with per-tensor scales (descale = amax / 448); the
 FP8 GEMM whose epilogue applies the scales and reduces the amax. The result is checked against
 torch._scaled_mm and against the float32 product of the dequantized inputs.
 
+Needs: an NVIDIA GPU with FP8 (Ada, Hopper or newer: SM 8.9+), PyTorch with CUDA, cuDNN 9.
+
     python examples/fp8_linear.py                   # tokens 4096, 4096 -> 4096 features
     python examples/fp8_linear.py --tokens 512 --fin 1024 --fout 2048
 """
@@ -12,10 +14,13 @@ torch._scaled_mm and against the float32 product of the dequantized inputs.
 from __future__ import annotations
 
 import argparse
+import sys
 
-import torch
+from _needs import need_gpu_and_torch, need_torch
 
-import cudnn
+torch = need_torch(__file__)  # without PyTorch: one line naming it, exit status 1
+
+import cudnn  # noqa: E402
 
 FP8, FP8_MAX = torch.float8_e4m3fn, 448.0
 FLOAT = cudnn.data_type.FLOAT
@@ -51,6 +56,10 @@ def main() -> None:
     ap.add_argument("--fin", type=int, default=4096)
     ap.add_argument("--fout", type=int, default=4096)
     args = ap.parse_args()
+    need_gpu_and_torch(__file__)
+    if torch.cuda.get_device_capability() < (8, 9):
+        major, minor = torch.cuda.get_device_capability()
+        sys.exit(f"fp8_linear.py needs an NVIDIA GPU with FP8 (SM 8.9 or newer); this one is SM {major}.{minor}")
     torch.manual_seed(0)
     x = torch.randn(1, args.tokens, args.fin, device="cuda")
     w = torch.randn(1, args.fout, args.fin, device="cuda") / args.fin ** 0.5

@@ -23,6 +23,9 @@ leading candidate plans of each cuDNN graph and keeps the fastest (at ResNet-50'
 the first batch-norm plan is not the fastest). That first step then takes minutes, as batch
 norm's plans are compiled to be timed; the plan cache keeps the choices, so later runs start
 at once with them.
+
+Needs: NVIDIA GPUs (Ampere or newer), PyTorch with CUDA and NCCL, cuDNN 9; run under torchrun
+(``--report`` needs PyTorch only).
 """
 
 from __future__ import annotations
@@ -31,16 +34,20 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel as DDP
-from torch_models import GPT, Block, Bottleneck, ResNet50
+from _needs import need_gpu_and_torch, need_torch
+
+torch = need_torch(__file__)  # without PyTorch: one line naming it, exit status 1
+
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
+from torch_models import GPT, Block, Bottleneck, ResNet50  # noqa: E402
 
 VOCAB, SEQ = 8192, 2048
 
@@ -189,6 +196,10 @@ def main() -> None:
     if args.report:
         report(args.report)
         return
+    need_gpu_and_torch(__file__)
+    if "LOCAL_RANK" not in os.environ:
+        sys.exit("torch_ddp_train.py needs torchrun to start it: torchrun --nproc-per-node 1 "
+                 "examples/torch_ddp_train.py")
     # cudnn.ops graphs and torch's own cuDNN convolutions alike time their candidates once per shape
     torch.backends.cudnn.benchmark = args.tune_plans
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))

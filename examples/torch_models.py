@@ -16,6 +16,8 @@ float32 run of the same weights, and prints per tensor OK when cudnn's error is 
 torch's own bf16 error (plus a small floor), MISMATCH otherwise.
 
     PYTHONPATH=src python examples/torch_models.py [--layers 2] [--batch 2]
+
+Needs: an NVIDIA GPU (Ampere or newer: bf16 attention), PyTorch with CUDA, cuDNN 9.
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ import argparse
 import copy
 from collections.abc import Callable
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+from _needs import need_gpu_and_torch, need_torch
 
-import cudnn.nn as cnn
-from cudnn import ops
+torch = need_torch(__file__)  # without PyTorch: one line naming it, exit status 1
+
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import cudnn.nn as cnn  # noqa: E402
+from cudnn import ops  # noqa: E402
 
 # -- GPT ------------------------------------------------------------------------------------------
 
@@ -202,6 +207,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--batch", type=int, default=2)
     args = ap.parse_args()
+    need_gpu_and_torch(__file__)
     errors = gpt_errors(args.layers, args.batch)
     print(f"{'tensor':32} {'cudnn err':>10} {'torch err':>10}")
     for name, (ours, theirs) in errors.items():

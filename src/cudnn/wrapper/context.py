@@ -219,12 +219,16 @@ class Graph:
                     t = rec.resolve(ref)
                 except GraphError as exc:
                     raise GraphError(f"{where}: {exc}") from None
-                if id(t) in seen:
-                    raise GraphError(f"{where} names the same tensor as {seen[id(t)]}; each may appear once")
-                seen[id(t)] = f"{what}[{i}] ({show(ref)})"
                 kind = kinds.get(id(t))
+                hint = "" if kind == what[:-1] else \
+                    rec.instead(ref, t, what[:-1], graph_ins if what == "inputs" else graph_outs)
+                if id(t) in seen:
+                    raise GraphError(f"{where} names the same tensor as {seen[id(t)]}: {rec.port_of(ref, t)}; "
+                                     f"a tensor may appear once{hint}")
+                seen[id(t)] = f"{what}[{i}] ({show(ref)})"
                 if kind != what[:-1]:
-                    raise GraphError(f"{where} is {_kind_text(t, kind)}, not a graph {what[:-1]}")
+                    raise GraphError(f"{where} is {_kind_text(t, kind)}, not a graph {what[:-1]}: "
+                                     f"{rec.port_of(ref, t)}{hint}")
                 resolved[what].append(t)
         for what, everything in (("inputs", graph_ins), ("outputs", graph_outs)):
             left = [rec.name_of(t) for t in everything if id(t) not in seen]

@@ -9,6 +9,9 @@ names of seed 000:
 - ``"node::Y"`` (the tensor's own name) for results, ``"node::i"`` for unnamed results;
 - unnamed nodes are named ``"op.N"`` (``"conv_fprop.0"``), N counting calls of that op.
 
+A positional argument's name (``"relu.0::0"``) names the node's input, not its result
+(``"relu.0::OUT_0"``): ``port_of`` and ``instead`` say so in messages.
+
 ``resolve`` turns any reference into the graph tensor: a registered name, a name given with
 ``set_name``, an int uid (once assigned), a ``cudnn.tensor``, or the very object used to build.
 Nothing here needs a GPU or libcudnn.
@@ -216,6 +219,35 @@ class Recorder:
                              "use 'node::port' names, uids or tensor objects")
         known = sorted(set(self.names) | {t.get_name() for t in self.tensors() if t.get_name()})
         raise GraphError(f"no tensor of this graph is named {name!r}; known names: {known}")
+
+    def port_of(self, ref: Any, t: Tensor) -> str:
+        """The node port ``ref`` resolved to: "relu.0's input IN_0"; the node a 'node::port' name
+        names is preferred, then the producing node."""
+        node_name = ref.split("::")[0] if isinstance(ref, str) and "::" in ref else None
+        ports = [(n.name, "output", p) for n in self.graph.nodes for p, u in n.outputs.items() if u is t]
+        ports += [(n.name, "input", p) for n in self.graph.nodes for p, u in n.inputs.items() if u is t]
+        if not ports:
+            return "no node's port"
+        node, kind, port = next((x for x in ports if x[0] == node_name), ports[0])
+        positional = isinstance(ref, str) and node == node_name and ref.split("::", 1)[1].isdigit()
+        why = f" ({ref!r} names its positional argument {ref.split('::', 1)[1]})" \
+            if positional and kind == "input" else ""
+        return f"{node}'s {kind} {port}{why}"
+
+    def instead(self, ref: Any, t: Tensor, want: str, wanted: list[Tensor]) -> str:
+        """What to write instead of ``ref`` where a graph ``want`` ('input' or 'output') is needed:
+        the names of that node's tensors of that kind, or '' when none is near."""
+        node_name = ref.split("::")[0] if isinstance(ref, str) and "::" in ref else None
+        nodes = [n for n in self.graph.nodes if n.name == node_name] or \
+            [n for n in self.graph.nodes if any(u is t for u in (*n.inputs.values(), *n.outputs.values()))]
+        ids = {id(u) for u in wanted}
+        names = [self.name_of(u) for n in nodes[:1]
+                 for u in (n.outputs if want == "output" else n.inputs).values() if id(u) in ids]
+        if not names:
+            return ""
+        several = len(names) > 1
+        return (f"; {nodes[0].name}'s {want}{'s are' if several else ' is'} {', '.join(repr(n) for n in names)}: "
+                f"write {'those' if several else 'that'} in {want}s")
 
     def _by_uid(self, uid: int) -> Tensor:
         matches = [t for t in self.tensors() if t.has_uid() and t.get_uid() == uid]
