@@ -5,7 +5,8 @@ Needs: an NVIDIA GPU, PyTorch with CUDA, cuDNN 9 (pip install cudnn-py[cu13] or 
     python examples/pygraph_conv_bias_relu.py [--picture graph.svg]
 
 Declares the graph (fp16 NHWC in and out, fp32 inside), validates it and draws it with
-``--picture`` (no GPU, PyTorch or cuDNN needed up to here), builds it with the heuristics, shows the candidate plans, runs it on PyTorch tensors.
+``--picture`` (no GPU, PyTorch or cuDNN needed up to here), builds it with the heuristics,
+shows the candidate plans, runs it on PyTorch tensors.
 """
 
 from __future__ import annotations
