@@ -1,0 +1,445 @@
+"""The official 1.32 attention torch ops without a GPU: ``cudnn::sdpa_fwd`` / ``cudnn::sdpa_bwd``
+schemas, fake kernels (shapes and strides for BHSD, BSHD views, THD and the log-sum-exp),
+autograd and ``torch.compile(fullgraph=True)`` on meta tensors, argument refusals, the graphs
+the ops declare (validated by cudnn-py's pygraph; nothing runs), the packed-to-padded
+log-sum-exp on CPU values, and ``cudnn.torch``'s overrides in torch's dispatcher. The runs
+against a float32 reference are tests/gpu/test_sdpa_torch_ops_132_gpu.py and
+tests/gpu/test_sdpa_provider_gpu.py."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import types
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cudnn  # noqa: E402
+from cudnn.ops import OpError  # noqa: E402
+from cudnn.ops import _runtime as rt  # noqa: E402
+from cudnn.ops import sdpa_official as so  # noqa: E402
+
+H = torch.float16
+FWD = ("cudnn::sdpa_fwd(Tensor q, Tensor k, Tensor v, float attn_scale, bool is_causal=False, "
+       "bool causal_bottom_right=False, int window_left=-1, int window_right=-1, Tensor? sinks=None, "
+       "Tensor? seq_len_q=None, Tensor? seq_len_kv=None, Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_kv=None, "
+       "int max_seqlen_q=0, int max_seqlen_kv=0, bool return_lse=True) -> (Tensor, Tensor)")
+BWD = ("cudnn::sdpa_bwd(Tensor grad_out, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, float attn_scale, "
+       "bool is_causal=False, bool causal_bottom_right=False, int window_left=-1, int window_right=-1, "
+       "Tensor? sinks=None, Tensor? cu_seqlens_q=None, Tensor? cu_seqlens_kv=None, int max_seqlen_q=0, "
+       "int max_seqlen_kv=0, bool is_deterministic=False) -> (Tensor, Tensor, Tensor)")
+
+
+def meta(*shape: int, dtype: torch.dtype = H, grad: bool = False) -> torch.Tensor:
+    return torch.empty(*shape, device="meta", dtype=dtype, requires_grad=grad)
+
+
+def bshd(b: int, h: int, s: int, d: int) -> torch.Tensor:
+    """A [B, H, S, D] view of BSHD memory."""
+    return meta(b, s, h, d).transpose(1, 2)
+
+
+# -- schemas and entry points ----------------------------------------------------------------------
+
+def test_schemas_are_the_officials() -> None:
+    assert str(torch.ops.cudnn.sdpa_fwd.default._schema) == FWD
+    assert str(torch.ops.cudnn.sdpa_bwd.default._schema) == BWD
+
+
+def test_entry_points() -> None:
+    from cudnn.sdpa.fwd import torch_op
+
+    assert cudnn.sdpa_torch is torch_op.sdpa is so.sdpa
+    assert callable(cudnn.torch.install_sdpa_overrides)
+    assert {"fwd", "bwd", "fwd_cpp", "bwd_cpp", "fwd_fa2", "bwd_fa2"} <= set(cudnn.torch.calls)
+
+
+def test_import_cudnn_imports_no_torch_and_sdpa_torch_registers_the_ops() -> None:
+    code = ("import sys, cudnn; assert 'torch' not in sys.modules; import cudnn.sdpa; "
+            "assert 'torch' not in sys.modules; f = cudnn.sdpa_torch; import torch; "
+            "print(torch.ops.cudnn.sdpa_fwd.default.name(), f.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["cudnn::sdpa_fwd", "sdpa"]
+
+
+# -- fake kernels --------------------------------------------------------------------------------------
+
+def test_fake_forward_bhsd_gqa() -> None:
+    q, k, v = meta(2, 8, 16, 64), meta(2, 2, 32, 64), meta(2, 2, 32, 128)
+    o, lse = torch.ops.cudnn.sdpa_fwd(q, k, v, 0.125)
+    assert (o.shape, o.stride(), o.dtype) == ((2, 8, 16, 128), (16384, 2048, 128, 1), H)
+    assert (lse.shape, lse.stride(), lse.dtype) == ((2, 8, 16, 1), (128, 16, 1, 1), torch.float32)
+
+
+def test_fake_forward_bshd_view_keeps_its_layout() -> None:
+    q, k = bshd(2, 4, 16, 64), bshd(2, 4, 24, 64)
+    o, lse = torch.ops.cudnn.sdpa_fwd(q, k, k, 0.125, is_causal=True)
+    assert o.shape == (2, 4, 16, 64) and o.stride() == q.stride() == (4096, 64, 256, 1)
+    o, _ = torch.ops.cudnn.sdpa_fwd(q, k, bshd(2, 4, 24, 32), 0.125)  # other D_v: Q's dim order
+    assert o.shape == (2, 4, 16, 32) and o.stride() == (2048, 32, 128, 1)
+    assert lse.shape == (2, 4, 16, 1) and lse.is_contiguous()
+
+
+def test_fake_forward_without_lse_gives_an_empty_float_tensor() -> None:
+    q = meta(1, 2, 8, 64)
+    _, lse = torch.ops.cudnn.sdpa_fwd(q, q, q, 0.1, return_lse=False)
+    assert lse.shape == (0,) and lse.dtype == torch.float32
+
+
+def test_fake_forward_thd() -> None:
+    q, k, v = meta(40, 4, 64), meta(50, 2, 64), meta(50, 2, 32)
+    cu = meta(4, dtype=torch.int32)
+    o, lse = torch.ops.cudnn.sdpa_fwd(q, k, v, 0.1, cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=20,
+                                      max_seqlen_kv=30)
+    assert (o.shape, o.stride()) == ((40, 4, 32), (128, 32, 1))
+    assert (lse.shape, lse.dtype) == ((40, 4, 1), torch.float32)
+
+
+def test_fake_backward_dense_and_thd() -> None:
+    q, k = bshd(2, 4, 16, 64), meta(2, 2, 24, 64)
+    o = bshd(2, 4, 16, 64)
+    dq, dk, dv = torch.ops.cudnn.sdpa_bwd(o, q, k, k, o, meta(2, 4, 16, dtype=torch.float32), 0.1, True)
+    assert (dq.shape, dq.stride()) == (q.shape, q.stride())
+    assert (dk.shape, dk.stride()) == (k.shape, k.stride()) and dv.shape == k.shape
+    t, tk = meta(40, 4, 64), meta(50, 2, 64)
+    cu = meta(4, dtype=torch.int64)
+    grads = torch.ops.cudnn.sdpa_bwd(t, t, tk, tk, t, meta(3, 4, 20, 1, dtype=torch.float32), 0.1,
+                                     cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=20, max_seqlen_kv=30)
+    assert [g.shape for g in grads] == [(40, 4, 64), (50, 2, 64), (50, 2, 64)]
+    assert all(g.is_contiguous() for g in grads)
+
+
+def test_fake_kernel_in_fake_tensor_mode_on_cuda() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q = torch.empty(1, 2, 8, 64, device="cuda", dtype=torch.bfloat16)
+        o, lse = torch.ops.cudnn.sdpa_fwd(q, q, q, 0.1, window_left=4, window_right=0)
+        assert o.device.type == "cuda" and o.dtype == torch.bfloat16 and lse.shape == (1, 2, 8, 1)
+
+
+# -- autograd and compile on meta tensors ----------------------------------------------------------
+
+def test_autograd_dense_reaches_sdpa_bwd() -> None:
+    q, k = meta(2, 4, 16, 64, grad=True), meta(2, 2, 16, 64, grad=True)
+    o, lse = torch.ops.cudnn.sdpa_fwd(q, k, k, 0.1, True)
+    assert not lse.requires_grad
+    o.sum().backward()
+    assert q.grad.shape == q.shape and k.grad.shape == k.shape
+
+
+def test_autograd_thd_reaches_sdpa_bwd() -> None:
+    t = meta(40, 4, 64, grad=True)
+    cu = meta(4, dtype=torch.int32)
+    o, _ = torch.ops.cudnn.sdpa_fwd(t, t, t, 0.1, True, cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=20,
+                                    max_seqlen_kv=20)
+    o.sum().backward()
+    assert t.grad.shape == (40, 4, 64)
+
+
+def test_sdpa_entry_computes_lse_when_a_gradient_is_wanted() -> None:
+    q = meta(1, 2, 8, 64, grad=True)
+    o = cudnn.sdpa_torch(q, q, q, is_causal=True)
+    assert isinstance(o, torch.Tensor)
+    o.sum().backward()  # would raise "return_lse=True" without the internal log-sum-exp
+    assert q.grad.shape == q.shape
+    o, lse = cudnn.sdpa_torch(q.detach(), q.detach(), q.detach(), return_lse=True, scale=0.5)
+    assert lse.shape == (1, 2, 8, 1)
+
+
+def test_autograd_refusals() -> None:
+    q = meta(1, 2, 8, 64, grad=True)
+    o, _ = torch.ops.cudnn.sdpa_fwd(q, q, q, 0.1, return_lse=False)
+    with pytest.raises(RuntimeError, match="return_lse=True"):
+        o.sum().backward()
+    n = meta(1, dtype=torch.int32)
+    o, _ = torch.ops.cudnn.sdpa_fwd(q, q, q, 0.1, seq_len_q=n, seq_len_kv=n)
+    with pytest.raises(NotImplementedError, match="padded dense batch"):
+        o.sum().backward()
+    sinks = meta(2, dtype=torch.float32, grad=True)
+    o, _ = torch.ops.cudnn.sdpa_fwd(q, q, q, 0.1, sinks=sinks)
+    with pytest.raises(NotImplementedError, match="dsinks"):
+        o.sum().backward()
+
+
+def test_compile_fullgraph() -> None:
+    torch._dynamo.reset()
+
+    def f(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return cudnn.sdpa_torch(q, k, v, is_causal=True, window_left=8) * 2
+
+    q, k = meta(2, 4, 16, 64), meta(2, 2, 16, 64)
+    out = torch.compile(f, fullgraph=True, backend="aot_eager")(q, k, k)
+    assert out.shape == (2, 4, 16, 64)
+
+
+# -- refusals ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"q": meta(1, 2, 8, 64, dtype=torch.float32)}, r"sdpa_fwd: q: expected dtype in \['float16', 'bfloat16'\]"),
+    ({"k": meta(1, 2, 8, 64, dtype=torch.bfloat16)}, r"sdpa_fwd: k: expected dtype in \['float16'\], got bfloat16"),
+    ({"q": torch.empty(1, 2, 8, 64, dtype=H)}, r"sdpa_fwd: q: expected a CUDA tensor, got one on cpu"),
+    ({"q": meta(2, 8, 64)}, r"q: expected \[B, H, S, D\], got shape \(2, 8, 64\)"),
+    ({"k": meta(1, 3, 8, 64), "v": meta(1, 3, 8, 64)}, r"head counts must divide q's 2"),
+    ({"k": meta(1, 2, 8, 32)}, r"k/v: expected k \[B=1, H_k, S_kv, D_qk=64\]"),
+    ({"is_causal": True, "window_right": 2}, r"window_right: is_causal masks every future column"),
+    ({"causal_bottom_right": True}, r"causal_bottom_right: it only re-anchors a diagonal band"),
+    ({"window_left": 0}, r"window_left: expected -1 .* got 0"),
+    ({"seq_len_q": meta(1, dtype=torch.int32)}, r"seq_len_q/seq_len_kv: a padded batch needs both"),
+    ({"seq_len_q": meta(2, dtype=torch.int32), "seq_len_kv": meta(2, dtype=torch.int32)},
+     r"seq_len_q: expected 1 lengths \(one per batch\), got shape \(2,\)"),
+    ({"seq_len_q": meta(1, dtype=torch.float32), "seq_len_kv": meta(1, dtype=torch.int32)},
+     r"seq_len_q: expected dtype in \['int32', 'int64'\]"),
+    ({"sinks": meta(3, dtype=torch.float32)}, r"sinks: expected 2 logits \(one per query head\)"),
+    ({"cu_seqlens_kv": meta(2, dtype=torch.int32)}, r"cu_seqlens_kv: given without cu_seqlens_q"),
+])
+def test_forward_refusals(kwargs: dict[str, Any], match: str) -> None:
+    args = {"q": meta(1, 2, 8, 64), "k": meta(1, 2, 8, 64), "v": meta(1, 2, 8, 64)}
+    for name in ("q", "k", "v"):
+        if name in kwargs:
+            args[name] = kwargs.pop(name)
+    with pytest.raises(OpError, match=match):
+        torch.ops.cudnn.sdpa_fwd(args["q"], args["k"], args["v"], 0.1, **kwargs)
+
+
+def test_head_dim_not_a_multiple_of_8_is_not_supported() -> None:
+    q = meta(1, 2, 8, 60)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"head dim D_qk=60 .* multiple of 8"):
+        torch.ops.cudnn.sdpa_fwd(q, q, q, 0.1)
+    assert issubclass(OpError, ValueError)  # the official raises ValueError for bad arguments
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"cu_seqlens_kv": None}, r"cu_seqlens_kv: the packed \(THD\) path needs cu_seqlens_kv"),
+    ({"cu_seqlens_kv": meta(5, dtype=torch.int32)}, r"two \[B \+ 1\] prefix sums of one batch"),
+    ({"max_seqlen_q": 0}, r"max_seqlen_q: the packed \(THD\) path needs the longest sequence's length, got 0"),
+    ({"seq_len_q": meta(3, dtype=torch.int32), "seq_len_kv": meta(3, dtype=torch.int32)},
+     r"takes its lengths from cu_seqlens"),
+    ({"cu_seqlens_q": meta(4, dtype=torch.float32)}, r"cu_seqlens_q: expected dtype in \['int32', 'int64'\]"),
+])
+def test_thd_refusals(kwargs: dict[str, Any], match: str) -> None:
+    t = meta(40, 4, 64)
+    args: dict[str, Any] = {"cu_seqlens_q": meta(4, dtype=torch.int32), "cu_seqlens_kv": meta(4, dtype=torch.int32),
+                            "max_seqlen_q": 20, "max_seqlen_kv": 20}
+    args.update(kwargs)
+    with pytest.raises(OpError, match=match):
+        torch.ops.cudnn.sdpa_fwd(t, t, t, 0.1, **args)
+
+
+def test_backward_refusals() -> None:
+    q = meta(1, 2, 8, 64)
+    lse = meta(1, 2, 8, 1, dtype=torch.float32)
+    with pytest.raises(OpError, match=r"sdpa_bwd: lse: expected the forward's log-sum-exp \(1, 2, 8, 1\)"):
+        torch.ops.cudnn.sdpa_bwd(q, q, q, q, q, meta(1, 2, 8, 2, dtype=torch.float32), 0.1)
+    with pytest.raises(OpError, match=r"sdpa_bwd: lse: expected dtype in \['float32'\]"):
+        torch.ops.cudnn.sdpa_bwd(q, q, q, q, q, meta(1, 2, 8, 1), 0.1)
+    with pytest.raises(OpError, match=r"sdpa_bwd: grad_out: expected shape \(1, 2, 8, 64\)"):
+        torch.ops.cudnn.sdpa_bwd(meta(1, 2, 4, 64), q, q, q, q, lse, 0.1)
+    with pytest.raises(OpError, match=r"sdpa_bwd: window_right: is_causal"):
+        torch.ops.cudnn.sdpa_bwd(q, q, q, q, q, lse, 0.1, True, window_right=3)
+    t, cu = meta(40, 4, 64), meta(4, dtype=torch.int32)
+    with pytest.raises(OpError, match=r"lse: expected .*\(padded: thd_lse_to_padded\), got \(40, 4, 1\)"):
+        torch.ops.cudnn.sdpa_bwd(t, t, t, t, t, meta(40, 4, 1, dtype=torch.float32), 0.1, cu_seqlens_q=cu,
+                                 cu_seqlens_kv=cu, max_seqlen_q=20, max_seqlen_kv=20)
+
+
+# -- the packed-to-padded log-sum-exp (CPU values) --------------------------------------------------
+
+def test_thd_lse_to_padded_values() -> None:
+    cu = torch.tensor([0, 3, 3, 7], dtype=torch.int32)  # lengths 3, 0, 4
+    lse = torch.arange(7 * 2, dtype=torch.float32).reshape(7, 2, 1) + 1
+    padded = so.thd_lse_to_padded(lse, cu, 5)
+    assert padded.shape == (3, 2, 5, 1) and padded.is_contiguous()
+    assert padded[0, :, :3, 0].tolist() == lse[:3, :, 0].t().tolist()
+    assert padded[2, :, :4, 0].tolist() == lse[3:7, :, 0].t().tolist()
+    assert padded[1].abs().sum() == 0 and padded[0, :, 3:].abs().sum() == 0 and padded[2, :, 4:].abs().sum() == 0
+    more = torch.cat([lse, torch.full((3, 2, 1), 99.0)])  # tokens past cu[-1] are left out
+    assert torch.equal(so.thd_lse_to_padded(more, cu, 5), padded)
+    assert torch.equal(so.thd_lse_to_padded(lse[:, :, 0], cu.long(), 5), padded)
+
+
+# -- the graphs the ops declare (validated by cudnn-py, nothing executed) ---------------------------
+
+@pytest.fixture
+def declared(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The ops' graph declarations on a fresh pygraph, validated; `rt.run` records the addresses
+    instead of executing (there is no GPU here)."""
+    seen: dict[str, Any] = {}
+
+    def graph(dev: int, key: tuple, make: Any) -> Any:
+        g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT)
+        seen["ports"] = make(g)
+        g.validate()
+        seen["key"] = key
+        return types.SimpleNamespace(ports=seen["ports"])
+
+    monkeypatch.setattr(so, "_graph", graph)
+    monkeypatch.setattr(rt, "run", lambda built, dev, ptrs: seen.__setitem__("ptrs", ptrs))
+    monkeypatch.setattr(rt, "device_index", lambda t: 0)
+    return seen
+
+
+def _port(seen: dict[str, Any], name: str) -> tuple[list[int], list[int]]:
+    t = seen["ports"][name]
+    return t.get_dim(), t.get_stride()
+
+
+def test_declared_thd_forward_with_sinks_and_window(declared: dict[str, Any]) -> None:
+    q, k = meta(40, 4, 64), meta(50, 2, 64)
+    cu = meta(4, dtype=torch.int32)
+    so.forward(q, k, k, 0.1, True, False, 8, -1, meta(4, dtype=torch.float32), None, None, cu, cu, 20, 30, True)
+    assert list(declared["ports"]) == ["q", "k", "v", "sinks", "seq_len_q", "seq_len_kv", "ragged_q", "ragged_k",
+                                       "ragged_v", "ragged_o", "ragged_stats", "o", "stats"]
+    assert _port(declared, "q") == ([3, 4, 20, 64], [5120, 64, 256, 1])
+    assert _port(declared, "k") == ([3, 2, 30, 64], [3840, 64, 128, 1])
+    assert _port(declared, "o") == ([3, 4, 20, 64], [5120, 64, 256, 1])
+    assert _port(declared, "stats") == ([3, 4, 20, 1], [80, 1, 4, 1])  # token-major [T, H, 1]
+    assert declared["ports"]["o"].get_ragged_offset() is declared["ports"]["ragged_o"]
+    assert len(declared["ptrs"]) == len(declared["ports"])
+
+
+def test_declared_dense_padded_bottom_right(declared: dict[str, Any]) -> None:
+    q, k = bshd(2, 4, 16, 64), meta(2, 2, 32, 64)
+    n = meta(2, dtype=torch.int64)
+    o, _ = so.forward(q, k, k, 0.1, True, True, -1, -1, None, n, n)
+    assert list(declared["ports"]) == ["q", "k", "v", "seq_len_q", "seq_len_kv", "o", "stats"]
+    assert _port(declared, "o") == ([2, 4, 16, 64], list(o.stride())) and o.stride() == q.stride()
+    assert _port(declared, "stats") == ([2, 4, 16, 1], [64, 16, 1, 1])
+    so.backward(o, q, k, k, o, meta(2, 4, 16, 1, dtype=torch.float32), 0.1, window_left=4, window_right=0,
+                is_deterministic=True)
+    assert list(declared["ports"]) == ["q", "k", "v", "o", "do", "stats", "dq", "dk", "dv"]
+    assert _port(declared, "dq") == ([2, 4, 16, 64], list(q.stride()))
+
+
+def test_declared_thd_backward(declared: dict[str, Any]) -> None:
+    t, tk = meta(40, 4, 64), meta(50, 2, 64)
+    cu = meta(4, dtype=torch.int32)
+    so.backward(t, t, tk, tk, t, meta(3, 4, 20, 1, dtype=torch.float32), 0.1, True, sinks=meta(4),
+                cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=20, max_seqlen_kv=30)
+    ports = declared["ports"]
+    assert {"ragged_q", "ragged_do", "ragged_dq", "ragged_dk", "ragged_dv", "sinks"} <= set(ports)
+    assert _port(declared, "stats") == ([3, 4, 20, 1], [80, 20, 1, 1])  # padded, dense
+    assert _port(declared, "dk") == ([3, 2, 30, 64], [3840, 64, 128, 1])
+    assert ("sdpa_bwd" in declared["key"]) and (64, 64) in declared["key"]  # token totals rounded up to 64
+
+
+# -- cudnn.torch: the overrides in torch's dispatcher ----------------------------------------------
+
+def _has_cuda_kernel(op: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(op, "CUDA")
+
+
+DENSE = ("aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_cudnn_attention_backward")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a CPU build, where torch has no CUDA kernel of its own")
+def test_install_and_remove_register_and_restore_the_cuda_kernels() -> None:
+    from cudnn.torch import SdpaOverrides, install_sdpa_overrides
+
+    assert not any(_has_cuda_kernel(op) for op in DENSE)
+    handle = install_sdpa_overrides()
+    try:
+        assert isinstance(handle, SdpaOverrides) and handle.installed
+        assert set(DENSE) <= set(handle.ops)
+        assert all(_has_cuda_kernel(op) for op in handle.ops)
+        varlen = [op for op in handle.ops if op.startswith("torch_attn::")]
+        assert varlen == [f"torch_attn::{n}" for n in ("_varlen_attn", "_varlen_attn_out", "_varlen_attn_backward")
+                          if hasattr(torch.ops.torch_attn, n)]
+    finally:
+        handle.remove()
+    assert not handle.installed and not any(_has_cuda_kernel(op) for op in handle.ops)
+    handle.remove()  # a second remove does nothing
+    with install_sdpa_overrides() as h2:
+        assert all(_has_cuda_kernel(op) for op in DENSE)
+    assert not any(_has_cuda_kernel(op) for op in DENSE) and not h2.installed
+
+
+def test_install_is_once_per_process() -> None:
+    from cudnn.torch import install
+
+    first = install()
+    try:
+        assert install() is first and first.installed
+    finally:
+        first.remove()
+    second = install()
+    try:
+        assert second is not first and second.installed
+    finally:
+        second.remove()
+
+
+def test_registered_with_torchs_flash_registry() -> None:
+    import cudnn.torch  # noqa: F401
+
+    listing = getattr(torch.nn.attention, "list_flash_attention_impls", None)
+    if listing is None or hasattr(torch.backends.cuda, "enable_cudnn_sdp_python"):
+        pytest.skip("this torch has no flash-attention registry (or its own cuDNN switch)")
+    assert "CUDNN" in listing()
+
+
+# -- cudnn.torch: the kernels' outputs and fallbacks (cuDNN execution stood in) -------------------
+
+def test_served_forward_matches_torchs_meta_contract(declared: dict[str, Any]) -> None:
+    from cudnn.torch import calls, sdpa_provider
+
+    q, k = bshd(2, 4, 16, 64), meta(2, 2, 24, 64)
+    before = calls["fwd"]
+    got = sdpa_provider._fwd(q, k, k, None, True, 0.0, True, False, scale=None)
+    want = torch.ops.aten._scaled_dot_product_cudnn_attention.default(q, k, k, None, True, 0.0, True, False)
+    assert calls["fwd"] == before + 1 and len(got) == len(want) == 9
+    for g, w in zip(got, want):
+        if isinstance(w, torch.Tensor):
+            assert (g.shape, g.stride(), g.dtype) == (w.shape, w.stride(), w.dtype)
+        else:
+            assert g == w
+    assert declared["key"][14] == pytest.approx(1 / 8)  # scale None: 1/sqrt(D)
+    lse = got[1]
+    grads = sdpa_provider._bwd(got[0], q, k, k, got[0], lse.squeeze(-1), got[6], got[7], None, None, None, 16, 24,
+                               0.0, True, scale=0.5)
+    assert calls["bwd"] >= 1 and [g.shape for g in grads] == [q.shape, k.shape, k.shape]
+    assert declared["key"][18] == 0.5
+
+
+def test_fallbacks_call_torchs_worker_ops_and_log_once(monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    from cudnn.torch import calls, sdpa_provider
+
+    worker: list[tuple] = []
+    monkeypatch.setattr(torch.ops.aten, "_cudnn_attention_forward",
+                        lambda *a, **kw: worker.append(("fwd", a, kw)) or "torch's forward")
+    monkeypatch.setattr(torch.ops.aten, "_cudnn_attention_backward",
+                        lambda *a, **kw: worker.append(("bwd", a, kw)) or "torch's backward")
+    monkeypatch.setattr(sdpa_provider, "_logged", set())
+    q, bias = meta(1, 2, 8, 64), meta(1, 1, 8, 8)
+    before = dict(calls)
+    with caplog.at_level(logging.INFO, logger="cudnn.torch"):
+        assert sdpa_provider._fwd(q, q, q, bias, True, 0.0, False, False, scale=0.3) == "torch's forward"
+        assert sdpa_provider._fwd(q, q, q, bias, True, 0.0, False, False) == "torch's forward"
+        assert sdpa_provider._fwd(q, q, q, None, True, 0.1, False, False) == "torch's forward"
+        h60 = meta(1, 2, 8, 60)
+        assert sdpa_provider._fwd(h60, h60, h60, None, True) == "torch's forward"  # refused: head dim
+        seed = torch.empty((), device="meta", dtype=torch.int64)
+        assert sdpa_provider._bwd(q, q, q, q, q, meta(1, 2, 8, dtype=torch.float32), seed, seed, None, None, None,
+                                  8, 8, 0.2, False) == "torch's backward"
+    assert calls["fwd_cpp"] == before["fwd_cpp"] + 4 and calls["bwd_cpp"] == before["bwd_cpp"] + 1
+    assert calls["fwd"] == before["fwd"]
+    assert worker[0][1][3] is bias and worker[0][1][6:] == (8, 8, True, 0.0, False, False)
+    assert worker[0][2] == {"scale": 0.3}
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("attn_bias" in m for m in messages) == 1  # once per reason
+    assert any("dropout_p > 0" in m for m in messages) and any("head dim D_qk=60" in m for m in messages)
+
+
+def test_varlen_window_conventions() -> None:
+    from cudnn.torch import sdpa_provider
+
+    assert sdpa_provider._window(False, None) == (False, -1, -1)
+    assert sdpa_provider._window(False, [-1, 0]) == (True, -1, -1)  # flash's causal
+    assert sdpa_provider._window(False, [7, 0]) == (True, 8, -1)  # 7 back plus the token itself
+    assert sdpa_provider._window(True, [3, 2]) == (True, 4, 2)  # refused later by sdpa_fwd (causal + right > 0)
