@@ -56,7 +56,8 @@ def test_sdpa_kv_mask(io: Any, mask_kind: str) -> None:
     Q, K, V = like(g, q, "q", io), like(g, k, "k", io), like(g, v, "v", io)
     M = like(g, mask, "mask", mdt)
     scale = 1.0 / math.sqrt(d)
-    O, S = g.sdpa(Q, K, V, generate_stats=True, attn_scale=scale, kv_mask=M)
+    O, S = g.sdpa(  # noqa: E741 - the documented port names
+        Q, K, V, generate_stats=True, attn_scale=scale, kv_mask=M)
     O.set_output(True)
     S.set_output(True)
     o = torch.empty(b, h, s, d, device="cuda", dtype=TORCH_DT[io])
@@ -77,7 +78,8 @@ def test_sdpa_attn_scale_prefolded(io: Any) -> None:
     k, v = k.to(TORCH_DT[io]), v.to(TORCH_DT[io])
     g = cudnn.pygraph(io_data_type=io, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
     Q, K, V = like(g, q_folded, "q", io), like(g, k, "k", io), like(g, v, "v", io)
-    O, S = g.sdpa(Q, K, V, generate_stats=True, attn_scale_prefolded=True)
+    O, S = g.sdpa(  # noqa: E741 - the documented port names
+        Q, K, V, generate_stats=True, attn_scale_prefolded=True)
     O.set_output(True)
     S.set_output(True)
     o = torch.empty(b, h, s, d, device="cuda", dtype=TORCH_DT[io])

@@ -188,7 +188,7 @@ def _la_specs() -> dict[str, LASpec]:
     for family in ("gdn", "gdp", "kda", "gdn2"):
         w = ("w",) if family == "gdn2" else ()
         extra: tuple[tuple[str, Any], ...] = (("num_householder", 1),) if family == "gdp" else ()
-        gate = (("safe_gate", False), ("gate_domain", "log"))
+        gate: tuple[tuple[str, Any], ...] = (("safe_gate", False), ("gate_domain", "log"))
         if family in ("kda", "gdn2"):
             gate += (("gate_lower_bound", None),)
         if family == "gdn2":
@@ -324,7 +324,7 @@ class LinearAttention(Node):
                                 "the z-gate backward needs the forward's pre-gate output O_pre")
         elif not spec.summary:
             self._refuse_unless(not a.get("overwrite_initial_state") or (
-                "initial_state" in ins and a.get("output_final_state")),
+                "initial_state" in ins and bool(a.get("output_final_state"))),
                 "overwrite_initial_state needs initial_state and output_final_state=True")
             self._refuse_unless(not (mamba2 and a.get("output_pre_gate")) or "z" in ins,
                                 "output_pre_gate needs the z gate input")
