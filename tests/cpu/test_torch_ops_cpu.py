@@ -13,9 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-import cudnn
-import cudnn.nn as cnn
-from cudnn import ops
+import cudnn  # noqa: E402
+import cudnn.nn as cnn  # noqa: E402
+from cudnn import ops  # noqa: E402
 
 META = "meta"
 
@@ -188,7 +188,7 @@ def test_conv_padding_strings_and_modes_as_torch() -> None:
     theirs = nn.Conv2d(8, 16, 3, 1, "same", 2, padding_mode="reflect")
     assert list(ours.state_dict()) == list(theirs.state_dict()) and ours.padding_mode == "reflect"
     assert "act='relu'" in repr(ours) and "padding_mode=reflect" in repr(ours)
-    with pytest.raises(ops.OpError, match="padding_mode: got 'relu', an activation.*act='relu'"):
+    with pytest.raises(ops.OpError, match=r"padding_mode: got 'relu', an activation.*act='relu'"):
         cnn.Conv2dBiasAct(8, 16, 3, 1, 1, 1, 1, True, "relu")
 
 
@@ -283,9 +283,12 @@ def test_graph_cache_is_bounded_lru() -> None:
 
     class FakeGraph:  # stands in for a pygraph: the cache calls build, get_workspace_size and runner
         def __init__(self, **_: object) -> None: ...
+
         def build(self, _modes: object) -> None: ...
+
         def get_workspace_size(self) -> int:
             return 0
+
         def runner(self) -> None:
             return None
 
