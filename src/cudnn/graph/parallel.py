@@ -62,14 +62,15 @@ def build_threads(threads: int | None = None) -> int:
 def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache: Descriptor | None = None,
               threads: int | None = None) -> None:
     """Build every candidate of ``cands`` not built or failed yet; a failure is remembered on
-    its candidate (as `Candidate.build` does) and affects no other. On one thread, or with one
-    candidate to build, or with a kernel cache (which each finalize may add kernels to; cuDNN
-    does not say it may be written from several threads), this is `Candidate.build` in order."""
+    its candidate (as `Candidate.build` does) and affects no other. On one thread, with one
+    candidate to build or one without an engine config, or with a kernel cache (each finalize
+    may add kernels to it; cuDNN does not say it may be written from several threads), this is
+    `Candidate.build` in order."""
     n = build_threads(threads)
     if kernel_cache is not None:  # one cache that every finalize writes into: not shared between threads
         n = 1
     todo = [c for c in cands if c.unbuilt]
-    if n == 1 or len(todo) <= 1:
+    if n == 1 or len(todo) <= 1 or any(c.config is None for c in todo):  # no config: `build` says why
         for c in cands:
             try:
                 c.build(handle, label, kernel_cache)
