@@ -3,6 +3,7 @@ attention backends (torch.nn.attention.sdpa_kernel), GPU time, TFLOP/s and ratio
 
     PYTHONPATH=src python benchmarks/bench_sdpa.py            # both cases, forward and backward
     PYTHONPATH=src python benchmarks/bench_sdpa.py --quick    # fewer repeats
+    PYTHONPATH=src python benchmarks/bench_sdpa.py --provider # cudnn.torch's provider only
 
 Cases (bf16, BHSD layout): b4 h16 s4096 d128 causal, and b8 h16 s1024 d64 without mask; and a
 decode step: s_q = 1 against a paged K/V cache of s_kv 8192 (GQA, 64-token pages in a shuffled
@@ -15,6 +16,13 @@ graph: the plan cache in memory) and in a new process (the plan cache on disk, i
 directory per run). The autotuned row times every plan of both lowerings (unified SDPA_FWD and
 the composite graph) and runs the fastest; the line before it gives each lowering's best plan.
 
+Provider rows (``--provider`` or ``--only provider``): ``F.scaled_dot_product_attention`` under
+``sdpa_kernel([CUDNN_ATTENTION])`` with ``cudnn.torch.install_sdpa_overrides()`` (PyTorch's cuDNN
+attention served by cudnn-py) against torch's own cuDNN and flash backends, forward and backward,
+and ``torch.nn.attention.varlen.varlen_attn`` (packed THD) where torch has it; GPU time, the
+ratio to the provider, and host time per call (back-to-back calls without synchronizing, on a
+small case as well, where launching is the cost).
+
 Timing: CUDA events around back-to-back calls after warm-up; the median of the repeats.
 Never asserts on time.
 """
@@ -22,6 +30,7 @@ Never asserts on time.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -110,14 +119,14 @@ def cudnn_forward_tuned(c: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tens
 
 def build_in_new_process(c: Case) -> float:
     """Seconds a new process takes to build the forward graph (the plan cache on disk is warm)."""
-    code = ("import sys, time, torch; sys.path.insert(0, %r); import bench_sdpa as b\n"
-            "c = b.Case(%d, %d, %d, %d, %r)\n"
+    here = str(Path(__file__).parent)
+    code = (f"import sys, time, torch; sys.path.insert(0, {here!r}); import bench_sdpa as b\n"
+            f"c = b.Case({c.b}, {c.h}, {c.s}, {c.d}, {c.causal!r})\n"
             "q = torch.empty(c.b, c.h, c.s, c.d, device='cuda', dtype=torch.bfloat16)\n"
             "stats = torch.empty(c.b, c.h, c.s, 1, device='cuda')\n"
             "g, pack = b.forward_graph(c, q, q, q, torch.empty_like(q), stats)\n"
             "t0 = time.perf_counter(); g.build([b.cudnn.heur_mode.A, b.cudnn.heur_mode.FALLBACK])\n"
-            "print(time.perf_counter() - t0, b.cudnn.plan_cache.disk_hits)"
-            % (str(Path(__file__).parent), c.b, c.h, c.s, c.d, c.causal))
+            "print(time.perf_counter() - t0, b.cudnn.plan_cache.disk_hits)")
     env = {**os.environ, "CUDNN_PY_CACHE_DIR": str(cudnn.plan_cache.directory)}
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     if res.returncode != 0:
@@ -248,7 +257,8 @@ def decode_rows(calls: int, repeats: int) -> None:
         err = float((o.float() - want).abs().max())
         rows.append((f"cudnn-py ({how})", gpu_time(fn, calls, repeats)))
         print(f"{c.label:44} cudnn-py ({how}): build {build:.2f} s, max abs err vs float32 {err:.2g}")
-    for name, backend in (("torch flash", SDPBackend.FLASH_ATTENTION), ("torch efficient", SDPBackend.EFFICIENT_ATTENTION),
+    for name, backend in (("torch flash", SDPBackend.FLASH_ATTENTION),
+                          ("torch efficient", SDPBackend.EFFICIENT_ATTENTION),
                           ("torch cudnn", SDPBackend.CUDNN_ATTENTION), ("torch math", SDPBackend.MATH)):
         def fn(backend: SDPBackend = backend) -> Any:
             with sdpa_kernel(backend), torch.no_grad():
@@ -267,15 +277,122 @@ def decode_rows(calls: int, repeats: int) -> None:
               f"{c.kv_bytes() / secs / 1e12:6.2f} TB/s {ours / secs:10.2f}x")
 
 
+def host_time(fn: Callable[[], Any], calls: int = 200) -> float:
+    """Seconds of host time per call of ``fn``: back-to-back calls, not synchronized."""
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    secs = (time.perf_counter() - t0) / calls
+    torch.cuda.synchronize()
+    return secs
+
+
+def attention_fns(backend: SDPBackend, c: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  d_o: torch.Tensor) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """Forward (no grad) and backward (of one kept forward) of F.scaled_dot_product_attention on
+    ``backend``; the backward runs whatever kernel is registered when it is called."""
+    qq, kk, vv = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    with sdpa_kernel(backend):
+        out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=c.causal)
+
+    def fwd() -> Any:
+        with sdpa_kernel(backend), torch.no_grad():
+            return F.scaled_dot_product_attention(q, k, v, is_causal=c.causal)
+
+    return fwd, lambda: torch.autograd.grad(out, (qq, kk, vv), d_o, retain_graph=True)
+
+
+def varlen_fns(lens: list[int], h: int, d: int) -> tuple[Callable[[], Any], Callable[[], Any]] | None:
+    """Forward and backward of torch's varlen_attn (causal) on packed [T, H, D] bf16 tensors."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(sum(lens), h, d, generator=gen, device="cuda", dtype=torch.bfloat16,
+                           requires_grad=True) for _ in range(3))
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], device="cuda", dtype=torch.int32)
+    n = max(lens)
+    causal = {"window_size": (-1, 0)} if "window_size" in inspect.signature(varlen_attn).parameters \
+        else {"is_causal": True}
+    out = varlen_attn(q, k, v, cu, cu, n, n, **causal)
+    d_o = torch.randn_like(out)
+
+    def fwd() -> Any:
+        with torch.no_grad():
+            return varlen_attn(q, k, v, cu, cu, n, n, **causal)
+
+    return fwd, lambda: torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True)
+
+
+def provider_rows(calls: int, repeats: int) -> None:
+    """cudnn.torch's provider against torch's own cuDNN and flash attention (see the module's note)."""
+    from cudnn.torch import calls as served
+    from cudnn.torch import install_sdpa_overrides
+
+    print(f"{'case':36} {'pass':4} {'impl':18} {'GPU us':>9} {'host us':>8} {'vs provider':>11}")
+    Make = Callable[[], tuple[Callable[[], Any], Callable[[], Any]] | None]
+    rows: list[tuple[str, str, Make]] = []
+    for c in (Case(4, 16, 4096, 128, True), Case(8, 16, 1024, 64, False), Case(1, 8, 128, 64, True)):
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v, d_o = (torch.randn(c.b, c.s, c.h, c.d, generator=gen, device="cuda", dtype=torch.bfloat16)
+                        .transpose(1, 2) for _ in range(4))  # BSHD memory, as models make them
+        for impl, backend in (("cudnn-py provider", SDPBackend.CUDNN_ATTENTION),
+                              ("torch cudnn", SDPBackend.CUDNN_ATTENTION), ("torch flash", SDPBackend.FLASH_ATTENTION)):
+            rows.append((c.label, impl, lambda b=backend, c=c, t=(q, k, v, d_o): attention_fns(b, c, *t)))
+    lens = [1024, 300, 2048, 17, 700, 1100, 4096, 811]
+    varlen = f"varlen b{len(lens)} h16 T{sum(lens)} d128 causal"
+    rows += [(varlen, impl, lambda: varlen_fns(lens, 16, 128)) for impl in ("cudnn-py provider", "torch flash")]
+    ours: dict[tuple[str, str], float] = {}
+    for case, impl, make in rows:
+        provider = impl == "cudnn-py provider"
+        handle = install_sdpa_overrides() if provider else None  # the backward runs what is installed then
+        try:
+            before = dict(served)
+            try:
+                fns = make()
+            except RuntimeError as exc:
+                print(f"{case:36} {impl}: unavailable ({str(exc).splitlines()[0]})")
+                continue
+            if fns is None:
+                print(f"{case:36} {impl}: unavailable in this torch")
+                continue
+            for direction, fn in zip(("fwd", "bwd"), fns):
+                gpu, host = gpu_time(fn, calls, repeats), host_time(fn)
+                if provider:
+                    ours[(case, direction)] = gpu
+                ratio = ours.get((case, direction), float("nan")) / gpu
+                print(f"{case:36} {direction:4} {impl:18} {gpu * 1e6:9.1f} {host * 1e6:8.1f} {ratio:10.2f}x")
+            if provider:
+                fell_back = {k: served[k] - before[k] for k in ("fwd_cpp", "bwd_cpp", "fwd_fa2", "bwd_fa2")}
+                if any(fell_back.values()):
+                    print(f"{'':36} note: calls handed to torch's kernels: {fell_back}")
+        finally:
+            if handle is not None:
+                handle.remove()
+    print("'vs provider' = the provider's GPU time / that row's (below 1: the provider is faster); host us: "
+          "Python and launch time per call, not synchronized")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", choices=["prefill", "decode"], help="run one group of cases")
+    ap.add_argument("--only", choices=["prefill", "decode", "provider"], help="run one group of cases")
+    ap.add_argument("--provider", action="store_true", help="the same as --only provider")
     ap.add_argument("--no-tune", action="store_true", help="skip the autotuned forward rows")
     args = ap.parse_args()
+    if args.provider:
+        args.only = "provider"
     cudnn.plan_cache.directory = Path(tempfile.mkdtemp(prefix="bench_sdpa_"))  # cold builds are cold
     calls, repeats = (5, 3) if args.quick else (20, 7)
     print(f"{torch.cuda.get_device_name()}, cuDNN {cudnn.backend_version_string()}, torch {torch.__version__}")
+    if args.only in (None, "provider"):
+        provider_rows(calls, repeats)
+    if args.only == "provider":
+        return
     if args.only != "prefill":
         decode_rows(calls, repeats)
     if args.only == "decode":
