@@ -83,6 +83,14 @@ _EXPORTS: dict[str, str] = {
     "release_pending": "._lib.release",
     "set_log_level": ".log",
     "tensor": ".graph:Tensor",
+    "Tensor": ".graph:Tensor",  # 1.32's name of cudnn.tensor: the same class
+    "Node": ".graph.node",
+    "NodeType": ".graph.graph_types",
+    "GraphContext": ".graph.graph_types",
+    "cuda_graph_retention": ".graph.graph_types",
+    "handle": ".backend:Handle",  # the official's alias of Handle, for annotations
+    "DeviceInfo": ".devices",
+    "sdpa_capabilities": ".devices",
     "plan_cache": ".graph",
     "graph_cache": ".helpers",
     "jit": ".helpers",
@@ -99,8 +107,8 @@ _EXPORTS: dict[str, str] = {
 # Subpackages reachable as attributes without an import statement (``cudnn.backend.Descriptor``,
 # as when `import cudnn` imported them all), each imported on first use.
 # ``ops``, ``nn`` and ``experimental`` import torch, so only when first read.
-_SUBPACKAGES = ("_lib", "backend", "datatypes", "experimental", "graph", "helpers", "interop", "nn", "ops",
-                "sdpa", "torch", "wrapper")
+_SUBPACKAGES = ("_lib", "backend", "collect_env", "datatypes", "experimental", "graph", "graph_types", "helpers",
+                "interop", "nn", "nodes", "ops", "sdpa", "torch", "wrapper")
 
 
 def __getattr__(name: str) -> Any:

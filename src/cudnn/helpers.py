@@ -33,14 +33,16 @@ if TYPE_CHECKING:
 @contextmanager
 def graph(handle: Any, name: str = "cudnn_graph", io_data_type: Any = data_type.HALF,
           intermediate_data_type: Any = data_type.FLOAT,
-          compute_data_type: Any = data_type.FLOAT) -> Iterator[tuple[pygraph, list[Any]]]:
-    """A new pygraph on ``handle`` with these defaults, yielded as ``(g, [])``; nothing on exit."""
+          compute_data_type: Any = data_type.FLOAT, **graph_kwargs: Any) -> Iterator[tuple[pygraph, list[Any]]]:
+    """A new pygraph on ``handle`` with these defaults, yielded as ``(g, [])``; nothing on exit.
+    ``graph_kwargs`` go to ``cudnn.pygraph`` (``is_cuda_graph_replay_expected=True``, ``sm_count``...)."""
     # Imported here: `cudnn` makes the graph subpackage callable (make_callable) while that
     # subpackage is being bound, so this module must be importable without importing it.
     from .graph import pygraph
 
     yield pygraph(handle=handle, name=name, io_data_type=io_data_type,
-                  intermediate_data_type=intermediate_data_type, compute_data_type=compute_data_type), []
+                  intermediate_data_type=intermediate_data_type, compute_data_type=compute_data_type,
+                  **graph_kwargs), []
 
 
 def jit(heur_modes: Any = heur_mode.A, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -34,6 +34,14 @@ class _Required:
 REQUIRED: Any = _Required()
 
 
+class _AnyDefault:
+    def __repr__(self) -> str:
+        return "ANY_DEFAULT"
+
+
+ANY_DEFAULT: Any = _AnyDefault()  # a parameter whose default is not compared (required or not)
+
+
 @dataclass(frozen=True)
 class Either:
     """Any of these defaults is right."""
@@ -78,7 +86,8 @@ PYGRAPH: dict[str, Sig] = {
     "__init__": Sig([("name", "test_graph"), ("io_data_type", NOT_SET), ("intermediate_data_type", NOT_SET),
                      ("compute_data_type", NOT_SET), ("handle", None), ("sm_count", None), ("sm_version", None),
                      ("kernel_cache", None), ("device_property", None), ("is_dynamic_shape_enabled", False),
-                     ("is_override_shape_enabled", False)]),
+                     ("is_override_shape_enabled", False), ("cuda_graph_retention", None)],
+                    {"is_cuda_graph_replay_expected": False}),
     # python/cudnn/__init__.py (v1.23) and the 1.32 class
     "tensor": Sig([("dim", R), ("stride", Either(R, None)), ("data_type", NOT_SET), ("is_virtual", False),
                    ("is_pass_by_value", False), ("ragged_offset", None),
@@ -104,23 +113,25 @@ PYGRAPH: dict[str, Sig] = {
     "concatenate": Sig([("inputs", R), ("axis", R), ("in_place_index", None), NAME]),
     "get_behavior_notes": Sig([]),
     "get_behavior_notes_for_plan_at_index": Sig([(ANY, R)]),
-    "deselect_engines": Sig([(ANY, R)]),
-    "deselect_numeric_notes": Sig([(ANY, R)]),
-    "deselect_behavior_notes": Sig([(ANY, R)]),
-    "select_numeric_notes": Sig([(ANY, R)]),
-    "select_behavior_notes": Sig([(ANY, R)]),
-    "deselect_workspace_greater_than": Sig([(ANY, R)]),
+    # 1.32's names (v1.23's pybind methods had none)
+    "deselect_engines": Sig([("engine_names", R)]),
+    "deselect_numeric_notes": Sig([("notes", R)]),
+    "deselect_behavior_notes": Sig([("notes", R)]),
+    "select_numeric_notes": Sig([("notes", R)]),
+    "select_behavior_notes": Sig([("notes", R)]),
+    "deselect_workspace_greater_than": Sig([("workspace_limit", R)]),
     "validate": Sig([]),
     "key": Sig([]),
     "build_operation_graph": Sig([]),
-    "create_execution_plans": Sig([(ANY, R)]),
-    "create_execution_plan": Sig([(ANY, R), (ANY, R)]),
+    # 1.32: heuristics defaults to None, (A, FALLBACK)
+    "create_execution_plans": Sig([("heuristics", Either(R, None))], {"heur_modes": None}),
+    "create_execution_plan": Sig([("engine_id", R), ("knobs", Either(R, None))]),
     "get_engine_count": Sig([]),
     "get_knobs_for_engine": Sig([(ANY, R)]),
     "check_support": Sig([]),
-    "build_plans": Sig([("policy", cudnn.build_plan_policy.HEURISTICS_CHOICE)]),
+    "build_plans": Sig([("policy", cudnn.build_plan_policy.HEURISTICS_CHOICE)], {"ctx": None}),
     "build_plan_at_index": Sig([("index", R)]),
-    "build": Sig([(ANY, None)]),  # build(list[heur_mode]) or build()
+    "build": Sig([("heuristics", None), ("ctx", None)], {"heur_modes": None}),  # build(list[heur_mode]) or build()
     "get_execution_plan_count": Sig([]),
     "get_workspace_size": Sig([("handle", None), *EXEC_OVERRIDES]),
     "get_workspace_size_plan_at_index": Sig([("index", R), ("handle", None), *EXEC_OVERRIDES]),
@@ -129,6 +140,16 @@ PYGRAPH: dict[str, Sig] = {
     "populate_cuda_graph": Sig([(ANY, R)] * 4),
     "update_cuda_graph": Sig([(ANY, R)] * 4),
     "serialize": Sig([], {"as_bytes": False, "include_kernels": True}),
+    # 1.32's plan introspection and graph inspection (the class of _pygraph.py)
+    "select_plan": Sig([("index", R)]),
+    "backend_plan_entries": Sig([]),
+    "get_engine_and_knobs_at_index": Sig([("index", R)]),
+    "get_cuda_graph_retention": Sig([]),
+    "find_tensor": Sig([("name_or_uid", R)]),
+    "get_node": Sig([("name", R)]),
+    "get_inputs": Sig([]),
+    "get_outputs": Sig([]),
+    "inspect": Sig([]),
     "deserialize": Sig([("handle_", Either(R, None)), ("pyobj", Either(R, None))], {"enforce_precompiled": False}),
     # python/pygraph/norm.cpp
     "batchnorm": Sig([("input", R), ("scale", R), ("bias", R), ("in_running_mean", R), ("in_running_var", R),
@@ -185,12 +206,135 @@ PENDING_PYGRAPH: dict[str, Sig] = {
                                    ("compute_data_type", DT.FLOAT), NAME]),
 }
 
+# Ops of 1.32 that need a newer cuDNN than cudnn-py targets or the official's Python engines (rope:
+# cuDNN 9.24; the linear-attention families: Blackwell / cuTile engines), added by the op work
+# items: 1.32 declares them ``(*args, name='', compute_data_type=None, out_dims=None, **kwargs)``
+# with the positional order of op_specs.txt; checked as soon as they exist.
+# The positional order of each (op_specs.txt: tensor inputs, list inputs, attributes); their
+# defaults are not compared (ANY_DEFAULT): 1.32 has none to compare with.
+_OP_132_ORDER: dict[str, tuple[str, ...]] = {
+    "rope": ('input', 'freqs', 'output_scale', 'rope_dim'),
+    "rope_backward": ('dY', 'freqs', 'output_scale', 'rope_dim'),
+    "gdn": (
+        'q', 'k', 'v', 'g', 'beta', 'cu_seqlens', 'initial_state', 'a_log', 'dt_bias', 'state_indices',
+        'scale', 'output_final_state', 'use_qk_l2norm', 'checkpoint_every_n_tokens', 'use_beta_sigmoid',
+        'allow_neg_eigval', 'safe_gate', 'gate_domain', 'batch_invariant', 'overwrite_initial_state'),
+    "gdn_bwd": (
+        'q', 'k', 'v', 'g', 'beta', 'cu_seqlens', 'dO', 'state_checkpoints', 'initial_state', 'd_final_state',
+        'a_log', 'dt_bias', 'scale', 'use_qk_l2norm', 'checkpoint_every_n_tokens', 'use_beta_sigmoid',
+        'allow_neg_eigval', 'safe_gate', 'gate_domain', 'batch_invariant', 'overwrite_initial_state'),
+    "gdn_summary": (
+        'k', 'v', 'g', 'beta', 'cu_seqlens', 'initial_state', 'a_log', 'dt_bias', 'output_transition',
+        'use_qk_l2norm', 'use_beta_sigmoid', 'allow_neg_eigval', 'safe_gate', 'gate_domain', 'batch_invariant'),
+    "gdn_summary_bwd": (
+        'q', 'k', 'g', 'beta', 'cu_seqlens', 'dO', 'd_final_state', 'a_log', 'dt_bias', 'output_transition',
+        'scale', 'use_qk_l2norm', 'use_beta_sigmoid', 'allow_neg_eigval', 'safe_gate', 'gate_domain',
+        'batch_invariant'),
+    "gdn2": (
+        'q', 'k', 'v', 'g', 'beta', 'w', 'cu_seqlens', 'initial_state', 'a_log', 'dt_bias', 'state_indices',
+        'scale', 'output_final_state', 'use_qk_l2norm', 'checkpoint_every_n_tokens', 'use_beta_sigmoid',
+        'allow_neg_eigval', 'beta_guard', 'safe_gate', 'gate_domain', 'gate_lower_bound', 'batch_invariant',
+        'overwrite_initial_state'),
+    "gdn2_bwd": (
+        'q', 'k', 'v', 'g', 'beta', 'w', 'cu_seqlens', 'dO', 'state_checkpoints', 'initial_state',
+        'd_final_state', 'a_log', 'dt_bias', 'scale', 'use_qk_l2norm', 'checkpoint_every_n_tokens',
+        'use_beta_sigmoid', 'allow_neg_eigval', 'beta_guard', 'safe_gate', 'gate_domain', 'gate_lower_bound',
+        'batch_invariant', 'overwrite_initial_state'),
+    "gdn2_summary": (
+        'k', 'v', 'g', 'beta', 'w', 'cu_seqlens', 'initial_state', 'a_log', 'dt_bias', 'output_transition',
+        'use_qk_l2norm', 'use_beta_sigmoid', 'allow_neg_eigval', 'beta_guard', 'safe_gate', 'gate_domain',
+        'gate_lower_bound', 'batch_invariant'),
+    "gdn2_summary_bwd": (
+        'q', 'k', 'g', 'beta', 'cu_seqlens', 'dO', 'd_final_state', 'a_log', 'dt_bias', 'output_transition',
+        'scale', 'use_qk_l2norm', 'use_beta_sigmoid', 'allow_neg_eigval', 'beta_guard', 'safe_gate',
+        'gate_domain', 'gate_lower_bound', 'batch_invariant'),
+    "kda": (
+        'q', 'k', 'v', 'g', 'beta', 'cu_seqlens', 'initial_state', 'a_log', 'dt_bias', 'state_indices',
+        'scale', 'output_final_state', 'use_qk_l2norm', 'checkpoint_every_n_tokens', 'use_beta_sigmoid',
+        'allow_neg_eigval', 'safe_gate', 'gate_domain', 'gate_lower_bound', 'batch_invariant',
+        'overwrite_initial_state'),
+    "kda_bwd": (
+        'q', 'k', 'v', 'g', 'beta', 'cu_seqlens', 'dO', 'state_checkpoints', 'initial_state', 'd_final_state',
+        'a_log', 'dt_bias', 'scale', 'use_qk_l2norm', 'checkpoint_every_n_tokens', 'use_beta_sigmoid',
+        'allow_neg_eigval', 'safe_gate', 'gate_domain', 'gate_lower_bound', 'batch_invariant',
+        'overwrite_initial_state'),
+    "kda_summary": (
+        'k', 'v', 'g', 'beta', 'cu_seqlens', 'initial_state', 'a_log', 'dt_bias', 'output_transition',
+        'use_qk_l2norm', 'use_beta_sigmoid', 'allow_neg_eigval', 'safe_gate', 'gate_domain',
+        'gate_lower_bound', 'batch_invariant'),
+    "kda_summary_bwd": (
+        'q', 'k', 'g', 'beta', 'cu_seqlens', 'dO', 'd_final_state', 'a_log', 'dt_bias', 'output_transition',
+        'scale', 'use_qk_l2norm', 'use_beta_sigmoid', 'allow_neg_eigval', 'safe_gate', 'gate_domain',
+        'gate_lower_bound', 'batch_invariant'),
+    "gdp": (
+        'q', 'k', 'v', 'g', 'beta', 'cu_seqlens', 'initial_state', 'a_log', 'dt_bias', 'state_indices',
+        'num_householder', 'scale', 'output_final_state', 'use_qk_l2norm', 'checkpoint_every_n_tokens',
+        'use_beta_sigmoid', 'allow_neg_eigval', 'safe_gate', 'gate_domain', 'batch_invariant',
+        'overwrite_initial_state'),
+    "gdp_bwd": (
+        'q', 'k', 'v', 'g', 'beta', 'cu_seqlens', 'dO', 'state_checkpoints', 'initial_state', 'd_final_state',
+        'a_log', 'dt_bias', 'num_householder', 'scale', 'use_qk_l2norm', 'checkpoint_every_n_tokens',
+        'use_beta_sigmoid', 'allow_neg_eigval', 'safe_gate', 'gate_domain', 'batch_invariant',
+        'overwrite_initial_state'),
+    "gdp_summary": (
+        'k', 'v', 'g', 'beta', 'cu_seqlens', 'initial_state', 'a_log', 'dt_bias', 'num_householder',
+        'output_transition', 'use_qk_l2norm', 'use_beta_sigmoid', 'allow_neg_eigval', 'safe_gate',
+        'gate_domain', 'batch_invariant'),
+    "gdp_summary_bwd": (
+        'q', 'k', 'g', 'beta', 'cu_seqlens', 'dO', 'd_final_state', 'a_log', 'dt_bias', 'num_householder',
+        'output_transition', 'scale', 'use_qk_l2norm', 'use_beta_sigmoid', 'allow_neg_eigval', 'safe_gate',
+        'gate_domain', 'batch_invariant'),
+    "mamba2": (
+        'q', 'k', 'v', 'g', 'a', 'cu_seqlens', 'initial_state', 'dt_bias', 'd', 'z', 'state_indices',
+        'output_final_state', 'checkpoint_every_n_tokens', 'dt_softplus', 'dt_min', 'dt_max',
+        'output_pre_gate', 'batch_invariant', 'overwrite_initial_state'),
+    "mamba2_bwd": (
+        'q', 'k', 'v', 'g', 'a', 'cu_seqlens', 'dO', 'state_checkpoints', 'initial_state', 'd_final_state',
+        'dt_bias', 'd', 'z', 'O_pre', 'checkpoint_every_n_tokens', 'dt_softplus', 'dt_min', 'dt_max',
+        'batch_invariant', 'overwrite_initial_state'),
+    "mamba2_summary": (
+        'k', 'v', 'g', 'a', 'cu_seqlens', 'initial_state', 'dt_bias', 'output_transition', 'dt_softplus',
+        'dt_min', 'dt_max', 'batch_invariant'),
+    "mamba2_summary_bwd": (
+        'q', 'k', 'g', 'a', 'cu_seqlens', 'dO', 'd_final_state', 'dt_bias', 'output_transition',
+        'dt_softplus', 'dt_min', 'dt_max', 'batch_invariant'),
+}
+PENDING_PYGRAPH.update({op: Sig([(arg, ANY_DEFAULT) for arg in order], {"name": "", "compute_data_type": NOT_SET})
+                        for op, order in _OP_132_ORDER.items()})
+
+# Every member of 1.32's pygraph (pygraph_members.tsv of the 1.32.0 wheel, read with inspect).
+OFFICIAL_PYGRAPH_MEMBERS = frozenset({
+    "__init__", "abs", "adalayernorm", "adalayernorm_backward", "add", "add_square", "backend_plan_entries",
+    "batchnorm", "batchnorm_backward", "batchnorm_inference", "bias", "binary_select",
+    "block_scale_dequantize", "block_scale_quantize", "build", "build_operation_graph", "build_plan_at_index",
+    "build_plans", "ceil", "check_support", "cmp_eq", "cmp_ge", "cmp_gt", "cmp_le", "cmp_lt", "cmp_neq",
+    "concatenate", "context", "conv_dgrad", "conv_fprop", "conv_wgrad", "cos", "create_execution_plan",
+    "create_execution_plans", "deselect_behavior_notes", "deselect_engines", "deselect_numeric_notes",
+    "deselect_workspace_greater_than", "deserialize", "div", "elu", "elu_backward", "erf", "execute",
+    "execute_plan_at_index", "exp", "find_tensor", "floor", "gdn", "gdn2", "gdn2_bwd", "gdn2_summary",
+    "gdn2_summary_bwd", "gdn_bwd", "gdn_summary", "gdn_summary_bwd", "gdp", "gdp_bwd", "gdp_summary",
+    "gdp_summary_bwd", "gelu", "gelu_approx_tanh", "gelu_approx_tanh_backward", "gelu_backward", "gen_index",
+    "genstats", "get_behavior_notes", "get_behavior_notes_for_plan_at_index", "get_cuda_graph_retention",
+    "get_engine_and_knobs_at_index", "get_execution_plan_count", "get_inputs", "get_node", "get_outputs",
+    "get_plan_name_at_index", "get_workspace_size", "get_workspace_size_plan_at_index", "identity", "inspect",
+    "instancenorm", "instancenorm_backward", "kda", "kda_bwd", "kda_summary", "kda_summary_bwd", "key",
+    "layernorm", "layernorm_backward", "leaky_relu", "leaky_relu_backward", "log", "logical_and",
+    "logical_not", "logical_or", "mamba2", "mamba2_bwd", "mamba2_summary", "mamba2_summary_bwd", "matmul",
+    "max", "min", "mod", "moe_grouped_matmul", "moe_grouped_matmul_bwd", "mul", "neg", "nodes", "plans",
+    "populate_cuda_graph", "pow", "reciprocal", "reduction", "relu", "relu_backward", "reshape", "rmsnorm",
+    "rmsnorm_backward", "rope", "rope_backward", "rsqrt", "scale", "sdpa", "sdpa_backward", "sdpa_fp8",
+    "sdpa_fp8_backward", "sdpa_mxfp8", "sdpa_mxfp8_backward", "select_behavior_notes", "select_numeric_notes",
+    "select_plan", "selected_engine", "serialize", "sigmoid", "sigmoid_backward", "sin", "slice", "softplus",
+    "softplus_backward", "sqrt", "sub", "swish", "swish_backward", "tan", "tanh", "tanh_backward", "tensor",
+    "tensor_like", "tensor_scalar", "tensors", "transpose", "update_cuda_graph", "validate"
+})
+
 # Where cudnn-py has a default the official API lacks (a convenience, never a different meaning):
 # (method, parameter index).
-CUDNN_PY_DEFAULTS = {
-    ("create_execution_plans", 0),  # (A, FALLBACK), as build() uses
-    ("create_execution_plan", 1),  # no knob choices
-}
+CUDNN_PY_DEFAULTS: set[tuple[str, int]] = set()
+
+# pygraph members that are properties in 1.32 (read as attributes, not called).
+PYGRAPH_PROPERTIES = {"context", "nodes", "plans", "selected_engine", "tensors"}
 
 # -- cudnn.tensor (python/properties.cpp: pybind methods without keyword names) --------------------
 
@@ -206,7 +350,23 @@ TENSOR: dict[str, Sig] = {
         "set_ragged_offset_multiplier")},
     "set_vector_count_and_dimension": Sig([(ANY, R), (ANY, R)]),
     "set_data_type": Sig([("data_type", NOT_SET)]),  # the Python wrapper of __init__.py
+    # 1.32 (graph_types.Tensor)
+    "set_alignment_value": Sig([("value", R)]),
+    "validate": Sig([]),
 }
+
+# 1.32's plain attributes of cudnn.Tensor (graph_types.Tensor's dataclass fields), less ``owner``
+# (the official's weak reference to the graph that registered the tensor: cudnn-py's tensors
+# may be shared by graphs and name none).
+TENSOR_ATTRIBUTES = {"name", "data_type", "dim", "stride", "is_virtual", "is_pass_by_value", "pass_by_value", "uid",
+                     "uid_assigned", "dim_assigned", "stride_assigned", "reordering_type", "ragged_offset",
+                     "ragged_offset_multiplier", "alignment_value", "scalar_type"}
+
+# cudnn.Node (nodes.Node): its methods besides the constructor. The constructor differs on
+# purpose: cudnn-py's nodes are built by the op calls (Node is the base of one class per op,
+# each with its own constructor), not from a NodeType.
+NODE: dict[str, Sig] = {"infer_properties": Sig([("context", R)]), "validate": Sig([])}
+NODE_ATTRIBUTES = {"name", "node_type", "compute_data_type", "inputs", "outputs", "params"}
 
 # -- cudnn.knob, top-level callables, submodules -----------------------------------------------------
 
@@ -222,7 +382,9 @@ TOP_LEVEL: dict[str, Sig] = {
     "set_stream": Sig([("handle", R), ("stream", R)]),
     "create_kernel_cache": Sig([]),
     "graph": Sig([("handle", R), ("name", "cudnn_graph"), ("io_data_type", DT.HALF),
-                  ("intermediate_data_type", DT.FLOAT), ("compute_data_type", DT.FLOAT)]),
+                  ("intermediate_data_type", DT.FLOAT), ("compute_data_type", DT.FLOAT)]),  # and **graph_kwargs
+    "sdpa_capabilities": Sig([]),
+    "DeviceInfo": Sig([("ordinal", R)]),
     "jit": Sig([("heur_modes", cudnn.heur_mode.A)]),  # and **kwargs
     "graph_cache": Sig([("key_fn", R), ("maxsize", 256)]),
     "Graph": Sig([], {"handle": None, "inputs": None, "outputs": None, "heuristics": None,
@@ -236,7 +398,7 @@ PENDING_TOP_LEVEL: dict[str, Sig] = {
     "causal_conv1d_backward": Sig([(ANY, R)] * 15),
 }
 # Callables that take **kwargs in the official API too.
-VAR_KEYWORD_OK = {"jit", "Graph"}
+VAR_KEYWORD_OK = {"jit", "Graph", "graph"}
 
 WRAPPER: dict[str, Sig] = {
     "get_default_handle": Sig([("stream", None)]),

@@ -239,8 +239,10 @@ def test_an_io_type_alone_types_every_tensor_and_node() -> None:
 def test_tensor_keywords_of_1_32() -> None:
     g = graph()
     t = g.tensor([2, 3], None, HALF, reordering_type=None, uid=None, alignment_value=32)
-    assert t.get_stride() == [3, 1] and t.get_alignment() == 32 and not t.has_uid()
-    assert g.tensor([2, 3], alignment_value=1).get_alignment() == 16  # 1 (the default) keeps cudnn-py's 16
+    assert t.get_stride() == [3, 1] and t.alignment_value == 32 and not t.has_uid()
+    # a promise about the values (1.32), not the address: the byte alignment stays cudnn-py's 16
+    assert t.get_alignment() == 16 and g.tensor([2, 3], alignment_value=3).alignment_value == 3
+    assert g.tensor([2, 3]).alignment_value == 1
     assert g.tensor([2, 3], ragged_offset_multiplier=1).get_ragged_offset_multiplier() == 1
     # passed to cuDNN (CUDNN_ATTR_TENSOR_RAGGED_OFFSET_MULTIPLIER, >= 9.24) when the graph is lowered
     assert g.tensor([2, 3], ragged_offset_multiplier=4).get_ragged_offset_multiplier() == 4
@@ -352,10 +354,9 @@ def test_execute_keywords_of_1_32(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_execute_before_plans_says_what_build_does(fake_backend: dict[str, Any]) -> None:
     g, x, y = relu_graph()
-    g.build()  # official meaning: validate + build_operation_graph, no plans
+    g.build_operation_graph()  # (1.32's build() with no arguments builds plans too: test_pygraph_132.py)
     assert fake_backend["op_graph"]["ops"] and g.get_execution_plan_count() == 0
-    with pytest.raises(cudnn.GraphStateError, match=r"build\(\) with no arguments, as in the official API, only "
-                                                   r"validates and builds the operation graph"):
+    with pytest.raises(cudnn.GraphStateError, match=r"execute\(\) before build: no plan is built yet. Call build\(\)"):
         g.execute({x: 1, y: 2}, 0)
     with pytest.raises(cudnn.GraphStateError, match=r"execute_plan_at_index\(\) before build"):
         g.execute_plan_at_index({x: 1, y: 2}, 0, 0)

@@ -10,14 +10,20 @@ from typing import Any
 import pytest
 from official_signatures import (
     ANY,
+    ANY_DEFAULT,
     CUDNN_PY_DEFAULTS,
     DATATYPES,
     KNOB,
+    NODE,
+    NODE_ATTRIBUTES,
+    OFFICIAL_PYGRAPH_MEMBERS,
     PENDING_PYGRAPH,
     PENDING_TOP_LEVEL,
     PYGRAPH,
+    PYGRAPH_PROPERTIES,
     REQUIRED,
     TENSOR,
+    TENSOR_ATTRIBUTES,
     TOP_LEVEL,
     VAR_KEYWORD_OK,
     WRAPPER,
@@ -32,6 +38,8 @@ POSITIONAL = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)
 
 
 def _same(ours: Any, official: Any) -> bool:
+    if official is ANY_DEFAULT:
+        return True
     if isinstance(official, Either):
         return any(_same(ours, o) for o in official.options)
     if official is REQUIRED:
@@ -151,11 +159,46 @@ def test_datatypes_module_signature(name: str) -> None:
 
 
 def test_the_table_covers_every_official_pygraph_method() -> None:
-    """Appendix A: 120 names, of which the attention family (6 + 2 aliases) is tested elsewhere."""
+    """Appendix A: 120 names, of which the attention family (6 + 2 aliases) is tested elsewhere;
+    and every member of 1.32's pygraph is in the tables (or is a property, checked below)."""
     attention = {"sdpa", "sdpa_backward", "sdpa_fp8", "sdpa_fp8_backward", "sdpa_mxfp8", "sdpa_mxfp8_backward",
                  "scaled_dot_product_flash_attention", "scaled_dot_product_flash_attention_backward"}
-    covered = (set(PYGRAPH) | set(PENDING_PYGRAPH)) - {"__init__"}
-    assert len(covered) + len(attention) == 120
+    covered = set(PYGRAPH) | set(PENDING_PYGRAPH) | PYGRAPH_PROPERTIES
+    assert sorted(OFFICIAL_PYGRAPH_MEMBERS - covered - attention) == []
+    appendix_a = (set(PYGRAPH) | set(PENDING_PYGRAPH)) - set(NEW_IN_132) - {"__init__"}
+    assert len(appendix_a) + len(attention) == 120
+
+
+# pygraph members 1.32 added (beyond Appendix A's v1.23 surface)
+NEW_IN_132 = ("select_plan", "backend_plan_entries", "get_engine_and_knobs_at_index", "get_cuda_graph_retention",
+              "find_tensor", "get_node", "get_inputs", "get_outputs", "inspect", "rope", "rope_backward",
+              *(f"{family}{part}" for family in ("gdn", "gdn2", "kda", "gdp", "mamba2")
+                for part in ("", "_bwd", "_summary", "_summary_bwd")))
+
+
+@pytest.mark.parametrize("name", sorted(PYGRAPH_PROPERTIES))
+def test_pygraph_property(name: str) -> None:
+    """1.32's pygraph properties are properties here too (read as attributes, never called)."""
+    assert isinstance(getattr(cudnn.pygraph, name, None), property), f"pygraph.{name} is not a property"
+
+
+@pytest.mark.parametrize("name", sorted(TENSOR_ATTRIBUTES))
+def test_tensor_attribute(name: str) -> None:
+    """1.32's plain attributes of cudnn.Tensor read on a tensor of ours."""
+    getattr(cudnn.Tensor(), name)
+
+
+@pytest.mark.parametrize("method", sorted(NODE))
+def test_node_method_signature(method: str) -> None:
+    assert mismatches(f"Node.{method}", getattr(cudnn.Node, method), NODE[method]) == []
+
+
+def test_node_attributes() -> None:
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF)
+    g.relu(g.tensor([2, 3], name="x"), name="r")
+    node = g.get_node("r")
+    for name in NODE_ATTRIBUTES:
+        getattr(node, name)
 
 
 def test_the_checker_catches_drift() -> None:

@@ -21,15 +21,16 @@ from .._lib.enums import (
     numerical_note,
     tensor_reordering,
 )
-from .._lib.errors import FeatureUnavailableError, version_string
+from .._lib.errors import FeatureUnavailableError, cudnnGraphNotSupportedError, version_string
 from .._version import __version__
 from ..backend import engine as eng
 from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr
-from . import hygiene, moe_ops, norm_ops, ops, plan_report, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
+from . import hygiene, introspect, moe_ops, norm_ops, ops, plan_entries, plan_report, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
 from .autotune import TuneReport, autotune
 from .convert import as_bool, as_int, as_int_list, optional
 from .errors import GraphError, GraphNotImplementedError, GraphStateError
+from .graph_types import as_retention, cuda_graph_retention, effective_retention
 from .jsonfmt import compact, dumps
 from .node import Context, Node, row_major
 from .oplib import OPS
@@ -62,7 +63,8 @@ class pygraph:  # the documented name
                  compute_data_type: Any = NOT_SET, handle: Handle | int | None = None,
                  sm_count: int | None = None, sm_version: int | None = None, kernel_cache: Any = None,
                  device_property: Any = None, is_dynamic_shape_enabled: bool = False,
-                 is_override_shape_enabled: bool = False) -> None:
+                 is_override_shape_enabled: bool = False, cuda_graph_retention: Any = None, *,
+                 is_cuda_graph_replay_expected: bool = False) -> None:
         if not isinstance(name, str):
             raise TypeError(f"pygraph: name: expected a str, got {name!r}")
         is_dynamic_shape_enabled = as_bool(is_dynamic_shape_enabled, "pygraph", "is_dynamic_shape_enabled")
@@ -70,9 +72,15 @@ class pygraph:  # the documented name
         sm_count = optional(as_int, sm_count, "pygraph", "sm_count")
         sm_version = optional(as_int, sm_version, "pygraph", "sm_version")
         self.name = name
+        # 1.32: how CUDA graphs recorded from this graph keep its plans alive (get_cuda_graph_retention),
+        # and the caller's statement that execute is captured into a CUDA graph and replayed (which
+        # changes no numerics and no support; cudnn-py ranks plans the same either way)
+        self.cuda_graph_retention = as_retention(cuda_graph_retention)
+        self.is_cuda_graph_replay_expected = as_bool(is_cuda_graph_replay_expected, "pygraph",
+                                                     "is_cuda_graph_replay_expected")
         # Unset intermediate / compute types stay unset: nodes then infer them (FLOAT for
         # floating inputs), which accepts every graph that 1.32's "copy io_data_type" accepts.
-        self.context = Context(as_data_type(io_data_type, "io_data_type"),
+        self._context = Context(as_data_type(io_data_type, "io_data_type"),
                                as_data_type(intermediate_data_type, "intermediate_data_type"),
                                as_data_type(compute_data_type, "compute_data_type"))
         if handle is not None:
@@ -90,11 +98,24 @@ class pygraph:  # the documented name
         # IS_OVERRIDE_SHAPE_ENABLED (cuDNN >= 9.21, checked when the graph is lowered)
         self.is_dynamic_shape_enabled = is_dynamic_shape_enabled
         self.is_override_shape_enabled = is_override_shape_enabled
-        self.nodes: list[Node] = []
+        self._nodes: list[Node] = []
         self.shared = SharedTensors()  # what it fills in of tensors other graphs use too is its own
         self._names: set[str] = set()
+        self._generated: set[str] = set()  # names node_name made for unnamed ops
         self._validated = False
         self._pipeline = Pipeline(self)
+        self._pinned: Any = None  # the candidate select_plan() pinned (build_plans builds it or raises)
+
+    @property
+    def nodes(self) -> list[Node]:
+        """The graph's nodes in the order they were added: the graph's own list (nodes that
+        look at the others hold it), which only op calls change."""
+        return self._nodes
+
+    @property
+    def context(self) -> Context:
+        """The graph's default data types (``cudnn.GraphContext``: io, intermediate, compute)."""
+        return self._context
 
     def _changed(self) -> None:
         """The nodes changed: what was validated and built from them is gone."""
@@ -110,8 +131,9 @@ class pygraph:  # the documented name
                alignment_value: int = 1) -> Tensor:
         """Declare a tensor: dims and strides (elements; packed row-major when omitted).
 
-        ``alignment_value`` (1.32): the byte alignment promised for its buffers; 1, the
-        default, keeps cudnn-py's 16 (what every framework allocation gives)."""
+        ``alignment_value`` (1.32): a promise that every value the tensor holds is a multiple of
+        it (1, the default: none); a promise about the contents, not the buffer's address
+        (`Tensor.set_alignment`), that no cuDNN operation reads."""
         if dim is None:
             raise GraphError(f"pygraph.tensor({name!r}): dim= is required")
         if not isinstance(name, str):
@@ -135,7 +157,7 @@ class pygraph:  # the documented name
         if as_int(ragged_offset_multiplier, at, "ragged_offset_multiplier") != 1:
             t.set_ragged_offset_multiplier(ragged_offset_multiplier)
         if as_int(alignment_value, at, "alignment_value") != 1:
-            t.set_alignment(alignment_value)
+            t.set_alignment_value(alignment_value)
         return t
 
     def tensor_like(self, input: Any = None, name: str = "", is_virtual: bool = False, *,
@@ -196,11 +218,19 @@ class pygraph:  # the documented name
         return t
 
     def node_name(self, wanted: str) -> str:
-        """A node name: the one wanted (unique) or, when empty, the node's index."""
-        name = str(wanted) if wanted else str(len(self.nodes))
-        if name in self._names:
-            raise GraphError(f"a node named {name!r} is already in this graph; node names must be unique")
-        return name
+        """A node name: the one wanted (unique) or, when empty, the node's index, or the first
+        number after it that no node has (a name the user gave is never taken again)."""
+        if wanted:
+            name = str(wanted)
+            if name in self._names:
+                how = " (the name an unnamed op was given)" if name in self._generated else ""
+                raise GraphError(f"a node named {name!r}{how} is already in this graph; node names must be unique")
+            return name
+        index = len(self._nodes)
+        while str(index) in self._names:
+            index += 1
+        self._generated.add(str(index))
+        return str(index)
 
     def add_node(self, node: Node, ports: Sequence[str]) -> list[Tensor]:
         """Add ``node`` with fresh virtual outputs named ``node::PORT``; returns them in order.
@@ -208,13 +238,13 @@ class pygraph:  # the documented name
         graph's: a tensor another graph uses too is this graph's copy of it, see `shared`)."""
         self.shared.take(node)
         with filling(list(node.inputs.values())):
-            hygiene.adopt(self.nodes, node)
+            hygiene.adopt(self._nodes, node)
         for port in ports:
             t = Tensor(f"{node.name}::{port}", is_virtual=True)
             t.producer = node
             self.shared.claim(t)
             node.outputs[port] = t
-        self.nodes.append(node)
+        self._nodes.append(node)
         self._names.add(node.name)
         self._changed()
         return list(node.outputs.values())
@@ -223,28 +253,28 @@ class pygraph:  # the documented name
 
     def validate(self) -> None:
         """Infer unset dims, strides and data types; check the graph's rules. No GPU needed."""
-        if not self.nodes:
+        if not self._nodes:
             raise GraphError("the graph has no nodes")
-        self.shared.prepare(self.nodes)  # what an earlier validate or another graph filled in is gone
-        with filling(all_tensors(self.nodes)):
-            hygiene.check_writers(self.nodes)  # before inference, which would write the shared tensor twice
-            for node in self.nodes:
-                node.infer(self.context)
+        self.shared.prepare(self._nodes)  # what an earlier validate or another graph filled in is gone
+        with filling(all_tensors(self._nodes)):
+            hygiene.check_writers(self._nodes)  # before inference, which would write the shared tensor twice
+            for node in self._nodes:
+                node.infer(self._context)
             self._check_rules()
         self._validated = True
         if _graph_log.isEnabledFor(logging.INFO):  # one line of JSON (CUDNN_FRONTEND_LOG_INFO)
             _graph_log.info("%s", compact(self.to_json()))
 
     def _check_rules(self) -> None:
-        hygiene.check_names(self.nodes)
+        hygiene.check_names(self._nodes)
         consumed: set[int] = set()
-        for node in self.nodes:
+        for node in self._nodes:
             for port, t in node.inputs.items():
                 consumed.add(id(t))
                 if t.get_is_virtual() and t.producer is None:
                     raise GraphError(f"{node.at(port)} tensor {t.label()} is virtual but no node produces it; "
                                      "graph inputs must be non-virtual")
-        for node in self.nodes:
+        for node in self._nodes:
             node.unused = frozenset(port for port, t in node.outputs.items()
                                     if port in node.optional_outputs and id(t) not in consumed)
             for port, t in node.outputs.items():
@@ -253,13 +283,13 @@ class pygraph:  # the documented name
                 raise GraphError(f"{node.at(port)} tensor {t.label()} is never used and not marked as an "
                                  "output: call set_output(True) on it (or consume it)")
         by_uid: dict[int, tuple[Tensor, str]] = {}
-        for node in self.nodes:
+        for node in self._nodes:
             for port, t in {**node.inputs, **node.outputs}.items():
                 if not t.has_uid() or t.is_filled("uid"):  # an assigned uid is assigned afresh at build
                     continue
                 other = by_uid.setdefault(t.get_uid(), (t, node.at(port)))
                 if other[0] is not t:
-                    same_node_in_out = len(self.nodes) == 1 and port in node.outputs
+                    same_node_in_out = len(self._nodes) == 1 and port in node.outputs
                     if not same_node_in_out:
                         raise GraphError(f"{node.at(port)} tensor {t.label()} has uid {t.get_uid()}, already "
                                          f"used by {other[1]} tensor {other[0].label()}; uids must be unique "
@@ -284,10 +314,12 @@ class pygraph:  # the documented name
             raise GraphStateError(f"{self.label()}: call build_operation_graph() (or build()) first")
         return self._pipeline.op_graph()
 
-    def create_execution_plans(self, heur_modes: Iterable[heur_mode] | heur_mode = DEFAULT_HEURISTICS) -> None:
-        """Ask the heuristics (in order) for ranked engine configs."""
+    def create_execution_plans(self, heuristics: Iterable[heur_mode] | heur_mode | None = None, *,
+                               heur_modes: Iterable[heur_mode] | heur_mode | None = None) -> None:
+        """Ask the heuristics (in order) for ranked engine configs: ``heuristics`` (1.32's name;
+        ``heur_modes=`` is the earlier one), (A, FALLBACK) when neither is given."""
         self._op_graph()
-        modes = as_heur_modes(heur_modes)
+        modes = as_heur_modes(_heuristics_arg("create_execution_plans", heuristics, heur_modes))
         if not modes:
             raise GraphError("create_execution_plans: give at least one cudnn.heur_mode")
         for mode in modes:
@@ -299,23 +331,47 @@ class pygraph:  # the documented name
         """Raise cudnnGraphNotSupportedError unless some candidate plan can be built."""
         self._pipeline.plans().first_supported(self._pipeline.build_handle_ptr())
 
-    def build_plans(self, policy: build_plan_policy = build_plan_policy.HEURISTICS_CHOICE) -> None:
-        """Build the first supported plan (HEURISTICS_CHOICE) or every candidate (ALL)."""
-        self._pipeline.build_plans(policy)
+    def build_plans(self, policy: build_plan_policy = build_plan_policy.HEURISTICS_CHOICE, *,
+                    ctx: Any = None) -> None:
+        """Build the first supported plan (HEURISTICS_CHOICE) or every candidate (ALL). A plan
+        pinned by ``select_plan`` is built and stays selected (its failure raises: no other plan
+        is run in its place). ``ctx`` (1.32) is accepted for the official's Python engines; the
+        handle a plan is built with is the graph's."""
+        pinned = self._pinned_candidate()
+        if pinned is None:
+            self._pipeline.build_plans(policy)
+            return
+        if build_plan_policy(policy) == build_plan_policy.ALL:
+            try:
+                self._pipeline.build_plans(policy)
+            except cudnnGraphNotSupportedError:
+                pass  # the pinned plan's own failure is the one to report
+        self._pipeline.build_candidate(pinned)
+        self._pipeline.select(pinned)
 
-    def build(self, heur_modes: Iterable[heur_mode] | heur_mode | None = None) -> None:
-        """``build(heur_modes)``: validate, build_operation_graph, create_execution_plans,
-        check_support, build_plans. ``build()`` with no arguments, as in the official API, only
-        validates and builds the operation graph: plans come from the calls that follow.
+    def _pinned_candidate(self) -> Any:
+        """The candidate select_plan pinned, while it is one of this pipeline's candidates."""
+        pinned = self._pinned
+        if pinned is None or not self._pipeline.has_plans():
+            return None
+        return pinned if any(c is pinned for c in self._pipeline.plans().candidates) else None
 
-        With heuristic modes the plan cache (``cudnn.plan_cache``) is consulted after validation:
-        a graph built before, in this process or another, reuses its chosen plan and skips the rest."""
-        if heur_modes is None:
-            self.validate()
-            self.build_operation_graph()
+    def build(self, heuristics: Iterable[heur_mode] | heur_mode | None = None, ctx: Any = None, *,
+              heur_modes: Iterable[heur_mode] | heur_mode | None = None) -> None:
+        """validate, build_operation_graph, create_execution_plans(``heuristics``: 1.32's name,
+        ``heur_modes=`` the earlier one; (A, FALLBACK) when neither is given), check_support,
+        build_plans. As in 1.32, ``build()`` with no arguments builds a plan too.
+
+        The plan cache (``cudnn.plan_cache``) is consulted after validation: a graph built before,
+        in this process or another, reuses its chosen plan and skips the rest. A plan pinned by
+        ``select_plan`` keeps the plans already made: it is built, and no heuristics are asked
+        again. ``ctx``: as in `build_plans`."""
+        heuristics = _heuristics_arg("build", heuristics, heur_modes)
+        if self._pinned_candidate() is not None:  # 1.32 never re-plans under a pin
+            self.build_plans()
             return
         self.validate()
-        modes = as_heur_modes(heur_modes)
+        modes = as_heur_modes(DEFAULT_HEURISTICS if heuristics is None else heuristics)
         self._pipeline = Pipeline(self)
         cached = plan_store.adopt_cached(self._pipeline, modes)
         if cached is not None:
@@ -417,10 +473,8 @@ class pygraph:  # the documented name
                                                "with these shapes instead")
 
     def _no_plan_message(self, op: str) -> str:
-        return (f"{self.label()}: {op}() before build: no plan is built yet. build() with no arguments, as in "
-                "the official API, only validates and builds the operation graph: follow it with "
-                "create_execution_plans([...]), "
-                "check_support() and build_plans(), or call build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])")
+        return (f"{self.label()}: {op}() before build: no plan is built yet. Call build() (or "
+                "build_operation_graph(), create_execution_plans([...]), check_support() and build_plans()) first")
 
     def runner(self) -> Any:
         """The Runner of the selected plan: what ``execute`` calls (for wrappers that keep it)."""
@@ -436,9 +490,63 @@ class pygraph:  # the documented name
         """How many candidate plans the heuristics offered and the filters kept (0 before create_execution_plans)."""
         return len(self._pipeline.plans().candidates) if self._pipeline.has_plans() else 0
 
-    def build_plan_at_index(self, index: int) -> None:
-        """Finalize candidate plan ``index`` (compiling its kernels if its engine does so); errors are raised."""
-        self._pipeline.build_candidate(self._pipeline.plans().at(index))
+    def build_plan_at_index(self, index: int) -> pygraph:
+        """Finalize candidate plan ``index`` (compiling its kernels if its engine does so) and, as
+        in 1.32, select it: get_workspace_size() and execute() then use it. Errors are raised."""
+        cand = self._plans_for("build_plan_at_index").at(index)
+        self._pipeline.build_candidate(cand)
+        self._pipeline.select(cand)
+        return self
+
+    def _plans_for(self, op: str) -> Any:
+        """The plan set, or GraphStateError saying which call makes it."""
+        if not self._pipeline.has_plans():
+            raise GraphStateError(f"{self.label()}: {op}() needs the candidate plans: call "
+                                  "create_execution_plans([...]) (after build_operation_graph()) or build() first")
+        return self._pipeline.plans()
+
+    # -- plans: 1.32's introspection -------------------------------------------------------------
+
+    def select_plan(self, index: int) -> pygraph:
+        """Pin candidate plan ``index`` (of ``plans``): execute runs it (built on first use), and
+        build_plans() / build() build it rather than the first that builds, raising if it fails."""
+        cand = self._plans_for("select_plan").at(index)
+        self._pipeline.select(cand)
+        self._pinned = cand
+        return self
+
+    @property
+    def plans(self) -> list[plan_entries.PlanEntry]:
+        """The candidate plans, in the order the plan-index methods number them: each a
+        ``PlanEntry`` (engine_id, knobs, cpp_index, mode); [] before create_execution_plans."""
+        if not self._pipeline.has_plans():
+            return []
+        return plan_entries.entries(self._pipeline.plans().candidates)
+
+    @property
+    def selected_engine(self) -> None:
+        """1.32: the official's Python engine serving the selected plan, None where the cuDNN
+        backend serves it. Every plan of cudnn-py is a cuDNN backend plan: always None."""
+        return None
+
+    def backend_plan_entries(self) -> list[plan_entries.PlanEntry]:
+        """The cuDNN backend's ranked plans (``plans``: in cudnn-py every plan is the backend's);
+        [] when the heuristics offered none for this graph."""
+        return plan_entries.entries(self._plans_for("backend_plan_entries").candidates)
+
+    def get_engine_and_knobs_at_index(self, index: int) -> tuple[int, dict[knob_type, int]]:
+        """Candidate plan ``index``'s (engine global index, {cudnn.knob_type: value}): what
+        ``create_execution_plan(engine_id, knobs)`` rebuilds."""
+        entry = plan_entries.entry(self._plans_for("get_engine_and_knobs_at_index").at(index), index)
+        if entry.engine_id < 0:
+            raise GraphStateError(f"{self.label()}: plan {index} was restored from the plan cache or serialized "
+                                  "data and has no engine config to report; call create_execution_plans([...])")
+        return entry.engine_id, dict(entry.knobs)
+
+    def get_cuda_graph_retention(self) -> cuda_graph_retention:
+        """The CUDA graph retention mode in effect: ``cuda_graph_retention=`` as given, else the
+        CUDNN_CUDA_GRAPH_RETENTION environment variable ("per_graph" or "none"), else PER_GRAPH."""
+        return effective_retention(self.cuda_graph_retention)
 
     def get_plan_name_at_index(self, index: int) -> str:
         """Candidate plan ``index``'s name: engine index and knob choices, e.g. ``'eng12_k2=3'``."""
@@ -488,32 +596,38 @@ class pygraph:  # the documented name
         """Numerical notes of candidate plan ``index``'s engine."""
         return [numerical_note(int(n)) for n in self._pipeline.plans().at(index).numerical_notes]
 
-    def select_numeric_notes(self, notes: Iterable[numerical_note]) -> None:
+    def select_numeric_notes(self, notes: Iterable[numerical_note]) -> pygraph:
         """Keep only candidates whose engines have every one of ``notes``."""
-        self._pipeline.plans().filters.numeric_select |= notes_of(notes, numerical_note)
+        self._plans_for("select_numeric_notes").filters.numeric_select |= notes_of(notes, numerical_note)
+        return self
 
-    def deselect_numeric_notes(self, notes: Iterable[numerical_note]) -> None:
+    def deselect_numeric_notes(self, notes: Iterable[numerical_note]) -> pygraph:
         """Drop candidates whose engines have any of ``notes``."""
-        self._pipeline.plans().filters.numeric_deselect |= notes_of(notes, numerical_note)
+        self._plans_for("deselect_numeric_notes").filters.numeric_deselect |= notes_of(notes, numerical_note)
+        return self
 
-    def select_behavior_notes(self, notes: Iterable[behavior_note]) -> None:
+    def select_behavior_notes(self, notes: Iterable[behavior_note]) -> pygraph:
         """Keep only candidates whose engines have every one of ``notes``."""
-        self._pipeline.plans().filters.behavior_select |= notes_of(notes, behavior_note)
+        self._plans_for("select_behavior_notes").filters.behavior_select |= notes_of(notes, behavior_note)
+        return self
 
-    def deselect_behavior_notes(self, notes: Iterable[behavior_note]) -> None:
+    def deselect_behavior_notes(self, notes: Iterable[behavior_note]) -> pygraph:
         """Drop candidates whose engines have any of ``notes``."""
-        self._pipeline.plans().filters.behavior_deselect |= notes_of(notes, behavior_note)
+        self._plans_for("deselect_behavior_notes").filters.behavior_deselect |= notes_of(notes, behavior_note)
+        return self
 
-    def deselect_engines(self, names: Iterable[str]) -> None:
+    def deselect_engines(self, engine_names: Iterable[str]) -> pygraph:
         """Drop candidates by name: ``'eng12'`` (every knob choice) or a full plan name."""
-        names = [names] if isinstance(names, str) else list(names)
-        self._pipeline.plans().filters.engines_deselect |= {str(n) for n in names}
+        names = [engine_names] if isinstance(engine_names, str) else list(engine_names)
+        self._plans_for("deselect_engines").filters.engines_deselect |= {str(n) for n in names}
+        return self
 
-    def deselect_workspace_greater_than(self, workspace: int) -> None:
-        """Drop candidates that need more than ``workspace`` bytes of workspace."""
-        if int(workspace) < 0:
-            raise GraphError(f"deselect_workspace_greater_than: expected a size >= 0, got {workspace}")
-        self._pipeline.plans().filters.max_workspace = int(workspace)
+    def deselect_workspace_greater_than(self, workspace_limit: int) -> pygraph:
+        """Drop candidates that need more than ``workspace_limit`` bytes of workspace."""
+        if int(workspace_limit) < 0:
+            raise GraphError(f"deselect_workspace_greater_than: expected a size >= 0, got {workspace_limit}")
+        self._plans_for("deselect_workspace_greater_than").filters.max_workspace = int(workspace_limit)
+        return self
 
     def get_knobs_for_engine(self, engine_id: int) -> list[eng.KnobInfo]:
         """The tunable knobs of engine ``engine_id`` (``cudnn.knob``: type, bounds, stride)."""
@@ -523,8 +637,12 @@ class pygraph:  # the documented name
         finally:
             e.close()
 
-    def create_execution_plan(self, engine_id: int, knobs: Mapping[knob_type | int, int] | None = None) -> None:
-        """Add a hand-picked engine config (engine global index and knob values) as a candidate."""
+    def create_execution_plan(self, engine_id: int, knobs: Mapping[knob_type | int, int] | None = None) -> pygraph:
+        """Append a hand-picked engine config (engine global index and knob values, as
+        ``get_engine_and_knobs_at_index`` reports them) after the ranked candidates, as 1.32 does:
+        it is neither built nor selected; ``get_execution_plan_count() - 1`` is its index for
+        ``build_plan_at_index`` and ``execute_plan_at_index``, and ``build_plans`` reaches it in
+        turn (every one with ``ALL``, in parallel)."""
         knobs = dict(knobs or {})
         e = self._engine(engine_id)
         infos = {int(k.type): k for k in eng.knob_infos(e)}
@@ -539,6 +657,7 @@ class pygraph:  # the documented name
                                  f"{info.maximum} step {info.stride} for engine {engine_id}")
         cfg = eng.engine_config(e, {int(k): int(v) for k, v in knobs.items()}, self.label())
         self._pipeline.add_manual(candidate_from_config(cfg, "manual"))
+        return self
 
     def _engine(self, engine_id: int) -> Any:
         count = self.get_engine_count()
@@ -609,7 +728,7 @@ class pygraph:  # the documented name
         if handle_ is not None:
             as_handle_ptr(handle_)
             self.handle = handle_
-        if self.nodes:
+        if self._nodes:
             self._require_validated()
         self._pipeline = serialization.deserialize(Pipeline(self), pyobj, enforce_precompiled)
 
@@ -625,14 +744,42 @@ class pygraph:  # the documented name
 
     # -- introspection ----------------------------------------------------------------------
 
+    @property
+    def tensors(self) -> dict[str, Tensor]:
+        """The graph's tensors by name (a copy); a name several tensors share is left out
+        (``find_tensor`` by uid finds those)."""
+        return introspect.by_name(self._nodes)[0]
+
+    def find_tensor(self, name_or_uid: str | int) -> Tensor | None:
+        """The tensor named ``name_or_uid`` (a str) or with that uid (an int; uids are assigned at
+        build unless given); None if no tensor has it. A name several tensors share raises ValueError."""
+        return introspect.find_tensor(self._nodes, name_or_uid)
+
+    def get_node(self, name: str) -> Node | None:
+        """The node called ``name``, or None."""
+        return next((n for n in self._nodes if n.name == name), None)
+
+    def get_inputs(self) -> list[Tensor]:
+        """The tensors execute binds that no node produces (graph inputs), in node order."""
+        return introspect.inputs(self._nodes)
+
+    def get_outputs(self) -> list[Tensor]:
+        """The non-virtual tensors nodes produce (graph outputs), in node order."""
+        return introspect.outputs(self._nodes)
+
+    def inspect(self) -> dict[str, Any]:
+        """The graph's structure as a dict: context, nodes (name, type, inputs, outputs, params)
+        and tensors by name (dim, stride, dtype, is_virtual, uid)."""
+        return introspect.inspect(self)
+
     def label(self) -> str:
         """'graph 'name'' (or 'graph'): how messages name this graph."""
         return f"graph {self.name!r}" if self.name else "graph"
 
     def query_tensor_attributes_of_uid(self, uid: int) -> Tensor:
         """The tensor of this graph with ``uid`` (GraphError if none)."""
-        tensors = all_tensors(self.nodes) + [b.tensor for b in self._pipeline.bindings()] \
-            if self._pipeline.has_plans() else all_tensors(self.nodes)
+        tensors = all_tensors(self._nodes) + [b.tensor for b in self._pipeline.bindings()] \
+            if self._pipeline.has_plans() else all_tensors(self._nodes)
         for t in tensors:
             if t.has_uid() and t.get_uid() == uid:
                 return t
@@ -640,10 +787,10 @@ class pygraph:  # the documented name
 
     def to_json(self) -> dict[str, Any]:
         """The graph as a JSON-ready dict: context, nodes, tensors (what ``str(graph)`` prints)."""
-        ctx = self.context
+        ctx = self._context
         tensors: dict[str, Any] = {}
         keys: dict[int, str] = {}  # a second tensor of one name is keyed "name#2"
-        for t in all_tensors(self.nodes):  # ragged offsets too: the tensors that use them name them
+        for t in all_tensors(self._nodes):  # ragged offsets too: the tensors that use them name them
             key, n = t.get_name(), 1
             while key in tensors:
                 n += 1
@@ -666,7 +813,7 @@ class pygraph:  # the documented name
             "cudnn_backend_version": backend,
             "cudnn_frontend_version": _VERSION_INT,
             "json_version": "1.0",
-            "nodes": [node.to_json(keys) for node in self.nodes],
+            "nodes": [node.to_json(keys) for node in self._nodes],
             "tensors": tensors,
         }
 
@@ -678,7 +825,7 @@ class pygraph:  # the documented name
     def key(self) -> int:
         """A stable 63-bit hash of what the graph computes (ops, attributes, shapes, types);
         names do not enter it, so equal graphs built by different code share plans."""
-        return structure_key(self.nodes, self.context, self.sm_count)
+        return structure_key(self._nodes, self._context, self.sm_count)
 
     # -- pictures and the plan report ---------------------------------------------------------
 
@@ -708,6 +855,16 @@ class pygraph:  # the documented name
         engine, knobs, notes, workspace, status and, after ``autotune``, the median times (or
         those of ``report``, a table ``autotune`` returned). Prints as text, shows as HTML in Jupyter."""
         return plan_report.describe(self._pipeline, report)
+
+
+def _heuristics_arg(op: str, heuristics: Any, heur_modes: Any) -> Any:
+    """The heuristic modes given as ``heuristics`` (1.32) or ``heur_modes=`` (earlier); not both."""
+    if heur_modes is None:
+        return heuristics
+    if heuristics is not None:
+        raise TypeError(f"{op}: give the heuristic modes once, as heuristics= (the 1.32 name) or heur_modes=, "
+                        "not both")
+    return heur_modes
 
 
 for _name, _method in OPS.items():  # the op methods (ops.py, norm_ops.py, ...), each registered once

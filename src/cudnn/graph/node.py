@@ -72,6 +72,7 @@ class Node:
     # -- naming -----------------------------------------------------------------------------
 
     def label(self) -> str:
+        """"conv_fprop 'conv2d'": how messages name this node."""
         return f"{self.op} {self.name!r}"
 
     def at(self, port: str) -> str:
@@ -81,6 +82,34 @@ class Node:
     def arg(self, port: str) -> str:
         """The name the op call gave the tensor on ``port`` (``port_args``; else the port's own)."""
         return self.port_args.get(port, port)
+
+    # -- 1.32's node surface (cudnn.Node) ------------------------------------------------------
+
+    @property
+    def node_type(self) -> Any:
+        """The official ``cudnn.NodeType`` of this op (POINTWISE for every pointwise op)."""
+        from .graph_types import node_type_of
+
+        return node_type_of(self)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The op's attributes (padding, epsilon, modes...), as the graph's JSON writes them."""
+        return self.attributes()
+
+    def infer_properties(self, context: Context) -> None:
+        """1.32's name for `infer`: fill what is unset from ``context`` and the inputs."""
+        self.infer(context)
+
+    def validate(self) -> None:
+        """1.32's check of the node alone: every port holds a tensor (ValueError naming the port)."""
+        for kind, ports in (("input", self.inputs), ("output", self.outputs)):
+            for port, t in ports.items():
+                if not isinstance(t, Tensor):
+                    raise ValueError(f"{self.at(port)}: {kind} is {t!r}, not a tensor")
+
+    def __repr__(self) -> str:
+        return f"Node({self.name!r}, {self.node_type.name})"
 
     # -- the protocol -----------------------------------------------------------------------
 
@@ -96,6 +125,7 @@ class Node:
         return None
 
     def lower(self, lw: Lowering) -> list[Descriptor]:
+        """The finalized backend operation descriptors of this (primitive) node."""
         raise NotImplementedError
 
     def attributes(self) -> dict[str, Any]:
@@ -122,6 +152,7 @@ class Node:
     # -- helpers for subclasses -------------------------------------------------------------
 
     def resolve_compute_type(self, ctx: Context) -> data_type:
+        """The node's compute type: as given, else the graph's, else by its first input's type."""
         if self.compute_data_type == NOT_SET:
             if ctx.compute_data_type != NOT_SET:
                 self.compute_data_type = ctx.compute_data_type

@@ -54,7 +54,7 @@ class Tensor:
     __slots__ = ("_name", "_dim", "_stride", "_data_type", "_is_virtual", "_is_pass_by_value",
                  "_value", "_reordering", "_uid", "_uid_assigned", "_ragged_offset", "_alignment",
                  "_base", "producer", "_vector_count", "_vector_dimension", "_ragged_multiplier",
-                 "_compile_time_constant", "_window", "_given", "__weakref__")
+                 "_compile_time_constant", "_window", "_given", "_alignment_value", "__weakref__")
 
     def __init__(self, name: str = "", dim: Sequence[int] | None = None, stride: Sequence[int] | None = None,
                  data_type: Any = NOT_SET, is_virtual: bool = False, is_pass_by_value: bool = False,
@@ -71,7 +71,8 @@ class Tensor:
         self._uid_assigned = False
         self._base: Tensor | None = None  # set on views: the tensor whose memory (and uid) this describes
         self._ragged_offset: Tensor | None = None
-        self._alignment = 16
+        self._alignment = 16  # the byte alignment of the buffer's address (CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT)
+        self._alignment_value = 1  # 1.32: every value the tensor holds is a multiple of it (1: no promise)
         self._vector_count = 1  # elements per vector of a vectorized layout (1: none)
         self._vector_dimension = -1  # the dim that is vectorized (-1: none)
         self._ragged_multiplier = 1  # ragged offsets count in units of this many elements
@@ -156,6 +157,16 @@ class Tensor:
         if value <= 0 or value & (value - 1):
             raise ValueError(f"alignment must be a power of two, got {alignment}")
         self._alignment = value
+        return self
+
+    def set_alignment_value(self, value: int) -> Tensor:
+        """1.32: promise that every value this tensor holds is a multiple of ``value`` (1: no
+        promise). A promise about the contents (a MoE first_token_offset's offsets), not the
+        address (that is `set_alignment`); no cuDNN operation reads it, and it is not checked."""
+        value = as_int(value, "set_alignment_value", "value")
+        if value < 1:
+            raise ValueError(f"alignment_value must be >= 1, got {value}")
+        self._alignment_value = value
         return self
 
     def _set_data_type(self, data_type: Any) -> Tensor:
@@ -334,6 +345,76 @@ class Tensor:
         """Whether the tensor is a graph output (not virtual)."""
         return not self._is_virtual
 
+    def validate(self) -> None:
+        """1.32's check of one tensor: dims and strides set, as many strides as dims, and not
+        both virtual and by value (ValueError naming the tensor)."""
+        what = f"Tensor {self.label()}"
+        if not self._dim:
+            raise ValueError(f"{what}: dims not set (set_dim, or let graph.validate() infer them)")
+        if not self._stride:
+            raise ValueError(f"{what}: strides not set (set_stride, or let graph.validate() infer them)")
+        if len(self._dim) != len(self._stride):
+            raise ValueError(f"{what}: {len(self._dim)} dims {self._dim} but {len(self._stride)} strides "
+                             f"{self._stride}")
+        if self._is_virtual and self._is_pass_by_value:
+            raise ValueError(f"{what} can't be both virtual and pass_by_value")
+
+    # -- 1.32's plain attributes: views of the fields above (reading one is its getter, assigning
+    # one is its setter, with the setter's checks) -------------------------------------------------
+
+    name = property(get_name, set_name, doc="The tensor's name (get_name / set_name).")
+    dim = property(get_dim, set_dim, doc="The dimensions, a copy (get_dim / set_dim).")
+    stride = property(get_stride, set_stride, doc="The strides in elements, a copy (get_stride / set_stride).")
+    data_type = property(get_data_type, set_data_type, doc="The element type (get_data_type / set_data_type).")
+    uid = property(get_uid, set_uid, doc="The uid, 0 until given or assigned (get_uid / set_uid).")
+    is_virtual = property(get_is_virtual, set_is_virtual, doc="Whether it is a bufferless intermediate.")
+    is_pass_by_value = property(get_is_pass_by_value, set_is_pass_by_value,
+                                doc="Whether its value travels in the variant pack.")
+    reordering_type = property(get_reordering_type, set_reordering_type, doc="The backend's reordering.")
+    ragged_offset = property(get_ragged_offset, set_ragged_offset, doc="The ragged-offset tensor, or None.")
+    ragged_offset_multiplier = property(get_ragged_offset_multiplier, set_ragged_offset_multiplier,
+                                        doc="The unit of ragged offsets, in elements.")
+
+    @property
+    def uid_assigned(self) -> bool:
+        """Whether the tensor has a uid (given, or assigned at build): `has_uid`."""
+        return self.has_uid()
+
+    @property
+    def dim_assigned(self) -> bool:
+        """Whether the dims are the user's (set, and not inferred by a graph)."""
+        return bool(self._dim) and not self.is_filled("dim")
+
+    @property
+    def stride_assigned(self) -> bool:
+        """Whether the strides are the user's (set, and not inferred by a graph)."""
+        return bool(self._stride) and not self.is_filled("stride")
+
+    @property
+    def pass_by_value(self) -> int | float | None:
+        """The constant a by-value scalar carries (a Python number given to an op,
+        ``tensor_scalar``), else None: `get_value`."""
+        return self._value
+
+    @property
+    def alignment_value(self) -> int:
+        """The 1.32 promise that every value held is a multiple of it (`set_alignment_value`)."""
+        return self._alignment_value
+
+    @alignment_value.setter
+    def alignment_value(self, value: int) -> None:
+        self.set_alignment_value(value)
+
+    @property
+    def scalar_type(self) -> Any:
+        """How a scalar carries its value (``cudnn.scalar_type``): COMPILE_TIME_CONST for one baked
+        into the graph, RUNTIME_PARAM for another by-value constant; None for other tensors."""
+        from .api_enums import scalar_type
+
+        if self._compile_time_constant:
+            return scalar_type.COMPILE_TIME_CONST
+        return scalar_type.RUNTIME_PARAM if self._value is not None else None
+
     def copy_attributes(self, name: str = "") -> Tensor:
         """A new tensor with these attributes; uid cleared (``tensor_like``)."""
         t = Tensor(name, self._dim, self._stride, self._data_type, self._is_virtual,
@@ -341,6 +422,7 @@ class Tensor:
         t._value, t._ragged_offset, t._alignment = self._value, self._ragged_offset, self._alignment
         t._vector_count, t._vector_dimension = self._vector_count, self._vector_dimension
         t._ragged_multiplier, t._compile_time_constant = self._ragged_multiplier, self._compile_time_constant
+        t._alignment_value = self._alignment_value
         return t
 
     def element_count(self) -> int:
