@@ -232,3 +232,19 @@ def test_real_descriptors_fail_alone_with_the_serial_error_and_leak_nothing() ->
         assert live_count() == before  # the failed plans' descriptors were closed, not left to the collector
     assert results[0] == results[1]
     assert "g: eng4_k2=4: finalizing EXECUTION_PLAN descriptor" in results[1][4][1]
+
+
+def test_a_hand_picked_config_is_appended_unbuilt_and_build_plans_reaches_it(fake_plans: list[FakePlan]) -> None:
+    """1.32's create_execution_plan: the config goes after the ranked ones, neither built nor
+    selected; HEURISTICS_CHOICE still picks the first that builds, ALL builds it too."""
+    plans = PlanSet("g")
+    ranked = _candidates(3)
+    for c in reversed(ranked):
+        plans.put_first(c)
+    manual = Candidate(5, 5, {1: 1}, [], [], "manual")  # type: ignore[arg-type]
+    assert plans.append(manual) == 3
+    assert plans.candidates[-1] is manual and manual.unbuilt and plans.selected is None and not fake_plans
+    plans.build(0x1, cudnn.build_plan_policy.HEURISTICS_CHOICE)
+    assert plans.selected is ranked[0] and manual.unbuilt
+    plans.build(0x1, cudnn.build_plan_policy.ALL)
+    assert manual.plan is not None and plans.selected is ranked[0]

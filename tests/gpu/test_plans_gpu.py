@@ -153,9 +153,15 @@ def test_knobs_and_a_hand_picked_engine_config() -> None:
         assert knobs, f"{name}: the engine reports no knobs"
     assert all(k.min_value <= k.max_value and k.stride >= 1 for k in knobs)
     choice = {k.type: k.min_value for k in knobs[:1]}
-    g.create_execution_plan(engine_id, choice)
+    count = g.get_execution_plan_count()
+    assert g.create_execution_plan(engine_id, choice) is g
+    assert g.get_execution_plan_count() == count + 1  # appended, as 1.32 does: not built, not selected
+    assert g.get_plan_name_at_index(0) == name
+    g.build_plan_at_index(count)
+    assert g.get_plan_name_at_index(count).startswith(f"eng{engine_id}")
     out.fill_(float("nan"))
-    g.execute(pack, workspace_for(g))
+    ws = torch.empty(g.get_workspace_size_plan_at_index(count), device="cuda", dtype=torch.uint8)
+    g.execute_plan_at_index(pack, ws, count)
     check(out, ref)
     if knobs:
         bad = knobs[0]

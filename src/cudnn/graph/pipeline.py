@@ -266,12 +266,11 @@ class Pipeline:
         return cand.build(self.build_handle_ptr(), self.label, self.plans().kernel_cache)
 
     def add_manual(self, cand: Candidate) -> None:
-        """A hand-picked engine config: first among the candidates, built and selected."""
+        """A hand-picked engine config, appended after the ranked candidates; neither built nor
+        selected (build_plans, build_plan_at_index and execute_plan_at_index reach it)."""
         plans = self.planset()
         cand.device_property = plans.device_property
-        plans.put_first(cand)
-        self.build_candidate(cand)
-        plans.selected = cand
+        plans.append(cand)
 
     def select(self, cand: Candidate) -> None:
         self.plans().selected = cand

@@ -249,8 +249,15 @@ class PlanSet:
         self._rankings.append(_Ranking(heur, source, tolerant))
 
     def put_first(self, cand: Candidate) -> None:
-        """A candidate ahead of all others (a hand-picked config)."""
+        """A candidate ahead of all others (a plan restored from a cache or serialized data)."""
         self._all.insert(0, cand)
+
+    def append(self, cand: Candidate) -> int:
+        """A hand-picked config after every candidate the heuristics rank; its index."""
+        while self._read_more():
+            pass
+        self._all.append(cand)
+        return len(self._all) - 1
 
     def _read_more(self) -> bool:
         """Read the next configs of the first unfinished mode: its best one first, then the
