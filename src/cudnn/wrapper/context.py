@@ -34,7 +34,8 @@ from .names import Recorder, show
 # op methods (graph/oplib.py): each adds a node.
 _PASS_THROUGH = frozenset({"get_workspace_size", "get_workspace_size_plan_at_index", "serialize", "deserialize",
                            "query_tensor_attributes_of_uid", "to_json", "to_dot", "save_picture",
-                           "describe_plans"})
+                           "describe_plans", "find_tensor", "get_node", "get_inputs", "get_outputs", "inspect",
+                           "get_cuda_graph_retention"})
 _PYGRAPH_PARAMS = inspect.signature(pygraph).parameters
 
 
