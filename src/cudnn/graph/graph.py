@@ -319,7 +319,8 @@ class pygraph:  # the documented name
         """Ask the heuristics (in order) for ranked engine configs: ``heuristics`` (1.32's name;
         ``heur_modes=`` is the earlier one), (A, FALLBACK) when neither is given."""
         self._op_graph()
-        modes = as_heur_modes(_heuristics_arg("create_execution_plans", heuristics, heur_modes))
+        heuristics = _heuristics_arg("create_execution_plans", heuristics, heur_modes)
+        modes = as_heur_modes(DEFAULT_HEURISTICS if heuristics is None else heuristics)
         if not modes:
             raise GraphError("create_execution_plans: give at least one cudnn.heur_mode")
         for mode in modes:
