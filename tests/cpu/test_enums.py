@@ -128,10 +128,11 @@ def test_public_enums_print_by_name_and_format_numbers() -> None:
     assert str(enums.cudnnDataType_t.CUDNN_DATA_HALF) == "2"  # C enums stay int-like
 
 
-# The official 1.32 package's enums (cudnn/__init__.py of its wheel; cuda_graph_retention is not in cudnn-py).
+# The official 1.32 package's enums (cudnn/__init__.py of its wheel), and graph_types.NodeType.
 OFFICIAL_ENUMS = ("data_type", "tensor_reordering", "heur_mode", "knob_type", "norm_forward_phase", "reduction_mode",
                   "build_plan_policy", "numerical_note", "behavior_note", "reshape_mode", "diagonal_alignment",
-                  "attention_implementation", "moe_grouped_matmul_mode", "scalar_type")
+                  "attention_implementation", "moe_grouped_matmul_mode", "scalar_type", "cuda_graph_retention",
+                  "NodeType")
 
 
 def _public_enums() -> list[str]:
