@@ -245,7 +245,7 @@ def test_sdpa_backward_refuses_forward_only_arguments() -> None:
     g.sdpa_backward(q, k, v, o, do, st, attn_scale_prefolded=False)
 
 
-@pytest.mark.parametrize("dtype", [DT.BOOLEAN, DT.UINT8, DT.HALF, DT.FLOAT])
+@pytest.mark.parametrize("dtype", [DT.HALF, DT.FLOAT])
 def test_sdpa_kv_mask_becomes_a_score_modifier(dtype: Any) -> None:
     g = graph()
     q, k, v = qkv(g)
@@ -258,12 +258,17 @@ def test_sdpa_kv_mask_becomes_a_score_modifier(dtype: Any) -> None:
     sub = cudnn.pygraph(io_data_type=DT.HALF, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
     score = sub.tensor([2, 2, 16, 16], [512, 256, 16, 1], DT.FLOAT, is_virtual=True, name="s")
     out = g.nodes[0].opts.score_mod(sub, score)
-    ops = [n.op for n in sub.nodes]
-    if dtype in (DT.BOOLEAN, DT.UINT8):
-        assert ops[-1] == "binary_select" and (ops[:-1] == ["cmp_neq"]) == (dtype == DT.UINT8)
-    else:
-        assert ops == ["add"]
-    assert out is sub.nodes[-1].outputs["OUT_0"] or out in sub.nodes[-1].outputs.values()
+    assert [n.op for n in sub.nodes] == ["add"]
+    assert out in sub.nodes[-1].outputs.values()
+
+
+@pytest.mark.parametrize("dtype", [DT.BOOLEAN, DT.INT8, DT.UINT8])
+def test_sdpa_byte_kv_mask_is_refused_naming_the_additive_form(dtype: Any) -> None:
+    g = graph()
+    q, k, v = qkv(g)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError,
+                       match=rf"sdpa .*: a {dtype.name} kv_mask is not served.*0.0 where a key is kept, -inf"):
+        g.sdpa(q, k, v, generate_stats=True, kv_mask=tensor(g, [2, 1, 1, 16], "mask", dtype))
 
 
 def test_sdpa_kv_mask_composes_with_score_mod_and_checks_dims() -> None:

@@ -190,25 +190,25 @@ def _kv_mask(graph: Any, value: Any, k: Any, at: str) -> Tensor:
     if dims and kdims and len(kdims) == 4 and (
             len(dims) != 4 or dims[1:3] != [1, 1] or dims[3] != kdims[2] or dims[0] not in (1, kdims[0])):
         raise GraphError(f"{at}: kv_mask dims {dims} must be [1|B, 1, 1, S_kv] = [1|{kdims[0]}, 1, 1, {kdims[2]}]")
-    if mask.get_data_type() == data_type.NOT_SET:
-        raise GraphError(f"{at}: kv_mask has no data type: BOOLEAN/INT8/UINT8 for a mask, or a float type for an "
-                         "additive vector")
+    dtype = mask.get_data_type()
+    if dtype == data_type.NOT_SET:
+        raise GraphError(f"{at}: kv_mask has no data type: give an additive float vector (0 keeps a key, -inf "
+                         "masks it)")
+    if dtype in _BYTE_MASKS:
+        raise GraphNotSupportedError(
+            f"{at}: a {dtype.name} kv_mask is not served: cuDNN's attention engines compile no byte-mask input "
+            "(the official frontend serves kv_mask only with its Blackwell Python engines). Give an additive "
+            "float kv_mask instead: 0.0 where a key is kept, -inf where it is masked, e.g. "
+            "torch.where(keep, 0.0, float('-inf'))")
     return mask
 
 
 def _with_kv_mask(user: Callable[..., Any] | None, mask: Tensor) -> Callable[..., Any]:
-    """A score_mod applying ``mask`` to the scaled scores after the user's score_mod: a byte mask
-    sets masked keys to -inf (as the padding mask does), a float vector is added."""
+    """A score_mod adding the per-key vector ``mask`` to the scaled scores after the user's score_mod."""
     def apply(sub: Any, score: Tensor) -> Tensor:
         if user is not None:
             score = user(sub, score)
-        if mask.get_data_type() not in _BYTE_MASKS:
-            return sub.add(score, mask, name="kv_mask_add")
-        keep = mask
-        if mask.get_data_type() != data_type.BOOLEAN:
-            keep = sub.cmp_neq(mask, 0.0, name="kv_mask_keep")
-            keep.set_data_type(data_type.BOOLEAN)
-        return sub.binary_select(score, -math.inf, keep, name="kv_mask_select")
+        return sub.add(score, mask, name="kv_mask_add")
     return apply
 
 
@@ -237,9 +237,10 @@ def sdpa(self: Any, q: Any, k: Any, v: Any, is_inference: bool | None = None, at
 
     1.32's Python-side arguments: ``softmax_precision`` FLOAT (what cuDNN computes; HALF is
     refused); ``attn_scale_prefolded=True``: Q already carries attn_scale * log2(e), so no
-    attn_scale is given and the scores are scaled by ln(2); ``kv_mask`` [1|B, 1, 1, S_kv]: a
-    BOOLEAN/INT8/UINT8 per-key mask (zero masks the key for every query) or an additive
-    per-key vector, applied to the scaled scores."""
+    attn_scale is given and the scores are scaled by ln(2); ``kv_mask`` [1|B, 1, 1, S_kv]: an
+    additive per-key vector of a float type (0 keeps a key, -inf masks it for every query),
+    added to the scaled scores; a byte mask (BOOLEAN/INT8/UINT8) is refused: cuDNN's
+    attention engines here compile no byte-mask input."""
     name = self.node_name(name)
     at = f"sdpa {name!r}"
     _softmax_precision(softmax_precision, at)
