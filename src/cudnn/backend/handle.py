@@ -27,7 +27,7 @@ class Handle:
         if _forked[0]:
             raise fork_error()
         release.drain()  # a known point: dead handles and plans go before another handle comes
-        if device is None:
+        if device is None or device == cuda.current_device():  # cudnnCreate binds the current device
             status, ptr = marshal.create_handle()
         else:
             previous = cuda.current_device()
