@@ -9,6 +9,7 @@ an exception, so the report always prints.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -56,10 +57,12 @@ def _cuda_info() -> dict[str, Any]:
     from cudnn.devices import DeviceInfo
 
     for i in range(d.device_count):
-        dev = DeviceInfo(i)
-        info[f"GPU {i}"] = _guard(lambda dev=dev: f"{dev.device_name} | SM{dev.sm_version} | {dev.sm_count} SMs | "
-                                                  f"L2 {dev.l2_cache_bytes >> 20} MiB")
+        info[f"GPU {i}"] = _guard(functools.partial(_describe_gpu, DeviceInfo(i)))
     return info
+
+
+def _describe_gpu(dev: Any) -> str:
+    return f"{dev.device_name} | SM{dev.sm_version} | {dev.sm_count} SMs | L2 {dev.l2_cache_bytes >> 20} MiB"
 
 
 def _torch_info() -> dict[str, Any]:

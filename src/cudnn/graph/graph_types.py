@@ -30,8 +30,8 @@ _NODE_TYPES = (
 
 # The official's NodeType, in its order and with its values (enum.auto(): 1, 2, ...); an IntEnum
 # here, printed as the official's ('NodeType.MATMUL'), like every public enum of cudnn-py.
-NodeType = ApiEnum("NodeType", [(name, i) for i, name in enumerate(_NODE_TYPES, 1)],  # type: ignore[misc]
-                   module=__name__)
+NodeType: Any = ApiEnum("NodeType", [(name, i) for i, name in enumerate(_NODE_TYPES, 1)],  # type: ignore[call-arg, arg-type, unused-ignore]
+                        module=__name__)
 NodeType.__doc__ = "The type of a graph node (``Node.node_type``); the official package's NodeType."
 
 

@@ -48,6 +48,12 @@ def _int_list(values: Any, what: str) -> list[int]:
     return [] if values is None else as_int_list(values, "", what)
 
 
+def _attribute(getter: Any, setter: Any, doc: str) -> Any:
+    """A plain attribute over a getter and a chainable setter (1.32's ``tensor.dim`` beside
+    ``get_dim``/``set_dim``); assigning it runs the setter's checks."""
+    return property(getter, setter, doc=doc)
+
+
 class Tensor:
     """Attributes of one tensor of a graph (exposed as ``cudnn.tensor``)."""
 
@@ -362,17 +368,17 @@ class Tensor:
     # -- 1.32's plain attributes: views of the fields above (reading one is its getter, assigning
     # one is its setter, with the setter's checks) -------------------------------------------------
 
-    name = property(get_name, set_name, doc="The tensor's name (get_name / set_name).")
-    dim = property(get_dim, set_dim, doc="The dimensions, a copy (get_dim / set_dim).")
-    stride = property(get_stride, set_stride, doc="The strides in elements, a copy (get_stride / set_stride).")
-    data_type = property(get_data_type, set_data_type, doc="The element type (get_data_type / set_data_type).")
-    uid = property(get_uid, set_uid, doc="The uid, 0 until given or assigned (get_uid / set_uid).")
-    is_virtual = property(get_is_virtual, set_is_virtual, doc="Whether it is a bufferless intermediate.")
-    is_pass_by_value = property(get_is_pass_by_value, set_is_pass_by_value,
+    name = _attribute(get_name, set_name, doc="The tensor's name (get_name / set_name).")
+    dim = _attribute(get_dim, set_dim, doc="The dimensions, a copy (get_dim / set_dim).")
+    stride = _attribute(get_stride, set_stride, doc="The strides in elements, a copy (get_stride / set_stride).")
+    data_type = _attribute(get_data_type, set_data_type, doc="The element type (get_data_type / set_data_type).")
+    uid = _attribute(get_uid, set_uid, doc="The uid, 0 until given or assigned (get_uid / set_uid).")
+    is_virtual = _attribute(get_is_virtual, set_is_virtual, doc="Whether it is a bufferless intermediate.")
+    is_pass_by_value = _attribute(get_is_pass_by_value, set_is_pass_by_value,
                                 doc="Whether its value travels in the variant pack.")
-    reordering_type = property(get_reordering_type, set_reordering_type, doc="The backend's reordering.")
-    ragged_offset = property(get_ragged_offset, set_ragged_offset, doc="The ragged-offset tensor, or None.")
-    ragged_offset_multiplier = property(get_ragged_offset_multiplier, set_ragged_offset_multiplier,
+    reordering_type = _attribute(get_reordering_type, set_reordering_type, doc="The backend's reordering.")
+    ragged_offset = _attribute(get_ragged_offset, set_ragged_offset, doc="The ragged-offset tensor, or None.")
+    ragged_offset_multiplier = _attribute(get_ragged_offset_multiplier, set_ragged_offset_multiplier,
                                         doc="The unit of ragged offsets, in elements.")
 
     @property
