@@ -17,10 +17,8 @@ from typing import ClassVar, cast
 import pytest
 
 import cudnn
-from cudnn._lib.errors import CudnnError, exception_class
-from cudnn.backend import Descriptor
+from cudnn._lib.errors import exception_class
 from cudnn.backend import plan as backend_plan
-from cudnn.backend.descriptor import live_count
 from cudnn.graph import parallel
 from cudnn.graph.parallel import ENV, build_all, build_threads
 from cudnn.graph.plans import Candidate, PlanSet
@@ -208,30 +206,6 @@ def test_an_interrupt_on_the_callers_thread_joins_and_closes_everything(fake_pla
     assert threading.active_count() == before
     assert all(p.closed for p in fake_plans)
     assert all(c.plan is None and c.error is None for c in cands)
-
-
-def _real_candidates(n: int) -> list[Candidate]:
-    return [Candidate(Descriptor("CUDNN_BACKEND_ENGINECFG_DESCRIPTOR", "cfg"), i, {2: i}, [], [], "A")
-            for i in range(n)]
-
-
-def test_real_descriptors_fail_alone_with_the_serial_error_and_leak_nothing() -> None:
-    """On this machine (no GPU) cuDNN refuses every finalize: each candidate keeps cuDNN's own
-    error, the same class and text on four threads as on one, and every descriptor is destroyed."""
-    results = []
-    for threads in (1, 4):
-        before, threads_before = live_count(), threading.active_count()
-        cands = _real_candidates(6)
-        build_all(cands, 0, "g", threads=threads)
-        assert threading.active_count() == threads_before
-        assert all(c.plan is None and isinstance(c.error, CudnnError) for c in cands)
-        results.append([(type(c.error), str(c.error).splitlines()[0]) for c in cands])
-        for c in cands:
-            assert c.config is not None
-            c.config.close()
-        assert live_count() == before  # the failed plans' descriptors were closed, not left to the collector
-    assert results[0] == results[1]
-    assert "g: eng4_k2=4: finalizing EXECUTION_PLAN descriptor" in results[1][4][1]
 
 
 def test_a_hand_picked_config_is_appended_unbuilt_and_build_plans_reaches_it(fake_plans: list[FakePlan]) -> None:

@@ -150,19 +150,19 @@ def test_unwritable_cache_directory_is_logged_and_the_build_works(kind: str, cac
 
 def test_keyboard_interrupt_during_build_leaves_the_graph_cleanly_unbuilt(cache: Any,
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    real = backend_plan.execution_plan
+    real = backend_plan.plan_descriptor  # a candidate's build: its plan descriptor, then the finalize
 
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
     g, pack, y, ref = conv_graph()
-    monkeypatch.setattr(backend_plan, "execution_plan", interrupted)
+    monkeypatch.setattr(backend_plan, "plan_descriptor", interrupted)
     with pytest.raises(KeyboardInterrupt):
         g.build(HEUR)
     with pytest.raises(cudnn.GraphStateError):
         g.execute(pack, torch.empty(1 << 20, device="cuda", dtype=torch.uint8))  # nothing half-built runs
     assert entries(cache) == []  # nothing cached from the interrupted build
-    monkeypatch.setattr(backend_plan, "execution_plan", real)
+    monkeypatch.setattr(backend_plan, "plan_descriptor", real)
     g.build(HEUR)
     run_and_check(g, pack, y, ref)
 
