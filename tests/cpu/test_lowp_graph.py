@@ -306,6 +306,30 @@ def test_fp8_backward_o_and_stats_checked() -> None:
         g.validate()
 
 
+def test_fp8_left_bound_at_or_above_the_diagonal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the official: the FP8 forward checks no sign of the left bound (cuDNN decides, on any
+    version); the backward refuses left_bound <= 0. Messages name the op's own arguments."""
+    import types
+
+    from cudnn._lib import loader
+
+    monkeypatch.setattr(loader, "report", lambda: types.SimpleNamespace(version=90900))
+    for kw in ({"left_bound": 0, "right_bound": 8}, {"sliding_window": -2, "right_bound": 8}, {"left_bound": 0}):
+        g = graph()
+        fwd(g, name="attn", **kw)
+        g.validate()
+        assert json.loads(str(g))["nodes"][0]["left_bound"] == kw.get("left_bound", kw.get("sliding_window"))
+    g = graph()
+    fwd(g, name="attn", right_bound=-1)
+    with pytest.raises(GraphError, match=r"sdpa_fp8 'attn': right_bound: must be >= 0, got -1"):
+        g.validate()
+    for left in (0, -3):
+        g = graph()
+        bwd(g, name="bwd", left_bound=left, right_bound=8)
+        with pytest.raises(GraphError, match=rf"sdpa_fp8_backward 'bwd': left_bound: must be > 0 .* got {left}"):
+            g.validate()
+
+
 def test_fp8_architecture_rules_at_build(monkeypatch: pytest.MonkeyPatch) -> None:
     """The SM rules of the FP8 engines, as they read on a Hopper and on an Ampere GPU."""
     monkeypatch.setattr(sdpa_fp8, "device_sm", lambda: 90)
@@ -384,6 +408,33 @@ def test_mxfp8_build_names_the_architecture(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(sdpa_mxfp8, "device_sm", lambda: 100)
     with pytest.raises(cudnn.FeatureUnavailableError, match=r"needs cuDNN >= 9\.21"):
         expand(g.nodes, g.context, 91900)
+
+
+def test_mxfp8_left_bound_at_or_above_the_diagonal() -> None:
+    """The MXFP8 forward leaves left bound <= 0 to cuDNN, as the official; its backward refuses it."""
+    g = graph()
+    mx_graph(g, generate_stats=True, diagonal_band_left_bound=0, diagonal_band_right_bound=8)
+    g.validate()
+    with pytest.raises(GraphError, match=r"sdpa_mxfp8_backward 'bwd': left_bound: must be > 0 .* got 0"):
+        mx_backward(graph(), name="bwd", left_bound=0, right_bound=8).validate()
+
+
+def mx_backward(g: cudnn.pygraph, **kw: Any) -> cudnn.pygraph:
+    b, h, s, d = 1, 2, 128, 64
+    x = {n: g.tensor(name=n, dim=[b, h, s, d], data_type=E4) for n in ("q", "q_T", "k", "k_T", "v", "dO", "dO_T")}
+    o16, do16 = (g.tensor(name=n, dim=[b, h, s, d], data_type=dt.BFLOAT16) for n in ("o", "dO16"))
+    stats = g.tensor(name="stats", dim=[b, h, s, 1], data_type=F)
+
+    def sf(n: str, dims: list[int]) -> cudnn.tensor:
+        return g.tensor(name=n, dim=dims, data_type=E8, reordering_type=F8_128x4)
+
+    along_d, along_s = [b, h, 128, 4], [b, h, 4, 64]
+    outs = g.sdpa_mxfp8_backward(x["q"], x["q_T"], x["k"], x["k_T"], x["v"], o16, do16, x["dO"], x["dO_T"], stats,
+                                 sf("a", along_d), sf("b", along_s), sf("c", along_d), sf("d", along_s),
+                                 sf("e", along_d), sf("f", along_d), sf("g", along_s), **kw)
+    for t in outs:
+        t.set_output(True)
+    return g
 
 
 def test_mxfp8_backward_validates_and_prints() -> None:

@@ -378,11 +378,107 @@ def test_bad_masks_and_tables() -> None:
     check("bias: dims .* must broadcast", bias=lambda g: g.tensor(dim=[1, 8, 64, 95], data_type=H))
     check("a page table must be INT32", **lens(graph()), paged_attention_k_table=lambda g: g.tensor(
         dim=[2, 1, 3, 1], data_type=I64), paged_attention_v_table=lambda g: g.tensor(dim=[2, 1, 3, 1], data_type=I32))
-    check("must be > 0", diagonal_band_left_bound=0)
+    check("diagonal_band_right_bound: must be >= 0, got -1", diagonal_band_right_bound=-1)
     check("score_mod: must return a cudnn.tensor", score_mod=lambda sub, s: 3)
     check(r"score_mod: must return a tensor of the score's shape \[2, 8, 64, 96\]",
           score_mod=lambda sub, s: sub.reduction(s, cudnn.reduction_mode.MAX).set_dim([2, 8, 64, 1]))
     check("UNIFIED|unified", use_causal_mask=True, implementation=cudnn.attention_implementation.UNIFIED)
+
+
+# -- a left bound <= 0: a band on or above the diagonal ------------------------------------------------
+
+def with_version(monkeypatch: pytest.MonkeyPatch, version: int) -> None:
+    """The loaded libcudnn's version as validation reads it (the loader's report)."""
+    import types
+
+    from cudnn._lib import loader
+
+    monkeypatch.setattr(loader, "report", lambda: types.SimpleNamespace(version=version))
+
+
+@pytest.mark.parametrize("kw", [
+    {"diagonal_band_left_bound": 0, "diagonal_band_right_bound": 8},
+    {"diagonal_band_left_bound": -4, "diagonal_band_right_bound": 16},
+    {"sliding_window_length": 0, "diagonal_band_right_bound": 8},
+    {"diagonal_band_left_bound": 0},
+    {"diagonal_band_left_bound": -2, "use_causal_mask_bottom_right": True},
+    {"diagonal_band_left_bound": 0, "diagonal_band_right_bound": 4,
+     "diagonal_alignment": cudnn.diagonal_alignment.BOTTOM_RIGHT}], ids=str)
+def test_forward_takes_a_left_bound_at_or_above_the_diagonal_from_cudnn_9_10(
+        monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any]) -> None:
+    """As the official: the fp16/bf16 forward leaves left_bound <= 0 to cuDNN from 9.10 on."""
+    for version in (91000, 91900, 92800):
+        with_version(monkeypatch, version)
+        g = graph()
+        fwd(g, *qkv(g), name="attn", **kw)
+        g.validate()
+        (node,) = g.to_json()["nodes"]
+        assert node["left_bound"] == kw.get("diagonal_band_left_bound", kw.get("sliding_window_length"))
+
+
+@pytest.mark.parametrize("version", [90100, 90900, 90901])
+def test_forward_refuses_a_left_bound_at_or_above_the_diagonal_before_cudnn_9_10(
+        monkeypatch: pytest.MonkeyPatch, version: int) -> None:
+    """Below 9.10 the official raises INVALID_VALUE (a RuntimeError); ours is a GraphError, both classes."""
+    with_version(monkeypatch, version)
+    for left in (0, -3):
+        g = graph()
+        fwd(g, *qkv(g), name="attn", diagonal_band_left_bound=left, diagonal_band_right_bound=8)
+        with pytest.raises(cudnn.GraphError) as info:
+            g.validate()
+        assert isinstance(info.value, RuntimeError) and isinstance(info.value, ValueError)
+        assert not isinstance(info.value, cudnn.cudnnGraphNotSupportedError)
+        text = str(info.value)
+        assert text.startswith("sdpa 'attn': diagonal_band_left_bound: ") and "needs cuDNN >= 9.10.0" in text
+        assert f"expected > 0, got {left}" in text and str(version // 10000) in text
+
+
+def test_forward_left_bound_gate_applies_at_build_to_the_version_being_lowered(monkeypatch: pytest.MonkeyPatch) -> None:
+    with_version(monkeypatch, 92800)
+    g = graph()
+    fwd(g, *qkv(g), name="attn", diagonal_band_left_bound=0, diagonal_band_right_bound=8)
+    g.validate()
+    with err(r"sdpa 'attn': diagonal_band_left_bound: a left bound <= 0 .* needs cuDNN >= 9\.10\.0, the loaded "
+             r"libcudnn is 9\.9\.0"):
+        expand(g.nodes, g.context, 90900)
+    nodes, _ = expand(g.nodes, g.context, 91000)
+    assert nodes[0].op == "matmul"
+
+
+@pytest.mark.parametrize("alignment, left, want", [
+    (cudnn.diagonal_alignment.TOP_LEFT, 0, 0.0),
+    (cudnn.diagonal_alignment.TOP_LEFT, -5, -5.0),
+    (cudnn.diagonal_alignment.BOTTOM_RIGHT, 0, 0.0 - 96 + 64),  # left - s_kv + s_q, as the official folds it
+    (cudnn.diagonal_alignment.BOTTOM_RIGHT, -5, -5.0 - 96 + 64)])
+def test_a_left_bound_at_or_above_the_diagonal_lowers_as_any_other(alignment: Any, left: int, want: float) -> None:
+    """The official's composite band: keep col + left > row (BOTTOM_RIGHT: shifted by s_kv - s_q),
+    the left bound a FLOAT constant; keep col <= row + right (an INT32 shift)."""
+    g = graph()
+    fwd(g, *qkv(g), name="attn", diagonal_alignment=alignment, diagonal_band_left_bound=left,
+        diagonal_band_right_bound=8)
+    nodes, _ = ops_of(g)
+    by_name = {n.name.split(".", 1)[1]: n for n in nodes}
+    window = by_name["col_plus_window"].inputs["IN_1"]
+    assert window.get_data_type() == F and window.get_value() == want
+    assert by_name["col_gt_row"].op == "cmp_gt"
+    assert by_name["row_plus_right"].inputs["IN_1"].get_value() == 8
+    assert [n.op for n in nodes].count("binary_select") == 2
+
+
+def test_backward_refuses_a_left_bound_at_or_above_the_diagonal() -> None:
+    """The official's backward raises for left_bound <= 0 on every cuDNN (ValueError in its Python
+    validator, INVALID_VALUE -> RuntimeError in its C++ one); a GraphError is both."""
+    for left in (0, -1):
+        g = graph()
+        q, k, v = qkv(g, hk=8)
+        o, do = (g.tensor(dim=[2, 8, 64, 64], data_type=H) for _ in range(2))
+        st = g.tensor(dim=[2, 8, 64, 1], data_type=F)
+        for t in g.sdpa_backward(q, k, v, o, do, st, diagonal_band_left_bound=left, diagonal_band_right_bound=8,
+                                 name="bwd"):
+            t.set_output(True)
+        with err(rf"sdpa_backward 'bwd': diagonal_band_left_bound: must be > 0 \(the sliding window length\) in "
+                 rf"attention backward, got {left}"):
+            g.validate()
 
 
 def test_ragged_offset_wrong_shape() -> None:

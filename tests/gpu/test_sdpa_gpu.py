@@ -514,6 +514,27 @@ def test_block_mask_runs_or_is_refused_clearly(dtype: torch.dtype) -> None:
                     f"a block mask (refused as it should be: {str(exc).splitlines()[0]})")
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+@pytest.mark.parametrize("left", [0, -16])
+def test_band_with_a_left_bound_at_or_above_the_diagonal(left: int, dtype: torch.dtype) -> None:
+    """diagonal_band_left_bound <= 0 with a right bound: keep row - left < col <= row + 64 (a band
+    above the diagonal), against the float32 reference with that explicit mask. cudnn-py takes it
+    from cuDNN 9.10 on, as the official; where the backend refuses it the test skips, saying so."""
+    c = Case(sq=128, skv=256, window=left, right=64, dtype=dtype,
+             extra={"alignment": cudnn.diagonal_alignment.TOP_LEFT})
+    if cudnn.backend_version() < 91000:
+        with pytest.raises(cudnn.GraphError, match=r"needs cuDNN >= 9\.10\.0"):
+            check_forward(c)
+        return
+    try:
+        check_forward(c)
+    except cudnn.cudnnGraphNotSupportedError as exc:
+        if isinstance(exc, cudnn.GraphError):  # cudnn-py's own refusal: a failure, not the backend's answer
+            raise
+        pytest.skip(f"cuDNN {cudnn.backend_version_string()} on {torch.cuda.get_device_name()} refuses a left "
+                    f"bound of {left}: {str(exc).splitlines()[0]}")
+
+
 # -- backward ------------------------------------------------------------------------------------------
 
 def check_backward(c: Case) -> None:

@@ -19,7 +19,7 @@ from ..sdpa_enums import attention_implementation as impl
 from ..tensor import NOT_SET, Tensor
 from .paged import PagedCacheLoad
 from .rng import Rng
-from .sdpa_common import Dims, SdpaBase
+from .sdpa_common import NONPOSITIVE_LEFT_SINCE, Dims, SdpaBase
 from .sdpa_masks import FLOAT, Builder, alibi, apply_score_mod, band_masks, padding_mask, softmax
 
 STAT_PORTS = ("Stats", "Max", "Sum_exp")
@@ -35,6 +35,7 @@ class SDPA(SdpaBase):
 
     op, tag = "sdpa", "SDPA_FWD"
     optional_outputs = frozenset({"Stats"})  # generate_stats=True with Stats left unused
+    nonpositive_left_since = NONPOSITIVE_LEFT_SINCE
 
     def infer(self, ctx: Context) -> None:
         p = self.problem(ctx)
@@ -96,6 +97,7 @@ class SDPA(SdpaBase):
     def expand(self, ex: Expander) -> list[Node]:
         from .sdpa_unified import UnifiedSDPA, unified_refusal
 
+        self.check_left_bound(ex.version)  # the gate validate could not apply without a library
         choice = self.opts.implementation
         if choice == impl.AUTO:  # the unified operation where it accepts the call; autotune may try both
             if unified_refusal(self, ex.ctx, ex.version):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..._lib.enums import data_type
+from ..._lib.errors import version_string
 from ..errors import GraphError, GraphNotSupportedError
 from ..node import Context, Node, resolve_input
 from ..sdpa_enums import attention_implementation, diagonal_alignment
@@ -21,6 +22,7 @@ from ..tensor import NOT_SET, Tensor
 
 HALF_TYPES = (data_type.HALF, data_type.BFLOAT16)
 INDEX_TYPES = (data_type.INT32, data_type.INT64)
+NONPOSITIVE_LEFT_SINCE = 91000  # the fp16/bf16 forward takes a left bound <= 0 from cuDNN 9.10 (official's gate)
 
 
 @dataclass
@@ -97,6 +99,9 @@ class SdpaBase(Node):
     io_types: tuple[data_type, ...] = HALF_TYPES  # what Q, K and V may be (the FP8 nodes widen it)
     io_hint = " (FP8 attention is sdpa_fp8)"
     backward: ClassVar[bool] = False  # the backward nodes' rules differ in a few places
+    bound_args: ClassVar[tuple[str, str]] = ("diagonal_band_left_bound", "diagonal_band_right_bound")  # the op's names
+    # the cuDNN version from which a left bound <= 0 is taken: 0 any, None never (the official's checks per node)
+    nonpositive_left_since: ClassVar[int | None] = None
     dims: Dims  # the problem sizes, set by infer() (from problem())
 
     def __init__(self, name: str, inputs: dict[str, Tensor | None], opts: SdpaOptions, compute_data_type: Any) -> None:
@@ -224,10 +229,8 @@ class SdpaBase(Node):
                 raise GraphNotSupportedError(f"{self.at(port)}: a ragged offset needs use_padding_mask=True "
                                              "with seq_len_q/kv")
         if o.right_bound is not None and o.right_bound < 0:
-            raise GraphError(f"{self.at('diagonal_band_right_bound')}: must be >= 0, got {o.right_bound}")
-        if o.left_bound is not None and o.left_bound <= 0:
-            raise GraphError(f"{self.at('diagonal_band_left_bound')}: must be > 0 (sliding window length), "
-                             f"got {o.left_bound}")
+            raise GraphError(f"{self.at(self.bound_args[1])}: must be >= 0, got {o.right_bound}")
+        self.check_left_bound(loaded_version())
         if o.alibi and o.right_bound != 0:
             raise GraphNotSupportedError(f"{self.at('use_alibi_mask')}: ALiBi needs a causal mask (right bound 0), got "
                                          f"right bound {o.right_bound}")
@@ -281,6 +284,23 @@ class SdpaBase(Node):
             if sink.get_dim() != [1, p.h_q, 1, 1] or sink.get_data_type() != data_type.FLOAT:
                 raise GraphError(f"{self.at('sink_token')}: must be FLOAT [1, h_q, 1, 1] = [1, {p.h_q}, 1, 1], "
                                  f"got {sink.get_data_type().name} {sink.get_dim()}")
+
+    def check_left_bound(self, version: int | None) -> None:
+        """A left bound <= 0 puts the band's lower edge on or above the diagonal (keep
+        row - left < col): the backward nodes refuse it, the fp16/bf16 forward before cuDNN 9.10,
+        and the FP8 / MXFP8 forwards leave it to cuDNN, as the official frontend's checks do.
+        ``version`` None (no library loaded): the gate waits for the build's version."""
+        left, since = self.opts.left_bound, self.nonpositive_left_since
+        if left is None or left > 0 or since == 0:
+            return
+        arg = self.bound_args[0]
+        if since is None:
+            raise GraphError(f"{self.at(arg)}: must be > 0 (the sliding window length) in attention backward, "
+                             f"got {left}")
+        if version is not None and version < since:
+            raise GraphError(f"{self.at(arg)}: a left bound <= 0 (a band on or above the diagonal) needs cuDNN >= "
+                             f"{version_string(since)}, the loaded libcudnn is {version_string(version)}; "
+                             f"expected > 0, got {left}")
 
     def check_page_table(self, port: str, p: Dims) -> None:
         t = self.inputs[port]

@@ -133,6 +133,8 @@ class SDPAFP8(SdpaBase):
 
     op, tag = "sdpa_fp8", "SDPA_FP8_FWD"
     io_types = FP8_TYPES
+    bound_args = ("left_bound", "right_bound")
+    nonpositive_left_since = 0  # the official checks no sign here: cuDNN decides
     io_hint = " (fp16/bf16 attention is sdpa)"
 
     def infer(self, ctx: Context) -> None:
@@ -232,6 +234,7 @@ class SDPAFP8Backward(SdpaBase):
 
     op, tag = "sdpa_fp8_backward", "SDPA_FP8_BWD"
     io_types = FP8_TYPES
+    bound_args = ("left_bound", "right_bound")
     io_hint = " (fp16/bf16 attention is sdpa_backward)"
 
     def infer(self, ctx: Context) -> None:

@@ -64,6 +64,7 @@ class SDPAMXFP8(SdpaBase):
 
     op, tag = "sdpa_mxfp8", "SDPA_MXFP8_FWD"
     io_types = FP8_TYPES
+    nonpositive_left_since = 0  # the official checks no sign here: cuDNN decides
     io_hint = " (fp16/bf16 attention is sdpa)"
 
     def infer(self, ctx: Context) -> None:
@@ -106,6 +107,7 @@ class SDPAMXFP8Backward(SdpaBase):
 
     op, tag = "sdpa_mxfp8_backward", "SDPA_MXFP8_BWD"
     io_types = FP8_TYPES
+    bound_args = ("left_bound", "right_bound")
     io_hint = " (fp16/bf16 attention is sdpa_backward)"
 
     def infer(self, ctx: Context) -> None:
