@@ -275,14 +275,14 @@ class Pipeline:
     def select(self, cand: Candidate) -> None:
         self.plans().selected = cand
 
-    def adopt(self, plan: Descriptor, workspace: int, name: str, bindings: list[Binding] | None = None,
+    def adopt(self, plan: Descriptor, workspace: int, name: str, lowered: Lowered | None = None,
               source: str = "cache") -> None:
         """Make a finalized plan (from the plan cache or serialized data) the selected one.
 
-        ``bindings`` come from the serialized record when the graph has no nodes to lower;
-        ``source`` is where the plan came from, as `describe_plans` shows it."""
-        if bindings is not None:
-            self._lowered = Lowered([], bindings, [], 0, [])
+        ``lowered`` (bindings, windows, scratch) comes from the serialized record when the graph
+        has no nodes to lower; ``source`` is where the plan came from, as `describe_plans` shows it."""
+        if lowered is not None:
+            self._lowered = lowered
         else:
             self.lowered()
         plans = PlanSet(self.label)

@@ -19,10 +19,10 @@ from ..backend.descriptor import Descriptor
 from ..backend.handle import as_handle_ptr
 from . import guards
 from .errors import GraphError, GraphNotSupportedError, SerializationError
-from .execute import Binding
-from .pipeline import Pipeline, all_tensors, structure_key
+from .execute import Binding, ScratchSlot
+from .pipeline import Lowered, Pipeline, all_tensors, structure_key
 from .plans import Candidate
-from .serialize import PlanRecord, TensorRecord, device_identity, record_tensors
+from .serialize import PlanRecord, ScratchRecord, TensorRecord, device_identity, record_tensors
 from .tensor import Tensor
 
 # -- the plan cache ---------------------------------------------------------------------------
@@ -107,7 +107,7 @@ def check_fits(p: Pipeline, rec: PlanRecord, plan: Descriptor) -> None:
     the workspace from the plan itself: a smaller figure would let cuDNN write past the buffer."""
     mine = sorted((b.uid, list(b.tensor.get_dim()), list(b.tensor.get_stride()), b.tensor.get_data_type().name)
                   for b in p.bindings())
-    theirs = sorted((t.uid, list(t.dim), list(t.stride), t.data_type) for t in rec.tensors)
+    theirs = sorted((t.uid, list(t.dim), list(t.stride), t.data_type) for t in rec.tensors if not t.unused)
     if mine != theirs:
         raise SerializationError("the entry's tensors (uid, dims, strides, type) are not this graph's")
     rec.workspace = backend_plan.workspace_size(plan)
@@ -211,17 +211,50 @@ def _offset_uid(t: Tensor) -> int | None:
     return offset.get_uid() if offset is not None and offset.has_uid() else None
 
 
+def _window(t: Tensor) -> tuple[int | None, int]:
+    """(uid of the tensor ``t`` is a window into, byte offset) for a slice read in place, else (None, 0)."""
+    window = t.window_of()
+    return (window[0].get_uid(), window[1]) if window is not None else (None, 0)
+
+
+def _tensor_record(b: Binding, unused: bool = False) -> TensorRecord:
+    t = b.tensor
+    return TensorRecord(b.uid, t.get_name(), t.get_dim(), t.get_stride(), t.get_data_type().name,
+                        t.get_is_pass_by_value(), t.get_value(), b.node, b.port, _offset_uid(t), *_window(t), unused)
+
+
+def binding_records(p: Pipeline) -> tuple[list[TensorRecord], list[ScratchRecord], int]:
+    """What a graph made only to run ``p``'s plan binds: the tensors (windows and the tensors
+    the plan does not read included), the workspace scratch and the bytes the scratch takes."""
+    lowered = p.lowered()
+    tensors = [_tensor_record(b) for b in lowered.bindings] + [_tensor_record(b, True) for b in lowered.unused]
+    scratch = [ScratchRecord(s.uid, s.offset, s.nbytes, s.fill.hex() if s.fill is not None else None, s.zero)
+               for s in lowered.slots]
+    return tensors, scratch, lowered.scratch_bytes
+
+
+def restored_lowering(rec: PlanRecord) -> Lowered:
+    """The lowering a graph with no nodes runs ``rec``'s plan with: bindings, windows, scratch."""
+    bound: list[Binding] = []
+    unused: list[Binding] = []
+    for t, tensor in zip(rec.tensors, record_tensors(rec.tensors)):
+        const = HostScalar(t.value, data_type[t.data_type]) if t.value is not None else None
+        (unused if t.unused else bound).append(Binding(t.uid, tensor, t.node, t.port, const))
+    slots = [ScratchSlot(s.uid, s.offset, s.nbytes, bytes.fromhex(s.fill) if s.fill is not None else None, s.zero)
+             for s in rec.scratch]
+    return Lowered([], bound, slots, rec.scratch_bytes, unused)
+
+
 def record(p: Pipeline, cand: Candidate, autotuned: bool) -> PlanRecord:
-    """What restores ``cand`` in another process: its plan JSON and the tensors it binds."""
+    """What restores ``cand`` in another process: its plan JSON and what it binds."""
     assert cand.plan is not None
     props = p.graph.device_property
     name, cc = props.identity() if props is not None else device_identity(p.device())
-    tensors = [TensorRecord(b.uid, b.tensor.get_name(), b.tensor.get_dim(), b.tensor.get_stride(),
-                            b.tensor.get_data_type().name, b.tensor.get_is_pass_by_value(),
-                            b.tensor.get_value(), b.node, b.port, _offset_uid(b.tensor)) for b in p.bindings()]
+    tensors, scratch, scratch_bytes = binding_records(p)
     extra = {"lowering": p.lowering_name()} if p.lowered().alternatives else {}
     return PlanRecord(cand.name, backend_plan.plan_json(cand.plan), int(cand.workspace or 0), tensors,
-                      loader.report().version, name, cc, autotuned, f"{p.graph.key():x}", extra=extra)
+                      loader.report().version, name, cc, autotuned, f"{p.graph.key():x}", extra=extra,
+                      scratch=scratch, scratch_bytes=scratch_bytes)
 
 
 # -- serialization ----------------------------------------------------------------------------
@@ -242,12 +275,8 @@ def deserialize(p: Pipeline, data: bytes) -> Pipeline:
                                  "which this graph does not offer")
     p = q
     plan = plan_from_record(p, rec)
-    bindings = None
-    if not p.graph.nodes:  # a graph made only to run the plan: bind as the record says
-        bindings = [Binding(t.uid, tensor, t.node, t.port,
-                            HostScalar(t.value, data_type[t.data_type]) if t.value is not None else None)
-                    for t, tensor in zip(rec.tensors, record_tensors(rec.tensors))]
-    p.adopt(plan, rec.workspace, rec.plan_name, bindings)
+    # a graph made only to run the plan binds as the record says
+    p.adopt(plan, rec.workspace, rec.plan_name, None if p.graph.nodes else restored_lowering(rec))
     return p
 
 

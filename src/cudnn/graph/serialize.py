@@ -1,9 +1,11 @@
 """Built plans as bytes: what ``serialize()`` writes and ``deserialize()`` and the plan cache read.
 
 A record holds the backend's JSON of the execution plan, the plan's name and workspace,
-the non-virtual tensors (uid, dims, strides, type, by-value constant) needed to check and
-bind buffers, and what the plan is valid for: the cuDNN version and the GPU. A record from
-another cuDNN or GPU is refused, never used silently.
+the non-virtual tensors (uid, dims, strides, type, by-value constant, ragged offset, and for a
+slice read in place the tensor and byte offset it is a window into) needed to check and bind
+buffers, the scratch the graph carves from the workspace (place, size, what fills it), and
+what the plan is valid for: the cuDNN version and the GPU. A graph made only to run the plan
+binds from the record alone. A record from another cuDNN or GPU is refused, never used silently.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ class TensorRecord:
     node: str
     port: str
     ragged_offset_uid: int | None = None  # the uid of its ragged offset (a packed THD tensor)
+    window_uid: int | None = None  # a slice read in place: the uid of the tensor whose buffer it is in
+    window_offset: int = 0  # ... and its byte offset there (`Tensor.make_window`)
+    unused: bool = False  # a tensor of the graph the plan does not read: accepted at execute, not given
 
     def tensor(self) -> Tensor:
         t = constant(self.name, self.value) if self.value is not None else Tensor(self.name)
@@ -42,14 +47,33 @@ class TensorRecord:
 
 
 def record_tensors(records: list[TensorRecord]) -> list[Tensor]:
-    """The tensors of ``records`` in order, each ragged one given its offset tensor back."""
+    """The tensors of ``records`` in order, each ragged one given its offset tensor back and
+    each window its source."""
     tensors = [r.tensor() for r in records]
     by_uid = {t.get_uid(): t for t in tensors}
     for r, t in zip(records, tensors):
         offset = by_uid.get(r.ragged_offset_uid) if r.ragged_offset_uid is not None else None
         if offset is not None:
             t.set_ragged_offset(offset)
+        if r.window_uid is not None:
+            source = by_uid.get(r.window_uid)
+            if source is None:
+                raise SerializationError(f"serialized plan is damaged: tensor {r.name!r} (uid {r.uid}) is a window "
+                                         f"into uid {r.window_uid}, which the plan does not bind")
+            t.make_window(source, r.window_offset)
     return tensors
+
+
+@dataclass
+class ScratchRecord:
+    """A scratch tensor's place in the workspace and what is written there before each execute
+    (`execute.ScratchSlot`): host bytes (hex) to copy, or zeros."""
+
+    uid: int
+    offset: int
+    nbytes: int
+    fill: str | None = None
+    zero: bool = False
 
 
 @dataclass
@@ -66,6 +90,8 @@ class PlanRecord:
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+    scratch: list[ScratchRecord] = field(default_factory=list)  # in workspace order
+    scratch_bytes: int = 0  # the workspace the scratch takes, before the plan's own
 
     def to_bytes(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
@@ -89,6 +115,7 @@ class PlanRecord:
                                                  f"{FORMAT_VERSION}; rebuild and serialize again")
         try:
             raw["tensors"] = [TensorRecord(**t) for t in raw["tensors"]]
+            raw["scratch"] = [ScratchRecord(**s) for s in raw.get("scratch", [])]
             return cls(**raw)
         except (TypeError, KeyError) as exc:
             raise SerializationError(f"serialized plan is incomplete or damaged: {exc}") from None
