@@ -169,6 +169,8 @@ class Build:
         except (TypeError, ValueError, KeyError) as exc:  # GraphError and SerializationError are ValueErrors
             if isinstance(exc, SerializationError) and str(exc).startswith("deserialize:"):
                 raise  # made by the tensor helpers, which name the node already
+            if isinstance(exc, SerializationNotSupportedError):  # sound JSON this rebuilder cannot use
+                raise SerializationNotSupportedError(f"{self.where}: {exc}") from None
             raise SerializationError(f"{self.where}: {exc}") from None
             raise SerializationError(f"{self.where}: {exc}") from None
         if len(self.graph.nodes) != count + 1:

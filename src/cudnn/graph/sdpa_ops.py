@@ -354,4 +354,5 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
 register("scaled_dot_product_flash_attention", sdpa)
 register("scaled_dot_product_flash_attention_backward", sdpa_backward)
 
-from . import lowp_ops  # noqa: E402, F401 - registers the low-precision family, which uses the helpers above
+# the low-precision family, which uses the helpers above; the rebuilders of attention nodes from graph JSON
+from . import lowp_ops, sdpa_json  # noqa: E402, F401

@@ -90,7 +90,7 @@ class SDPA(SdpaBase):
 
     def attributes(self) -> dict[str, Any]:
         return {**super().attributes(), "generate_stats": self.opts.generate_stats,
-                "implementation": self.opts.implementation.name}
+                "implementation": self.opts.implementation.name, "unfuse_fma": self.opts.unfuse_fma}
 
     # -- lowering choice -------------------------------------------------------------------------
 

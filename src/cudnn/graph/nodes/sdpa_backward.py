@@ -79,7 +79,8 @@ class SDPABackward(SdpaBase):
             self.check_score_mod(self.opts.score_mod_bprop, "score_mod_bprop", [p.b, p.h_q, p.s_q, p.s_kv], ctx)
 
     def attributes(self) -> dict[str, Any]:
-        return {**super().attributes(), "is_deterministic_algorithm": self.opts.deterministic}
+        return {**super().attributes(), "is_deterministic_algorithm": self.opts.deterministic,
+                "score_mod_bprop": self.opts.score_mod_bprop is not None}
 
     def expand(self, ex: Expander) -> list[Node]:
         return composite_backward(self, ex)
