@@ -124,8 +124,13 @@ BACKWARD: dict[str, Callable[[cudnn.pygraph], None]] = {
     "ragged": lambda g: backward(g, packed=True, max_total_seq_len_q=100, max_total_seq_len_kv=100, **lengths(g)),
 }
 
+
+def forward_of(make: Callable[[cudnn.pygraph], dict[str, Any]]) -> Callable[[cudnn.pygraph], None]:
+    return lambda g: forward(g, make(g))
+
+
 GRAPHS: dict[str, Callable[[cudnn.pygraph], None]] = {
-    **{f"sdpa_{name}": (lambda make: lambda g: forward(g, make(g)))(make) for name, make in FORWARD.items()},
+    **{f"sdpa_{name}": forward_of(make) for name, make in FORWARD.items()},
     "sdpa_paged": paged, "sdpa_ragged": packed, **{f"sdpa_backward_{name}": make for name, make in BACKWARD.items()}}
 
 
@@ -166,10 +171,10 @@ def test_the_cases_set_every_option_the_json_can_hold() -> None:
 
 
 def test_the_window_survives_as_printed() -> None:
-    g, again = round_trip(GRAPHS["sdpa_band_bottom_right"])
+    _, again = round_trip(GRAPHS["sdpa_band_bottom_right"])
     (node,) = json.loads(str(again))["nodes"]
     assert (node["diagonal_alignment"], node["left_bound"], node["right_bound"]) == ("BOTTOM_RIGHT", 24, 0)
-    g, again = round_trip(GRAPHS["sdpa_backward_sliding_window_deterministic"])
+    _, again = round_trip(GRAPHS["sdpa_backward_sliding_window_deterministic"])
     opts = again.nodes[0].opts
     assert (opts.alignment, opts.left_bound, opts.right_bound, opts.deterministic) == (
         cudnn.diagonal_alignment.TOP_LEFT, 8, 0, True)
