@@ -58,7 +58,7 @@ def fake_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakePlan]]:
     FakePlan.made = []
 
     def make(handle: int, config: object, label: str, kernel_cache: object = None,
-             device_property: object = None) -> FakePlan:
+             device_property: object = None, retention: object = None) -> FakePlan:
         assert threading.current_thread() is threading.main_thread()  # attributes are set on the caller's thread
         return FakePlan(int(config), label)  # type: ignore[call-overload]
 

@@ -25,15 +25,18 @@ _T_INT64, _T_POINTER = int(T.CUDNN_TYPE_INT64), int(T.CUDNN_TYPE_VOID_PTR)
 
 
 def execution_plan(handle: Handle | int, engine_config: Descriptor, label: str = "",
-                   kernel_cache: Descriptor | None = None, device_property: Descriptor | None = None) -> Descriptor:
+                   kernel_cache: Descriptor | None = None, device_property: Descriptor | None = None,
+                   retention: int | None = None) -> Descriptor:
     """A finalized EXECUTION_PLAN for ``engine_config`` (this is where kernels compile);
     a finalized kernel cache lets runtime-compiled engines reuse kernels across shapes.
-    ``device_property`` (DEVICEPROP) builds it for a described device; a handle of 0 sets none."""
-    return plan_descriptor(handle, engine_config, label, kernel_cache, device_property).finalize()
+    ``device_property`` (DEVICEPROP) builds it for a described device; a handle of 0 sets none.
+    ``retention``: a cudnnCudaGraphRetention_t value (cuDNN >= 9.28 only), None to leave it unset."""
+    return plan_descriptor(handle, engine_config, label, kernel_cache, device_property, retention).finalize()
 
 
 def plan_descriptor(handle: Handle | int, engine_config: Descriptor, label: str = "",
-                    kernel_cache: Descriptor | None = None, device_property: Descriptor | None = None) -> Descriptor:
+                    kernel_cache: Descriptor | None = None, device_property: Descriptor | None = None,
+                    retention: int | None = None) -> Descriptor:
     """`execution_plan` less its finalize: every attribute set, nothing compiled. Setting
     attributes counts holders of shared descriptors (the kernel cache), so it stays on one
     thread; only the finalize may run on another (graph/parallel.py)."""
@@ -43,6 +46,7 @@ def plan_descriptor(handle: Handle | int, engine_config: Descriptor, label: str 
             plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
         if device_property is not None:
             plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, device_property)
+        set_retention(plan, retention)
         plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, engine_config)
         if kernel_cache is not None:
             plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE, kernel_cache)
@@ -53,19 +57,35 @@ def plan_descriptor(handle: Handle | int, engine_config: Descriptor, label: str 
 
 
 def plan_from_json(handle: Handle | int, text: str, label: str = "",
-                   device_property: Descriptor | None = None, kernel_cache: Descriptor | None = None) -> Descriptor:
+                   device_property: Descriptor | None = None, kernel_cache: Descriptor | None = None,
+                   retention: int | None = None) -> Descriptor:
     """A finalized EXECUTION_PLAN rebuilt from its JSON (see `plan_json`): no heuristics,
-    no operation graph needed. ``device_property`` / a handle of 0: as in `execution_plan`;
-    a kernel cache that holds the plan's kernels spares their compilation."""
+    no operation graph needed. ``device_property`` / a handle of 0 / ``retention``: as in
+    `execution_plan` (the JSON holds neither DEVICEPROP nor the retention: they describe the
+    process using the plan); a kernel cache that holds the plan's kernels spares their compilation."""
     plan = Descriptor(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, label)
     if int(handle):
         plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_HANDLE, int(handle), T.CUDNN_TYPE_HANDLE)
     if device_property is not None:
         plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_DEVICEPROP, device_property)
+    set_retention(plan, retention)
     if kernel_cache is not None:
         plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_KERNEL_CACHE, kernel_cache)
     plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, text.encode() + b"\0", T.CUDNN_TYPE_CHAR)
     return plan.finalize()
+
+
+def set_retention(plan: Descriptor, retention: int | None) -> None:
+    """Set CUDNN_ATTR_EXECUTION_PLAN_CUDA_GRAPH_RETENTION (cuDNN >= 9.28: the caller checks) on an
+    unfinalized plan: how CUDA graphs recorded from it keep its resources alive. None sets
+    nothing: cuDNN then follows CUDNN_CUDA_GRAPH_RETENTION, else PER_GRAPH."""
+    if retention is not None:
+        plan.set(A.CUDNN_ATTR_EXECUTION_PLAN_CUDA_GRAPH_RETENTION, int(retention), T.CUDNN_TYPE_CUDA_GRAPH_RETENTION)
+
+
+def cuda_graph_retention(plan: Descriptor) -> int:
+    """The retention mode in effect for a finalized plan (cuDNN >= 9.28), as a cudnnCudaGraphRetention_t value."""
+    return int(plan.get(A.CUDNN_ATTR_EXECUTION_PLAN_CUDA_GRAPH_RETENTION, T.CUDNN_TYPE_CUDA_GRAPH_RETENTION))
 
 
 def workspace_size(plan: Descriptor) -> int:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 OVERRIDE_SHAPE_SINCE = 92100  # CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED
+CUDA_GRAPH_RETENTION_SINCE = 92800  # CUDNN_ATTR_EXECUTION_PLAN_CUDA_GRAPH_RETENTION
 
 
 def as_heur_modes(modes: Any) -> list[heur_mode]:
@@ -114,6 +115,16 @@ class Pipeline:
         plans are made for that device; None builds for the handle's GPU."""
         props = self.graph.device_property
         return None if props is None else props.descriptor
+
+    def plan_retention(self) -> int | None:
+        """The graph's ``cuda_graph_retention=`` as the value its plans are built with, where it was
+        given and the loaded cuDNN has the attribute (9.28); else None: the plans leave it to
+        cuDNN (CUDNN_CUDA_GRAPH_RETENTION, else PER_GRAPH), the rule `get_cuda_graph_retention`
+        reports by."""
+        value = self.graph.cuda_graph_retention
+        if value is None or loader.report().version < CUDA_GRAPH_RETENTION_SINCE:
+            return None
+        return int(value)
 
     def build_handle_ptr(self) -> int:
         """The handle the operation graph and plans are made with: none (0) for a graph given
@@ -231,6 +242,7 @@ class Pipeline:
         if self._plans is None:
             plans = PlanSet(self.label)
             plans.device_property = self.device_property()
+            plans.retention = self.plan_retention()
             plans.guard = guard_for(self.lowered().nodes)
             if self.graph.kernel_cache is not None:
                 plans.kernel_cache = self.graph.kernel_cache.descriptor_for(self.op_graph())
@@ -269,7 +281,7 @@ class Pipeline:
         """A hand-picked engine config, appended after the ranked candidates; neither built nor
         selected (build_plans, build_plan_at_index and execute_plan_at_index reach it)."""
         plans = self.planset()
-        cand.device_property = plans.device_property
+        cand.device_property, cand.retention = plans.device_property, plans.retention
         plans.append(cand)
 
     def select(self, cand: Candidate) -> None:

@@ -197,13 +197,14 @@ def plan_from_record(p: Pipeline, rec: PlanRecord, kernels: Descriptor | None = 
 
         try:
             plan = backend_plan.plan_from_json(p.build_handle_ptr(), rec.plan_json, label, p.device_property(),
-                                               kernels)
+                                               kernels, p.plan_retention())
             plan_cache.kernel_hits += 1
             return plan
         except CudnnError as exc:
             plan_cache.log_once("plan", rec.graph_key, "kernel cache: the plan of %s did not accept its stored "
                                 "kernels (%s); compiling", p.label, exc)
-    return backend_plan.plan_from_json(p.build_handle_ptr(), rec.plan_json, label, p.device_property())
+    return backend_plan.plan_from_json(p.build_handle_ptr(), rec.plan_json, label, p.device_property(),
+                                       retention=p.plan_retention())
 
 
 def _offset_uid(t: Tensor) -> int | None:

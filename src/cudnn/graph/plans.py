@@ -28,13 +28,13 @@ class Candidate:
     reading a config's knob choices takes a descriptor per knob type."""
 
     __slots__ = ("config", "_engine_index", "_knobs", "_numerical_notes", "_behavior_notes", "source", "plan",
-                 "error", "workspace", "restored_name", "device_property", "refused")
+                 "error", "workspace", "restored_name", "device_property", "refused", "retention")
 
     def __init__(self, config: Descriptor | None, engine_index: int | None = None,
                  knobs: dict[int, int] | None = None, numerical_notes: list[Any] | None = None,
                  behavior_notes: list[Any] | None = None, source: str = "", plan: Descriptor | None = None,
                  error: CudnnError | None = None, workspace: int | None = None, restored_name: str = "",
-                 device_property: Descriptor | None = None, refused: str = "") -> None:
+                 device_property: Descriptor | None = None, refused: str = "", retention: int | None = None) -> None:
         self.config = config  # None for a plan restored from serialized data
         self._engine_index = engine_index
         self._knobs = knobs
@@ -47,6 +47,7 @@ class Candidate:
         self.restored_name = restored_name
         self.device_property = device_property  # DEVICEPROP the plan is built for (None: the handle's GPU)
         self.refused = refused  # why a guard keeps this engine off this graph (graph/guards.py); never built
+        self.retention = retention  # CUDA_GRAPH_RETENTION set on the plan (None: left to cuDNN)
 
     def _read_engine(self) -> None:
         """The notes of the config's engine (none for a restored plan)."""
@@ -130,7 +131,7 @@ class Candidate:
             raise GraphStateError(f"{label}: {self.name} has no engine config to build from")
         try:
             return backend_plan.plan_descriptor(handle, self.config, f"{label}: {self.name}", kernel_cache,
-                                                self.device_property)
+                                                self.device_property, self.retention)
         except CudnnError as exc:
             self.error = exc
             return None
@@ -227,6 +228,7 @@ class PlanSet:
         self.selected: Candidate | None = None
         self.kernel_cache: Descriptor | None = None
         self.device_property: Descriptor | None = None  # given to every candidate's plan
+        self.retention: int | None = None  # the CUDA_GRAPH_RETENTION every candidate's plan is built with
         self.guard: Callable[[Candidate], str | None] | None = None  # known-wrong engines (graph/guards.py)
 
     @property
@@ -297,7 +299,7 @@ class PlanSet:
             if earlier and any(old.knobs == c.knobs for old in earlier.get(c.engine_index, ())):
                 cfg.close()
                 continue
-            c.device_property = self.device_property
+            c.device_property, c.retention = self.device_property, self.retention
             c.refused = (self.guard(c) or "") if self.guard is not None else ""
             self._all.append(c)
             if own is not None:
