@@ -1,7 +1,13 @@
 """Build time and autotuning: cold, warm in-process, from the disk cache in a new process;
 autotuned vs heuristic GPU time.
 
-    PYTHONPATH=src python benchmarks/bench_build.py [--other SITE_DIR]
+    PYTHONPATH=src python benchmarks/bench_build.py [--other SITE_DIR] [--cold-only] [--cases TEXT]
+        [--no-kernel-cfg]
+
+``--cold-only`` measures the cold build and the GPU time of its plan only (no warm, disk or
+autotuned columns): the side-by-side comparison with the official, in a fraction of the time.
+``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
+``--no-kernel-cfg`` leaves out the KERNEL_CFG workload.
 
 Build = validate -> plans ready to execute (``pygraph.build``). "cold" runs with the plan
 cache off (heuristics and plan finalization every time; cuDNN may still reuse kernels it
@@ -300,6 +306,16 @@ def child(case: str) -> None:
     print(json.dumps({"ms": t, "disk_hits": cudnn.plan_cache.disk_hits}))
 
 
+def select_cases(argv: list[str]) -> None:
+    """Keep the cases named by ``--cases TEXT`` (a substring of the name), in this process."""
+    if "--cases" in argv:
+        text = argv[argv.index("--cases") + 1]
+        for name in [n for n in CASES if text not in n]:
+            del CASES[name]
+        if not CASES:
+            raise SystemExit(f"--cases {text!r}: no case name contains it")
+
+
 def official_child() -> None:
     """In a process whose ``cudnn`` is the official frontend: per case, the first build, the
     median of COLD_BUILDS builds of fresh graphs (the same measure as cudnn-py's cold column) and the
@@ -326,7 +342,9 @@ def official(other: str | None) -> dict | str:  # type: ignore[type-arg]
                            env=env, capture_output=True, text=True, cwd=tempfile.gettempdir())
     if probe.returncode:
         return "not importable" if probe.returncode != 3 else "not installed (the `cudnn` found is cudnn-py)"
-    done = subprocess.run([sys.executable, __file__, "--official-child"], env=env, capture_output=True, text=True)
+    cases = sys.argv[sys.argv.index("--cases"):][:2] if "--cases" in sys.argv else []
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--official-child", *cases], env=env,
+                          capture_output=True, text=True, cwd=tempfile.gettempdir())
     if done.returncode:
         return f"failed: {done.stderr.strip().splitlines()[-1:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -336,13 +354,15 @@ def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         child(sys.argv[2])
         return
-    if sys.argv[1:] == ["--official-child"]:
+    select_cases(sys.argv)
+    if sys.argv[1:2] == ["--official-child"]:
         official_child()
         return
     if sys.argv[1:] == ["--kernel-cfg-child"]:
         print(json.dumps(kernel_cfg_workload()))
         return
     other = sys.argv[sys.argv.index("--other") + 1] if "--other" in sys.argv else None
+    cold_only = "--cold-only" in sys.argv
     print(f"device: {torch.cuda.get_device_name()}  cuDNN {cudnn.backend_version_string()}")
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-bench-"))
     cudnn.plan_cache.directory = cache_dir
@@ -352,6 +372,13 @@ def main() -> None:
     for name, make in CASES.items():
         cudnn.plan_cache.enabled = False
         cold = statistics.median(ms(functools.partial(make()[0].build, HEUR)) for _ in range(COLD_BUILDS))
+        if cold_only:
+            g, pack = make()
+            g.build(HEUR)
+            heur = gpu_us(g, pack)
+            ours[name] = {"cold": cold, "gpu_us": heur}
+            print(f"{name:46s} {cold:8.2f} {'-':>8s} {'-':>8s} {heur:8.1f}")
+            continue
         cudnn.plan_cache.enabled = True
         g, pack = make()
         g.build(HEUR)  # fills the cache (memory and disk)
@@ -371,7 +398,8 @@ def main() -> None:
               f"   ({report.best.name} of {len(report)})")
     theirs = official(other)
     other_env = _official_env(other) if not isinstance(theirs, str) else None
-    kernel_cfg_rows(other_env)
+    if "--no-kernel-cfg" not in sys.argv:
+        kernel_cfg_rows(other_env)
     if isinstance(theirs, str):
         print(f"\nofficial nvidia-cudnn-frontend: {theirs}")
         return

@@ -262,3 +262,63 @@ def test_graphs_are_cached_per_shape() -> None:
     torch.ops.cudnn.sdpa_fwd(q, k, v, 0.3, True)  # another scale: another graph
     assert CACHE.builds == builds + 1
     assert cudnn.torch.served_plan_names()  # the plans serving these graphs, by name
+
+
+def test_repeated_calls_agree_with_the_reference_and_build_once() -> None:
+    """A dense call is found by its arguments' shapes, strides, dtypes and devices after its
+    first build: the second and third calls build nothing and still match the reference,
+    forward and backward (new outputs each call)."""
+    from cudnn.ops import CACHE
+
+    q, k, v = inputs(torch.bfloat16, s_q=80, s_kv=80, layout="bshd")
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    ro, rlse = reference(q, k, v, scale, causal=True)
+    o1, lse1 = so.forward(q, k, v, scale, True)
+    do = torch.randn_like(o1)
+    g1 = so.backward(do, q, k, v, o1, lse1, scale, True)
+    builds = CACHE.builds
+    for _ in range(2):
+        o, lse = so.forward(q, k, v, scale, True)
+        close("O", o, ro)
+        close("lse", lse, rlse)
+        assert o.data_ptr() != o1.data_ptr() and o.stride() == o1.stride()
+        grads = so.backward(do, q, k, v, o, lse, scale, True)
+        for name, got, want in zip(("dQ", "dK", "dV"), grads, g1):
+            torch.testing.assert_close(got, want, atol=0, rtol=0, msg=lambda m, n=name: f"{n}: {m}")
+            assert got.stride() == want.stride()
+    assert CACHE.builds == builds
+    o, lse = so.forward(q, k, v, scale, True, return_lse=False)  # another output set: another graph
+    assert lse.numel() == 0
+    close("O without lse", o, ro)
+
+
+def test_a_misaligned_view_of_a_cached_shape_is_copied_not_bound() -> None:
+    """Tensors with the shapes and strides of a cached call but a start that is not 16-byte
+    aligned (a view one element into a buffer) are copied before binding, and give the
+    reference's result, forward and backward."""
+    q, k, v = inputs(torch.float16, b=1, h=2, h_kv=2, s_q=64, s_kv=64)
+    scale = 0.125
+    so.forward(q, k, v, scale, False)  # caches the aligned call
+    base = torch.randn(q.numel() + 1, device=DEV, dtype=q.dtype)
+    q_off = base[1:].view(q.shape).copy_(q)
+    assert q_off.data_ptr() % 16 and q_off.stride() == q.stride()
+    o, lse = so.forward(q_off, k, v, scale, False)
+    ro, rlse = reference(q, k, v, scale)
+    close("O (misaligned q)", o, ro)
+    close("lse (misaligned q)", lse, rlse)
+    do = torch.randn_like(o)
+    want = so.backward(do, q, k, v, o, lse, scale, False)
+    got = so.backward(do, q_off, k, v, o, lse, scale, False)
+    for name, a, b in zip(("dQ", "dK", "dV"), got, want):
+        close(name, a, b)
+
+
+def test_a_cached_shape_with_other_dtype_or_device_is_still_checked() -> None:
+    """A call that differs from a cached one only in k's dtype is refused with the op's error,
+    not run on the cached graph."""
+    q, k, v = inputs(torch.float16, s_q=48, s_kv=48)
+    so.forward(q, k, v, 0.125, False)
+    with pytest.raises(cudnn.ops.OpError, match="k: expected dtype"):
+        so.forward(q, k.bfloat16(), v, 0.125, False)
+    with pytest.raises(cudnn.ops.OpError, match="q"):
+        so.forward(q.cpu(), k, v, 0.125, False)

@@ -282,6 +282,51 @@ def _graph(dev: int, key: tuple, make: Callable[[pygraph], dict[str, Tensor]]) -
     return built
 
 
+def _sig(t: Any) -> tuple[Any, ...]:
+    """What a dense call's key records of one tensor argument (everything the checks and the
+    graph read of it)."""
+    return t.shape, t.stride(), t.dtype, t.device
+
+
+def _fwd_cached(call: tuple, q: torch.Tensor, k: torch.Tensor,
+                v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """A dense forward whose graph is cached under ``call`` (it was checked and bound to buffers
+    laid out as these when it was built): outputs made as then, run; None where it is not."""
+    if (q.data_ptr() | k.data_ptr() | v.data_ptr()) % 16:  # a copy is bound instead: not this key
+        return None
+    dev = q.get_device()
+    built = rt.CACHE.lookup(dev, call)
+    if built is None:
+        return None
+    o_shape, o_stride, stats_shape = built.info
+    o = q.new_empty_strided(o_shape, o_stride)
+    if stats_shape is None:
+        rt.run(built, dev, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()))
+        return o, q.new_empty(0, dtype=torch.float32)
+    stats = q.new_empty(stats_shape, dtype=torch.float32)
+    rt.run(built, dev, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), stats.data_ptr()))
+    return o, stats
+
+
+def _bwd_cached(call: tuple, given: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """`_fwd_cached` for the backward: ``given`` is (q, k, v, o, grad_out, lse), bound in that
+    order before the gradients."""
+    ptrs = tuple(t.data_ptr() for t in given)
+    if any(p % 16 for p in ptrs):
+        return None
+    q = given[0]
+    dev = q.get_device()
+    built = rt.CACHE.lookup(dev, call)
+    if built is None:
+        return None
+    (dq_shape, dq_stride), (dk_shape, dk_stride), (dv_shape, dv_stride) = built.info
+    dq = q.new_empty_strided(dq_shape, dq_stride)
+    dk = q.new_empty_strided(dk_shape, dk_stride)
+    dv = q.new_empty_strided(dv_shape, dv_stride)
+    rt.run(built, dev, (*ptrs, dq.data_ptr(), dk.data_ptr(), dv.data_ptr()))
+    return dq, dk, dv
+
+
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_scale: float, is_causal: bool = False,
             causal_bottom_right: bool = False, window_left: int = -1, window_right: int = -1,
             sinks: torch.Tensor | None = None, seq_len_q: torch.Tensor | None = None,
@@ -289,16 +334,28 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_scale: float
             cu_seqlens_kv: torch.Tensor | None = None, max_seqlen_q: int = 0, max_seqlen_kv: int = 0,
             return_lse: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """The CUDA kernel of ``cudnn::sdpa_fwd`` (callable directly, below torch's dispatcher)."""
+    plain = sinks is None and seq_len_q is None and seq_len_kv is None and cu_seqlens_q is None \
+        and cu_seqlens_kv is None
+    call = None
+    if plain:  # the key of a dense call is what its arguments say (checks passed when it was built)
+        call = ("sdpa_fwd", *_sig(q), *_sig(k), *_sig(v), float(attn_scale), is_causal, causal_bottom_right,
+                window_left, window_right, return_lse)
+        done = _fwd_cached(call, q, k, v)
+        if done is not None:
+            return done
     dims = check_forward(q, k, v, is_causal, causal_bottom_right, window_left, window_right, sinks, seq_len_q,
                          seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
     b, h_q, h_k, h_v, s_q, s_kv, d_qk, d_v, thd = dims
     padded = seq_len_q is not None
     o, stats = _fwd_outputs(q, dims, return_lse)
+    given = (q, k, v)
     q, k, v = _dense_last(q), _dense_last(k), _dense_last(v)
     io = rt.CUDNN_DTYPE[q.dtype]
-    key = ("sdpa_fwd", q.dtype, b, h_q, h_k, h_v, s_q, s_kv, d_qk, d_v, q.stride(), k.stride(), v.stride(),
-           o.stride(), float(attn_scale), is_causal, causal_bottom_right, window_left, window_right, sinks is not None,
-           padded, thd, return_lse)
+    key: tuple = ("sdpa_fwd", q.dtype, b, h_q, h_k, h_v, s_q, s_kv, d_qk, d_v, q.stride(), k.stride(), v.stride(),
+                  o.stride(), float(attn_scale), is_causal, causal_bottom_right, window_left, window_right,
+                  sinks is not None, padded, thd, return_lse)
+    if call is not None and all(a is b for a, b in zip(given, (q, k, v))):  # bound as given: found by `call`
+        key = call
     if thd:
         strides = [_thd_strides(q, s_q), _thd_strides(k, s_kv), _thd_strides(v, s_kv), _thd_strides(o, s_q)]
     else:
@@ -336,6 +393,8 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_scale: float
 
     dev = rt.device_index(q)
     built = _graph(dev, key, make)
+    if key is call:
+        built.info = (o.shape, o.stride(), stats.shape if return_lse else None)
     buffers: dict[str, torch.Tensor] = {"q": q, "k": k, "v": v, "o": o}
     if return_lse:
         buffers["stats"] = stats
@@ -383,10 +442,18 @@ def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
              max_seqlen_q: int = 0, max_seqlen_kv: int = 0,
              is_deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The CUDA kernel of ``cudnn::sdpa_bwd`` (callable directly, below torch's dispatcher)."""
+    call = None
+    if sinks is None and cu_seqlens_q is None and cu_seqlens_kv is None:
+        call = ("sdpa_bwd", *_sig(grad_out), *_sig(q), *_sig(k), *_sig(v), *_sig(o), *_sig(lse), float(attn_scale),
+                is_causal, causal_bottom_right, window_left, window_right, is_deterministic)
+        done = _bwd_cached(call, (q, k, v, o, grad_out, lse))
+        if done is not None:
+            return done
     dims = check_backward(grad_out, q, k, v, o, lse, is_causal, causal_bottom_right, window_left, window_right, sinks,
                           cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
     b, h_q, h_k, h_v, s_q, s_kv, d_qk, d_v, thd = dims
     dq, dk, dv = _bwd_outputs(q, k, v, thd)
+    given = (q, k, v, o, grad_out, lse)
     q, k, v, o = _dense_last(q), _dense_last(k), _dense_last(v), _dense_last(o)
     if grad_out.stride() != o.stride() or grad_out.data_ptr() % 16:
         grad_out = torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device=o.device).copy_(grad_out)
@@ -394,9 +461,11 @@ def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
         lse = lse.clone(memory_format=torch.contiguous_format)
     io = rt.CUDNN_DTYPE[q.dtype]
     totals = (-(-q.shape[0] // 64) * 64, -(-k.shape[0] // 64) * 64) if thd else (0, 0)
-    key = ("sdpa_bwd", q.dtype, b, h_q, h_k, h_v, s_q, s_kv, d_qk, d_v, q.stride(), k.stride(), v.stride(),
-           o.stride(), dq.stride(), dk.stride(), dv.stride(), totals, float(attn_scale), is_causal,
-           causal_bottom_right, window_left, window_right, sinks is not None, is_deterministic, thd)
+    key: tuple = ("sdpa_bwd", q.dtype, b, h_q, h_k, h_v, s_q, s_kv, d_qk, d_v, q.stride(), k.stride(), v.stride(),
+                  o.stride(), dq.stride(), dk.stride(), dv.stride(), totals, float(attn_scale), is_causal,
+                  causal_bottom_right, window_left, window_right, sinks is not None, is_deterministic, thd)
+    if call is not None and all(a is b for a, b in zip(given, (q, k, v, o, grad_out, lse))):  # bound as given
+        key = call
     named = {"q": (q, s_q, [b, h_q, s_q, d_qk]), "k": (k, s_kv, [b, h_k, s_kv, d_qk]),
              "v": (v, s_kv, [b, h_v, s_kv, d_v]), "o": (o, s_q, [b, h_q, s_q, d_v]),
              "do": (grad_out, s_q, [b, h_q, s_q, d_v]), "dq": (dq, s_q, [b, h_q, s_q, d_qk]),
@@ -433,6 +502,8 @@ def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
 
     dev = rt.device_index(q)
     built = _graph(dev, key, make)
+    if key is call:
+        built.info = tuple((t.shape, t.stride()) for t in (dq, dk, dv))
     buffers = {"q": q, "k": k, "v": v, "o": o, "do": grad_out, "stats": lse, "dq": dq, "dk": dk, "dv": dv}
     if sinks is not None:
         buffers["sinks"] = _column(sinks, torch.float32, (1, h_q, 1, 1))

@@ -69,7 +69,9 @@ def _fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias:
             reason = f"cudnn-py refused the call ({exc})"
         else:
             calls["fwd"] += 1
-            seed, offset = query.new_zeros((), dtype=torch.int64), query.new_zeros((), dtype=torch.int64)
+            # no dropout: the philox seed and offset are never read (torch's kernel leaves them unset too)
+            seed = torch.empty((), dtype=torch.int64, device=query.device)
+            offset = torch.empty((), dtype=torch.int64, device=query.device)
             return (o, lse if compute_log_sumexp else None, None, None, query.shape[2], key.shape[2], seed, offset,
                     None)
     _fallback("fwd_cpp", reason)
