@@ -7,7 +7,8 @@ autotuned vs heuristic GPU time.
 ``--cold-only`` measures the cold build and the GPU time of its plan only (no warm, disk or
 autotuned columns): the side-by-side comparison with the official, in a fraction of the time.
 ``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
-``--no-kernel-cfg`` leaves out the KERNEL_CFG workload.
+``--no-kernel-cfg`` leaves out the KERNEL_CFG workload, ``--kernel-cfg-runs N`` runs it in N
+processes per mode (default 3).
 
 Build = validate -> plans ready to execute (``pygraph.build``). "cold" runs with the plan
 cache off (heuristics and plan finalization every time; cuDNN may still reuse kernels it
@@ -238,7 +239,9 @@ def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
     from cudnn.graph.parallel import build_threads
 
     runs: dict[str, list[dict]] = {"1": [], "default": []}  # type: ignore[type-arg]
-    for _ in range(KERNEL_CFG_RUNS):
+    n_runs = int(sys.argv[sys.argv.index("--kernel-cfg-runs") + 1]) if "--kernel-cfg-runs" in sys.argv \
+        else KERNEL_CFG_RUNS
+    for _ in range(n_runs):
         for mode in runs:
             got = kernel_cfg_in_child(None if mode == "default" else mode)
             if isinstance(got, str):
@@ -253,7 +256,7 @@ def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
     n = len(serial[0]["built"])
     print(f"\nKERNEL_CFG workload (conv+relu of test_conv_relu_execution_plan_creation): "
           f"{serial[0]['plans']} plans, {n} built, the same names on 1 and on {build_threads()} threads "
-          f"(median of {KERNEL_CFG_RUNS} processes each)")
+          f"(median of {n_runs} processes each)")
     print(f"{'':28s} {'op graph ms':>11s} {'create ms':>10s} {'build_plans ms':>14s} {'total ms':>9s}")
     for label, m in (("cudnn-py, threads=1", "1"), (f"cudnn-py, threads={build_threads()}", "default")):
         row = med[m]

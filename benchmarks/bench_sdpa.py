@@ -4,6 +4,7 @@ attention backends (torch.nn.attention.sdpa_kernel), GPU time, TFLOP/s and ratio
     PYTHONPATH=src python benchmarks/bench_sdpa.py            # both cases, forward and backward
     PYTHONPATH=src python benchmarks/bench_sdpa.py --quick    # fewer repeats
     PYTHONPATH=src python benchmarks/bench_sdpa.py --provider # cudnn.torch's provider only
+    PYTHONPATH=src python benchmarks/bench_sdpa.py --provider --other SITE_DIR  # and the official's provider
 
 Cases (bf16, BHSD layout): b4 h16 s4096 d128 causal, and b8 h16 s1024 d64 without mask; and a
 decode step: s_q = 1 against a paged K/V cache of s_kv 8192 (GQA, 64-token pages in a shuffled
@@ -45,7 +46,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from _timing import gpu_time
+from _timing import gpu_time, kernel_time
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import cudnn
@@ -328,53 +329,92 @@ def varlen_fns(lens: list[int], h: int, d: int) -> tuple[Callable[[], Any], Call
     return fwd, lambda: torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True)
 
 
-def provider_rows(calls: int, repeats: int) -> None:
-    """cudnn.torch's provider against torch's own cuDNN and flash attention (see the module's note)."""
+PROVIDER_CASES = (Case(4, 16, 4096, 128, True), Case(8, 16, 1024, 64, False), Case(1, 8, 128, 64, True))
+VARLEN_LENS = [1024, 300, 2048, 17, 700, 1100, 4096, 811]
+
+
+def provider_measure(impls: tuple[str, ...], calls: int, repeats: int) -> dict[str, list[float]]:
+    """"case|impl|pass" -> [GPU seconds (host hidden), host seconds, busy seconds (events around
+    back-to-back calls)] per call, for ``impls`` among "provider" (whatever package ``cudnn`` is
+    here), "torch cudnn" and "torch flash"; the provider's rows also note calls it handed back."""
     from cudnn.torch import calls as served
     from cudnn.torch import install_sdpa_overrides
 
-    print(f"{'case':36} {'pass':4} {'impl':18} {'GPU us':>9} {'host us':>8} {'vs provider':>11}")
     Make = Callable[[], tuple[Callable[[], Any], Callable[[], Any]] | None]
     rows: list[tuple[str, str, Make]] = []
-    for c in (Case(4, 16, 4096, 128, True), Case(8, 16, 1024, 64, False), Case(1, 8, 128, 64, True)):
+    backends = {"provider": SDPBackend.CUDNN_ATTENTION, "torch cudnn": SDPBackend.CUDNN_ATTENTION,
+                "torch flash": SDPBackend.FLASH_ATTENTION}
+    for c in PROVIDER_CASES:
         gen = torch.Generator(device="cuda").manual_seed(0)
         q, k, v, d_o = (torch.randn(c.b, c.s, c.h, c.d, generator=gen, device="cuda", dtype=torch.bfloat16)
                         .transpose(1, 2) for _ in range(4))  # BSHD memory, as models make them
-        for impl, backend in (("cudnn-py provider", SDPBackend.CUDNN_ATTENTION),
-                              ("torch cudnn", SDPBackend.CUDNN_ATTENTION), ("torch flash", SDPBackend.FLASH_ATTENTION)):
-            rows.append((c.label, impl, lambda b=backend, c=c, t=(q, k, v, d_o): attention_fns(b, c, *t)))
-    lens = [1024, 300, 2048, 17, 700, 1100, 4096, 811]
-    varlen = f"varlen b{len(lens)} h16 T{sum(lens)} d128 causal"
-    rows += [(varlen, impl, lambda: varlen_fns(lens, 16, 128)) for impl in ("cudnn-py provider", "torch flash")]
-    ours: dict[tuple[str, str], float] = {}
+        rows += [(c.label, impl, lambda b=backends[impl], c=c, t=(q, k, v, d_o): attention_fns(b, c, *t))
+                 for impl in impls]
+    varlen = f"varlen b{len(VARLEN_LENS)} h16 T{sum(VARLEN_LENS)} d128 causal"
+    rows += [(varlen, impl, lambda: varlen_fns(VARLEN_LENS, 16, 128)) for impl in impls if impl != "torch cudnn"]
+    out: dict[str, list[float]] = {}
     for case, impl, make in rows:
-        provider = impl == "cudnn-py provider"
+        provider = impl == "provider"
         handle = install_sdpa_overrides() if provider else None  # the backward runs what is installed then
         try:
             before = dict(served)
             try:
                 fns = make()
             except RuntimeError as exc:
-                print(f"{case:36} {impl}: unavailable ({str(exc).splitlines()[0]})")
+                print(f"{case:36} {impl}: unavailable ({str(exc).splitlines()[0]})", file=sys.stderr)
                 continue
             if fns is None:
-                print(f"{case:36} {impl}: unavailable in this torch")
                 continue
             for direction, fn in zip(("fwd", "bwd"), fns):
-                gpu, host = gpu_time(fn, calls, repeats), host_time(fn)
-                if provider:
-                    ours[(case, direction)] = gpu
-                ratio = ours.get((case, direction), float("nan")) / gpu
-                print(f"{case:36} {direction:4} {impl:18} {gpu * 1e6:9.1f} {host * 1e6:8.1f} {ratio:10.2f}x")
+                host = host_time(fn)
+                out[f"{case}|{impl}|{direction}"] = [kernel_time(fn, calls, repeats, host), host,
+                                                     gpu_time(fn, calls, repeats)]
             if provider:
                 fell_back = {k: served[k] - before[k] for k in ("fwd_cpp", "bwd_cpp", "fwd_fa2", "bwd_fa2")}
                 if any(fell_back.values()):
-                    print(f"{'':36} note: calls handed to torch's kernels: {fell_back}")
+                    print(f"{case:36} note: calls the provider handed to torch's kernels: {fell_back}",
+                          file=sys.stderr)
         finally:
             if handle is not None:
                 handle.remove()
-    print("'vs provider' = the provider's GPU time / that row's (below 1: the provider is faster); host us: "
-          "Python and launch time per call, not synchronized")
+    return out
+
+
+def provider_rows(calls: int, repeats: int, other: str | None) -> None:
+    """cudnn.torch's provider against torch's own cuDNN and flash attention, and against the
+    official package's provider (``other``: run in a child process; see the module's note)."""
+    ours = provider_measure(("provider", "torch cudnn", "torch flash"), calls, repeats)
+    theirs: dict[str, list[float]] | str = {}
+    if other is not None:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["PYTHONPATH"] = os.pathsep.join([os.path.abspath(other), str(Path(__file__).parent)])
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--provider-child", str(calls),
+                               str(repeats)], env=env, capture_output=True, text=True, cwd=tempfile.gettempdir())
+        theirs = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() \
+            else f"failed: {done.stderr.strip().splitlines()[-1:]}"
+    print(f"{'case':36} {'pass':4} {'impl':18} {'GPU us':>9} {'host us':>8} {'busy us':>8} {'GPU vs provider':>15}")
+    keys = list(ours) + ([k.replace("|provider|", "|official provider|") for k in theirs if "|provider|" in k]
+                         if isinstance(theirs, dict) else [])
+    table = dict(ours) | ({k.replace("|provider|", "|official provider|"): v for k, v in theirs.items()}
+                          if isinstance(theirs, dict) else {})
+    for key in sorted(keys, key=lambda k: (keys.index(k.replace("official provider", "provider")), k)):
+        case, impl, direction = key.split("|")
+        gpu, host, busy = table[key]
+        mine = ours.get(f"{case}|provider|{direction}", [float("nan")])[0]
+        name = "cudnn-py provider" if impl == "provider" else impl
+        print(f"{case:36} {direction:4} {name:18} {gpu * 1e6:9.1f} {host * 1e6:8.1f} {busy * 1e6:8.1f} "
+              f"{mine / gpu:14.3f}x")
+    if isinstance(theirs, str):
+        print(f"official provider: {theirs}")
+    print("GPU us: kernel time per call, the batch queued behind a GPU spin so issuing it costs nothing; "
+          "host us: Python and launch time per call, not synchronized; busy us: events around back-to-back "
+          "calls (the larger of the two); 'GPU vs provider' = the cudnn-py provider's GPU time / that row's "
+          "(above 1: the provider's kernels take longer)")
+
+
+def provider_child(calls: int, repeats: int) -> None:
+    """In a process whose ``cudnn`` is another package (the official frontend): its provider's rows."""
+    print(json.dumps(provider_measure(("provider",), calls, repeats)))
 
 
 def main() -> None:
@@ -383,6 +423,10 @@ def main() -> None:
     ap.add_argument("--only", choices=["prefill", "decode", "provider"], help="run one group of cases")
     ap.add_argument("--provider", action="store_true", help="the same as --only provider")
     ap.add_argument("--no-tune", action="store_true", help="skip the autotuned forward rows")
+    ap.add_argument("--other", metavar="SITE_DIR", help="also the official package's provider, installed there")
+    if sys.argv[1:2] == ["--provider-child"]:
+        provider_child(int(sys.argv[2]), int(sys.argv[3]))
+        return
     args = ap.parse_args()
     if args.provider:
         args.only = "provider"
@@ -390,7 +434,7 @@ def main() -> None:
     calls, repeats = (5, 3) if args.quick else (20, 7)
     print(f"{torch.cuda.get_device_name()}, cuDNN {cudnn.backend_version_string()}, torch {torch.__version__}")
     if args.only in (None, "provider"):
-        provider_rows(calls, repeats)
+        provider_rows(calls, repeats, args.other)
     if args.only == "provider":
         return
     if args.only != "prefill":
