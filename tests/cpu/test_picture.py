@@ -194,16 +194,30 @@ def test_show_draws_a_printed_graph(tmp_path: Path) -> None:
 
 
 def test_show_draws_what_it_cannot_rebuild_as_printed_and_refuses_to_expand_it(tmp_path: Path) -> None:
-    g = attention_and_norm()
+    """An attention node with a score_mod callable (which its JSON cannot hold) is drawn as printed."""
+    g = cudnn.pygraph(name="soft_cap", io_data_type=HALF, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
+    q, k, v = (g.tensor(name=n, dim=[2, 4, 128, 64]) for n in ("q", "k", "v"))
+    o, _ = g.sdpa(q, k, v, is_inference=True, name="attn", score_mod=lambda sub, s: sub.mul(s, 0.5))
+    o.set_output(True)
     g.validate()
     (tmp_path / "a.json").write_text(str(g))
     out = run_cli("show", str(tmp_path / "a.json"), "-o", str(tmp_path / "a.svg"))
     assert out.returncode == 0, out.stderr
     _, lines = svg_texts((tmp_path / "a.svg").read_text())
-    assert {"attn", "ln", "q", "attn::O", "ln::MEAN"} <= set(lines)
+    assert {"attn", "q", "attn::O"} <= set(lines)
     refused = run_cli("show", str(tmp_path / "a.json"), "--expand", "-o", str(tmp_path / "b.svg"))
     assert refused.returncode == 2 and "cannot expand this graph" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+def test_show_expands_a_printed_attention_graph(tmp_path: Path) -> None:
+    g = attention_and_norm()
+    g.validate()
+    (tmp_path / "a.json").write_text(str(g))
+    out = run_cli("show", str(tmp_path / "a.json"), "--expand", "-o", str(tmp_path / "a.svg"))
+    assert out.returncode == 0, out.stderr
+    _, lines = svg_texts((tmp_path / "a.svg").read_text())
+    assert {"q", "attn::O", "ln::MEAN", "attn::bmm1", "attn::select_right"} <= set(lines)  # the causal band too
 
 
 def test_show_bad_input_is_a_message_not_a_traceback(tmp_path: Path) -> None:
