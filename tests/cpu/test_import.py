@@ -163,3 +163,113 @@ def test_concurrent_first_reads_get_one_class() -> None:
         assert module.colour_t.C299 == 299
     finally:
         del sys.modules[module.__name__]
+
+
+# -- what a first graph imports ------------------------------------------------------------------
+
+FIRST_GRAPH = (
+    "import cudnn\n"
+    "g = cudnn.pygraph()\n"
+    "x = g.tensor(dim=[8, 64, 56, 56], stride=[64 * 56 * 56, 1, 64 * 56, 64], data_type=cudnn.data_type.HALF)\n"
+    "w = g.tensor(dim=[64, 64, 3, 3], stride=[576, 1, 192, 64], data_type=cudnn.data_type.HALF)\n"
+    "b = g.tensor(dim=[1, 64, 1, 1], stride=[64, 1, 64, 64], data_type=cudnn.data_type.HALF)\n"
+    "y = g.relu(g.bias(g.conv_fprop(x, w, padding=[1, 1], stride=[1, 1], dilation=[1, 1]), b))\n"
+    "y.set_output(True)\n"
+    "g.validate()\n"
+)
+# Modules a conv + bias + relu graph does not need, imported by what first uses them: the other op
+# families (and their nodes), autotuning, plan reports and records, introspection, pictures, JSON
+# and plan (de)serialization, and the standard modules only those use.
+LAZY_MODULES = (
+    "cudnn.graph.norm_ops", "cudnn.graph.sdpa_ops", "cudnn.graph.lowp_ops", "cudnn.graph.moe_ops",
+    "cudnn.graph.gated_ops", "cudnn.graph.nodes.norm", "cudnn.graph.nodes.sdpa", "cudnn.graph.nodes.sdpa_fp8",
+    "cudnn.graph.nodes.block_scale", "cudnn.graph.nodes.moe", "cudnn.graph.nodes.gated", "cudnn.graph.sdpa_enums",
+    "cudnn.graph.api_enums", "cudnn.graph.from_json", "cudnn.graph.autotune", "cudnn.graph.plan_report",
+    "cudnn.graph.plan_entries", "cudnn.graph.introspect", "cudnn.graph.picture", "cudnn.graph.serialization",
+    "statistics", "html", "difflib",
+)
+
+
+def test_a_first_graph_imports_only_what_it_needs() -> None:
+    result = _fresh(f"{FIRST_GRAPH}result = {{'nodes': len(g.nodes), 'maps': {_libraries_mapped()}}}")
+    assert result["nodes"] == 3
+    new = result["new_modules"]
+    assert [m for m in LAZY_MODULES if m in new] == []
+    assert not [m for m in new if m.split(".")[0] in OPTIONAL]
+    assert "libcudnn" not in result["maps"]
+
+
+def test_what_a_first_graph_leaves_out_is_there_when_first_read() -> None:
+    result = _fresh(
+        f"{FIRST_GRAPH}"
+        "import inspect\n"
+        "in_dir = [n for n in ('sdpa', 'layernorm', 'rope', 'gdn_bwd', 'moe_grouped_matmul', 'sdpa_fp8') "
+        "if n in dir(cudnn.pygraph)]\n"
+        "unloaded = 'cudnn.graph.sdpa_ops' not in sys.modules\n"
+        "methods = {n: getattr(cudnn.pygraph, n) for n in ('sdpa', 'layernorm', 'rope', 'gdn_bwd', "
+        "'moe_grouped_matmul', 'sdpa_fp8', 'block_scale_quantize')}\n"
+        "from cudnn.graph import gated_ops, lowp_ops, moe_ops, norm_ops, oplib, sdpa_ops\n"
+        "direct = {'sdpa': sdpa_ops.sdpa, 'layernorm': norm_ops.layernorm, 'rope': gated_ops.rope, "
+        "'moe_grouped_matmul': moe_ops.moe_grouped_matmul, 'sdpa_fp8': lowp_ops.sdpa_fp8, "
+        "'block_scale_quantize': lowp_ops.block_scale_quantize}\n"
+        "same = all(methods[n] is oplib.OPS[n] and methods[n].__wrapped__ is f for n, f in direct.items())\n"
+        "same = same and methods['gdn_bwd'] is oplib.OPS['gdn_bwd'] and g.layernorm.__func__ is methods['layernorm']\n"
+        "placeholders = [n for n, v in vars(cudnn.pygraph).items() if isinstance(v, oplib._Deferred)]\n"
+        "t = g.sdpa(g.tensor(dim=[1, 2, 8, 64]), g.tensor(dim=[1, 2, 8, 64]), g.tensor(dim=[1, 2, 8, 64]), "
+        "is_inference=True)\n"
+        "from cudnn.graph import autotune, graph_types, introspect, plan_entries, plan_report\n"
+        "result = {'in_dir': in_dir, 'unloaded': unloaded, 'same': same, 'placeholders': placeholders,\n"
+        "          'sdpa_signature': str(inspect.signature(cudnn.pygraph.sdpa)) == "
+        "str(inspect.signature(sdpa_ops.sdpa)),\n"
+        "          'node_type': cudnn.NodeType is graph_types.NodeType and g.nodes[0].node_type is "
+        "graph_types.NodeType.CONV_FPROP,\n"
+        "          'tensors': sorted(g.tensors) == sorted(introspect.by_name(g.nodes)[0]),\n"
+        "          'plans': g.plans == [] and plan_entries.PlanEntry.__name__ == 'PlanEntry',\n"
+        "          'modules': [autotune.__name__, plan_report.__name__]}\n"
+    )
+    assert len(result["in_dir"]) == 6 and result["unloaded"] is True  # dir() lists them before they load
+    assert result["same"] is True and result["sdpa_signature"] is True
+    assert result["placeholders"] == []  # every family a read imported replaced its placeholders
+    assert result["node_type"] is True and result["tensors"] is True and result["plans"] is True
+    assert result["modules"] == ["cudnn.graph.autotune", "cudnn.graph.plan_report"]
+
+
+def test_every_op_method_of_a_lazy_family_is_listed_under_its_module() -> None:
+    from cudnn.graph import oplib
+
+    oplib.load_all()
+    module_of = {name: method.__wrapped__.__module__ for name, method in oplib.OPS.items()}  # type: ignore[attr-defined]
+    listed = {name: f"cudnn.graph.{module}" for module, names in oplib.FAMILIES.items() for name in names}
+    assert {n: m for n, m in module_of.items() if m != "cudnn.graph.ops"} == listed
+    assert all(oplib.is_op(name) for name in listed) and not oplib.is_op("tensor")
+
+
+def test_concurrent_first_reads_of_a_lazy_op_import_its_family_once() -> None:
+    result = _fresh(
+        "import threading\n"
+        "import cudnn\n"
+        "start = threading.Barrier(8)\n"
+        "seen = []\n"
+        "def read():\n"
+        "    start.wait()\n"
+        "    seen.append(cudnn.pygraph.layernorm)\n"
+        "threads = [threading.Thread(target=read) for _ in range(8)]\n"
+        "for t in threads: t.start()\n"
+        "for t in threads: t.join()\n"
+        "from cudnn.graph import norm_ops\n"
+        "result = {'one': len({id(m) for m in seen}) == 1 and seen[0].__wrapped__ is norm_ops.layernorm, "
+        "'count': len(seen)}\n"
+    )
+    assert result == {"one": True, "count": 8, "new_modules": result["new_modules"]}
+
+
+def test_a_graph_json_holding_a_lazy_family_is_rebuilt_in_a_fresh_interpreter() -> None:
+    dt = cudnn.data_type  # moe_ops registers the rebuilder of its nodes: deserialize imports every family
+    g = cudnn.pygraph(io_data_type=dt.HALF, compute_data_type=dt.FLOAT)
+    token = g.tensor(dim=[1, 16, 32], stride=[512, 32, 1], name="token")
+    weight = g.tensor(dim=[4, 32, 8], stride=[256, 8, 1], name="weight")
+    offset = g.tensor(dim=[4, 1, 1], stride=[1, 1, 1], data_type=dt.INT32, name="offset")
+    g.moe_grouped_matmul(token, weight, offset, name="moe").set_output(True)
+    result = _fresh(f"import cudnn\ng = cudnn.pygraph()\ng.deserialize({str(g)!r})\n"
+                    "result = {'ops': [n.op for n in g.nodes]}")
+    assert result["ops"] == ["moe_grouped_matmul"]

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import cudnn
-from cudnn.graph.oplib import OPS
+from cudnn.graph.oplib import OPS, load_all
 
+load_all()  # every op family imported: OPS lists every op method
 DT = cudnn.data_type
 TRAINING = cudnn.norm_forward_phase.TRAINING
 

@@ -9,7 +9,6 @@ spec the official refuses, being numeric (``f"{x:d}"``, ``f"{x:03d}"``), formats
 
 from __future__ import annotations
 
-import difflib
 from enum import Enum, EnumMeta, IntEnum
 from typing import Any
 
@@ -34,6 +33,8 @@ class _NamedMembers(EnumMeta):
 
 def unknown_member(cls: EnumMeta, name: object) -> str:
     """'data_type has no member 'HALFF'; did you mean HALF?', or the list of the members."""
+    import difflib
+
     names = list(cls.__members__)
     head = f"{cls.__name__} has no member {name!r}"
     close = difflib.get_close_matches(str(name).upper(), names, n=3, cutoff=0.6) if isinstance(name, str) else []

@@ -3,7 +3,9 @@
 Declaring, validating and printing are pure Python (no GPU, no libcudnn needed). The op
 methods are the functions registered in `oplib` by the op modules. Everything built from
 the nodes (lowered graph, plans, the selected plan, runners) lives in the graph's
-`Pipeline`; the build, plan and execute methods here are its documented front.
+`Pipeline`; the build, plan and execute methods here are its documented front. What a first
+graph does not need (the op families other than `ops`, autotuning, plan reports and records,
+introspection, pictures, serialization) is imported by the method that uses it.
 """
 
 from __future__ import annotations
@@ -26,14 +28,12 @@ from .._version import __version__
 from ..backend import engine as eng
 from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr
-from . import hygiene, introspect, moe_ops, norm_ops, ops, plan_entries, plan_report, plan_store, sdpa_ops  # noqa: F401 - op modules register their methods in oplib
-from .autotune import TuneReport, autotune
+from . import hygiene, oplib, ops, plan_store  # noqa: F401 - ops registers its methods in oplib
 from .convert import as_bool, as_int, as_int_list, optional
 from .errors import GraphError, GraphNotImplementedError, GraphStateError
 from .graph_types import as_retention, cuda_graph_retention, effective_retention
 from .jsonfmt import compact, dumps
 from .node import Context, Node, row_major
-from .oplib import OPS
 from .pipeline import (
     DEFAULT_HEURISTICS,
     OVERRIDE_SHAPE_SINCE,
@@ -46,6 +46,11 @@ from .plans import candidate_from_config, notes_of
 from .shared import SharedTensors
 from .tensor import NOT_SET, Tensor, as_data_type, constant, filling
 
+if TYPE_CHECKING:
+    from .autotune import TuneReport
+    from .plan_entries import PlanEntry
+    from .plan_report import PlanReport
+
 _graph_log = logging.getLogger("cudnn.graph")
 
 _VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
@@ -55,7 +60,7 @@ class pygraph:  # the documented name
     """A cuDNN operation graph under construction, and once built, runnable."""
 
     if TYPE_CHECKING:
-        # The op methods (conv_fprop, matmul, sdpa, ...) are bound from oplib.OPS below, at
+        # The op methods (conv_fprop, matmul, sdpa, ...) are bound by oplib.bind below, at
         # import: to a type checker they are attributes of type Any.
         def __getattr__(self, name: str) -> Any: ...
 
@@ -517,11 +522,13 @@ class pygraph:  # the documented name
         return self
 
     @property
-    def plans(self) -> list[plan_entries.PlanEntry]:
+    def plans(self) -> list[PlanEntry]:
         """The candidate plans, in the order the plan-index methods number them: each a
         ``PlanEntry`` (engine_id, knobs, cpp_index, mode); [] before create_execution_plans."""
         if not self._pipeline.has_plans():
             return []
+        from . import plan_entries
+
         return plan_entries.entries(self._pipeline.plans().candidates)
 
     @property
@@ -530,14 +537,18 @@ class pygraph:  # the documented name
         backend serves it. Every plan of cudnn-py is a cuDNN backend plan: always None."""
         return None
 
-    def backend_plan_entries(self) -> list[plan_entries.PlanEntry]:
+    def backend_plan_entries(self) -> list[PlanEntry]:
         """The cuDNN backend's ranked plans (``plans``: in cudnn-py every plan is the backend's);
         [] when the heuristics offered none for this graph."""
+        from . import plan_entries
+
         return plan_entries.entries(self._plans_for("backend_plan_entries").candidates)
 
     def get_engine_and_knobs_at_index(self, index: int) -> tuple[int, dict[knob_type, int]]:
         """Candidate plan ``index``'s (engine global index, {cudnn.knob_type: value}): what
         ``create_execution_plan(engine_id, knobs)`` rebuilds."""
+        from . import plan_entries
+
         entry = plan_entries.entry(self._plans_for("get_engine_and_knobs_at_index").at(index), index)
         if entry.engine_id < 0:
             raise GraphStateError(f"{self.label()}: plan {index} was restored from the plan cache or serialized "
@@ -680,6 +691,9 @@ class pygraph:  # the documented name
         True always, False never; it is tqdm's bar when tqdm is installed, else a line on stderr.
         ``max_plans``: build and time only the heuristics' first ``max_plans`` candidates of
         each lowering (a runtime-compiled engine's plan takes a compilation to build)."""
+        from . import plan_report
+        from .autotune import autotune
+
         if not self._pipeline.has_plans() or not any(c.config is not None for c in self._pipeline.plans().all):
             # built from the plan cache (no candidates kept): ask the heuristics now
             self.build_operation_graph()
@@ -724,6 +738,7 @@ class pygraph:  # the documented name
             if handle_ is not None:
                 as_handle_ptr(handle_)
                 self.handle = handle_
+            oplib.load_all()  # the JSON may hold a node of any op family (rebuilt by its module)
             serialization.graph_from_json(self, pyobj)
             return
         if handle_ is not None:
@@ -749,11 +764,15 @@ class pygraph:  # the documented name
     def tensors(self) -> dict[str, Tensor]:
         """The graph's tensors by name (a copy); a name several tensors share is left out
         (``find_tensor`` by uid finds those)."""
+        from . import introspect
+
         return introspect.by_name(self._nodes)[0]
 
     def find_tensor(self, name_or_uid: str | int) -> Tensor | None:
         """The tensor named ``name_or_uid`` (a str) or with that uid (an int; uids are assigned at
         build unless given); None if no tensor has it. A name several tensors share raises ValueError."""
+        from . import introspect
+
         return introspect.find_tensor(self._nodes, name_or_uid)
 
     def get_node(self, name: str) -> Node | None:
@@ -762,15 +781,21 @@ class pygraph:  # the documented name
 
     def get_inputs(self) -> list[Tensor]:
         """The tensors execute binds that no node produces (graph inputs), in node order."""
+        from . import introspect
+
         return introspect.inputs(self._nodes)
 
     def get_outputs(self) -> list[Tensor]:
         """The non-virtual tensors nodes produce (graph outputs), in node order."""
+        from . import introspect
+
         return introspect.outputs(self._nodes)
 
     def inspect(self) -> dict[str, Any]:
         """The graph's structure as a dict: context, nodes (name, type, inputs, outputs, params)
         and tensors by name (dim, stride, dtype, is_virtual, uid)."""
+        from . import introspect
+
         return introspect.inspect(self)
 
     def label(self) -> str:
@@ -851,10 +876,12 @@ class pygraph:  # the documented name
 
         return picture.from_graph(self).svg()
 
-    def describe_plans(self, report: Sequence[Any] | None = None) -> plan_report.PlanReport:
+    def describe_plans(self, report: Sequence[Any] | None = None) -> PlanReport:
         """The candidate plans (after ``create_execution_plans`` or ``build``) as a table: index,
         engine, knobs, notes, workspace, status and, after ``autotune``, the median times (or
         those of ``report``, a table ``autotune`` returned). Prints as text, shows as HTML in Jupyter."""
+        from . import plan_report
+
         return plan_report.describe(self._pipeline, report)
 
 
@@ -868,5 +895,4 @@ def _heuristics_arg(op: str, heuristics: Any, heur_modes: Any) -> Any:
     return heur_modes
 
 
-for _name, _method in OPS.items():  # the op methods (ops.py, norm_ops.py, ...), each registered once
-    setattr(pygraph, _name, _method)
+oplib.bind(pygraph)  # the op methods of ops.py now; the other families' when first read (oplib.FAMILIES)

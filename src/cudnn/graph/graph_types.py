@@ -12,9 +12,10 @@ import os
 from typing import Any
 
 from .._lib.api_enum import ApiEnum
+from .._lib.lazy_enums import LazyEnums
 from .node import Context as GraphContext
 
-__all__ = ["GraphContext", "NodeType", "cuda_graph_retention", "effective_retention", "node_type_of"]
+__all__ = ["GraphContext", "NodeType", "cuda_graph_retention", "effective_retention", "node_type_of"]  # noqa: F822 - NodeType: see __getattr__
 
 _NODE_TYPES = (
     "COMPOSITE", "CONV_FPROP", "CONV_DGRAD", "CONV_WGRAD", "GENSTATS", "RESHAPE", "SLICE", "CONCATENATE",
@@ -29,10 +30,13 @@ _NODE_TYPES = (
 )
 
 # The official's NodeType, in its order and with its values (enum.auto(): 1, 2, ...); an IntEnum
-# here, printed as the official's ('NodeType.MATMUL'), like every public enum of cudnn-py.
-NodeType: Any = ApiEnum("NodeType", [(name, i) for i, name in enumerate(_NODE_TYPES, 1)],  # type: ignore[call-arg, arg-type, unused-ignore]
-                        module=__name__)
-NodeType.__doc__ = "The type of a graph node (``Node.node_type``); the official package's NodeType."
+# here, printed as the official's ('NodeType.MATMUL'), like every public enum of cudnn-py. It is
+# built the first time it is read (PEP 562 __getattr__), as the generated enums are.
+_enums = LazyEnums(__name__, {"NodeType": {name: i for i, name in enumerate(_NODE_TYPES, 1)}},
+                   {"NodeType": "The type of a graph node (``Node.node_type``); the official package's NodeType."},
+                   printed_by_name=("NodeType",))
+__getattr__ = _enums.build
+__dir__ = _enums.dir
 
 
 class cuda_graph_retention(ApiEnum):  # the official name
@@ -69,8 +73,11 @@ def node_type_of(node: Any) -> Any:
     """The NodeType of a cudnn-py node: POINTWISE for every pointwise op, else its op name
     upper-cased with ``_backward`` as ``_BWD`` (``batchnorm_backward`` -> BATCHNORM_BWD);
     COMPOSITE for an op the official has no type for."""
+    node_types = globals().get("NodeType")
+    if node_types is None:
+        node_types = _enums.build("NodeType")
     if getattr(node, "tag", "") == "POINTWISE":
-        return NodeType.POINTWISE
+        return node_types.POINTWISE
     op = str(getattr(node, "op", ""))
     name = _OP_TYPES.get(op, op.upper().replace("_BACKWARD", "_BWD"))
-    return NodeType.__members__.get(name, NodeType.COMPOSITE)
+    return node_types.__members__.get(name, node_types.COMPOSITE)

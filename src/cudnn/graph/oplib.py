@@ -6,6 +6,11 @@ registered function as a method. ``cudnn.Graph`` offers exactly these names in i
 An op builds its node through the graph's op-builder protocol: ``input_tensor`` (a tensor from
 a cudnn.tensor, a framework tensor or a number), ``node_name`` and ``add_node``.
 
+The op families a first graph rarely needs (norms, attention and its low-precision variants,
+mixture of experts, rope and linear attention) are imported when one of their methods is first
+read: until then ``pygraph`` holds a placeholder under each of their names (`FAMILIES`), so
+``dir``, ``hasattr`` and ``inspect.signature`` see every method as before.
+
 Every method is bound through `adapt`, which reads the call both ways the official API has
 mapped positional arguments: v1.23's order (the functions' own signatures) and 1.32's (tensor
 inputs first, then attributes, `ORDER_132`). Where only one reading fits the arguments' types,
@@ -15,9 +20,9 @@ keyword is refused naming the closest valid argument.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import functools
+import importlib
 import inspect
 import numbers
 from collections.abc import Callable, Mapping
@@ -29,6 +34,61 @@ from .._lib.enums import data_type
 F = TypeVar("F", bound=Callable[..., Any])
 
 OPS: dict[str, Callable[..., Any]] = {}
+
+# The op modules imported on first use (module of this package -> the methods it registers).
+# Importing `sdpa_ops` imports `lowp_ops` too. A method added to one of these modules is added here.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "norm_ops": ("layernorm", "rmsnorm", "instancenorm", "adalayernorm", "layernorm_backward", "rmsnorm_backward",
+                 "instancenorm_backward", "adalayernorm_backward", "batchnorm", "batchnorm_inference",
+                 "batchnorm_backward", "bn_finalize"),
+    "sdpa_ops": ("sdpa", "sdpa_backward", "scaled_dot_product_flash_attention",
+                 "scaled_dot_product_flash_attention_backward"),
+    "lowp_ops": ("sdpa_fp8", "sdpa_fp8_backward", "sdpa_mxfp8", "sdpa_mxfp8_backward", "block_scale_quantize",
+                 "block_scale_dequantize"),
+    "moe_ops": ("moe_grouped_matmul", "moe_grouped_matmul_bwd"),
+    "gated_ops": ("rope", "rope_backward",  # and the linear-attention families, four methods each
+                  *(f"{family}{suffix}" for family in ("gdn", "gdn2", "gdp", "kda", "mamba2")
+                    for suffix in ("", "_bwd", "_summary", "_summary_bwd"))),
+}
+_FAMILY_OF = {name: module for module, names in FAMILIES.items() for name in names}
+_bound: list[type] = []  # the class the methods are bound on (pygraph), once `bind` was called
+
+
+class _Deferred:
+    """The placeholder of an op method whose module is not imported yet: the first read imports
+    it (once: the import system keeps it), and its registrations replace the placeholders."""
+
+    def __init__(self, name: str, module: str) -> None:
+        self.name = name
+        self.module = module
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        importlib.import_module(f".{self.module}", __package__)
+        method = OPS.get(self.name)
+        if method is None:  # FAMILIES names a method its module does not register
+            raise RuntimeError(f"pygraph op {self.name!r}: cudnn.graph.{self.module} does not register it")
+        return method.__get__(obj, owner)
+
+
+def bind(cls: type) -> None:
+    """Bind every registered op method on ``cls``, a placeholder for each method of a family not
+    imported yet, and from now on each method as it is registered."""
+    _bound.append(cls)
+    for name, module in _FAMILY_OF.items():
+        setattr(cls, name, _Deferred(name, module))
+    for name, method in OPS.items():
+        setattr(cls, name, method)
+
+
+def is_op(name: str) -> bool:
+    """Whether ``name`` is an op method of ``pygraph``, its family imported yet or not."""
+    return name in OPS or name in _FAMILY_OF
+
+
+def load_all() -> None:
+    """Import every op family (what needs every op registered: a graph rebuilt from its JSON)."""
+    for module in FAMILIES:
+        importlib.import_module(f".{module}", __package__)
 
 
 def op(fn: F) -> F:
@@ -43,7 +103,9 @@ def register(name: str, fn: F) -> F:
     if known is not None and getattr(known, "__wrapped__", known) is not fn:
         raise RuntimeError(f"pygraph op {name!r} is registered twice")
     alias_of = next((m for m in OPS.values() if getattr(m, "__wrapped__", None) is fn), None)
-    OPS[name] = alias_of or adapt(name, fn)  # an alias is the same method object
+    method = OPS[name] = alias_of or adapt(name, fn)  # an alias is the same method object
+    for cls in _bound:
+        setattr(cls, name, method)
     return fn
 
 
@@ -192,6 +254,8 @@ def _reading(op_name: str, order: Order, ours: list[str], params: Mapping[str, i
 
 def unknown_keyword(op_name: str, keyword: str, valid: list[str]) -> TypeError:
     """The error for a keyword ``op_name`` does not take, naming the closest valid one."""
+    import difflib
+
     close = difflib.get_close_matches(keyword, valid, n=1, cutoff=0.5)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return TypeError(f"{op_name}(): {keyword!r} is not an argument of {op_name}{hint} "

@@ -271,5 +271,3 @@ def _pointwise_method(spec: Spec) -> Any:
 
 for _spec in TABLE.values():
     register(_spec.method, _pointwise_method(_spec))
-
-from . import gated_ops  # noqa: E402, F401 - registers rope and the linear-attention families

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from .._lib.enums import data_type, heur_mode
 from ..graph import pygraph
 from ..graph.errors import ExecutionInputError, GraphError, GraphStateError
-from ..graph.oplib import OPS
+from ..graph.oplib import is_op
 from ..graph.pipeline import DEFAULT_HEURISTICS, all_tensors, assign_uids
 from ..graph.tensor import Tensor
 from .calls import OUTPUT_FRAMEWORKS, Executor, IoPlan, OutSpec
@@ -37,10 +37,6 @@ _PASS_THROUGH = frozenset({"get_workspace_size", "get_workspace_size_plan_at_ind
                            "describe_plans", "find_tensor", "get_node", "get_inputs", "get_outputs", "inspect",
                            "get_cuda_graph_retention"})
 _PYGRAPH_PARAMS = inspect.signature(pygraph).parameters
-
-
-def _is_op(name: str) -> bool:
-    return name in OPS
 
 
 class Graph:
@@ -166,7 +162,7 @@ class Graph:
             raise AttributeError(name)
         if name in _PASS_THROUGH:
             return getattr(self._graph(), name)
-        if _is_op(name):
+        if is_op(name):
             def op(*args: Any, **kwargs: Any) -> Any:
                 return self._rec_open().op(name, args, kwargs)
 
@@ -179,7 +175,7 @@ class Graph:
         raise AttributeError(f"cudnn.Graph has no attribute {name!r}")
 
     def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | _PASS_THROUGH | {n for n in dir(pygraph) if _is_op(n)})
+        return sorted(set(super().__dir__()) | _PASS_THROUGH | {n for n in dir(pygraph) if is_op(n)})
 
     # -- inputs and outputs -------------------------------------------------------------------
 
