@@ -237,11 +237,25 @@ def _thd_strides(t: torch.Tensor, s_max: int) -> list[int]:
 
 def _varlen_meta(cu_q: torch.Tensor, cu_kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
                                                                      torch.Tensor]:
-    """int32 [B, 1, 1, 1] lengths of q and kv, int64 prefix sums of q and kv, made on the device."""
-    q64, kv64 = cu_q.to(torch.int64), cu_kv.to(torch.int64)
-    len_q = (q64[1:] - q64[:-1]).to(torch.int32).reshape(-1, 1, 1, 1)
-    len_kv = (kv64[1:] - kv64[:-1]).to(torch.int32).reshape(-1, 1, 1, 1)
-    return len_q, len_kv, q64, kv64
+    """int32 [B, 1, 1, 1] lengths of q and kv, int64 prefix sums of q and kv, made on the device
+    (once when one tensor gives both)."""
+    len_q = cu_q.diff().to(torch.int32).reshape(-1, 1, 1, 1)
+    q64 = cu_q.to(torch.int64)
+    if cu_kv is cu_q:
+        return len_q, len_q, q64, q64
+    return len_q, cu_kv.diff().to(torch.int32).reshape(-1, 1, 1, 1), q64, cu_kv.to(torch.int64)
+
+
+def _ragged(offsets: dict[str, tuple[torch.Tensor, int]]) -> dict[str, torch.Tensor]:
+    """Ragged offsets (prefix sums times a token stride) by port, each distinct product made once."""
+    made: dict[tuple[int, int], torch.Tensor] = {}
+    out = {}
+    for name, (cu, stride) in offsets.items():
+        key = (id(cu), stride)
+        if key not in made:
+            made[key] = cu * stride
+        out[name] = made[key]
+    return out
 
 
 def thd_lse_to_padded(lse: torch.Tensor, cu_seqlens_q: torch.Tensor, max_seqlen_q: int) -> torch.Tensor:
@@ -403,10 +417,11 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_scale: float
     if thd:
         assert cu_seqlens_q is not None and cu_seqlens_kv is not None
         len_q, len_kv, cu_q, cu_kv = _varlen_meta(cu_seqlens_q, cu_seqlens_kv)
-        buffers.update(seq_len_q=len_q, seq_len_kv=len_kv, ragged_q=cu_q * q.stride(0), ragged_k=cu_kv * k.stride(0),
-                       ragged_v=cu_kv * v.stride(0), ragged_o=cu_q * o.stride(0))
+        ragged = {"ragged_q": (cu_q, q.stride(0)), "ragged_k": (cu_kv, k.stride(0)), "ragged_v": (cu_kv, v.stride(0)),
+                  "ragged_o": (cu_q, o.stride(0))}
         if return_lse:
-            buffers["ragged_stats"] = cu_q * h_q
+            ragged["ragged_stats"] = (cu_q, h_q)
+        buffers.update(seq_len_q=len_q, seq_len_kv=len_kv, **_ragged(ragged))
     elif padded:
         assert seq_len_q is not None and seq_len_kv is not None
         buffers["seq_len_q"] = _column(seq_len_q, torch.int32, (b, 1, 1, 1))
@@ -511,8 +526,8 @@ def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
         assert cu_seqlens_q is not None and cu_seqlens_kv is not None
         len_q, len_kv, cu_q, cu_kv = _varlen_meta(cu_seqlens_q, cu_seqlens_kv)
         buffers.update(seq_len_q=len_q, seq_len_kv=len_kv)
-        for n, (t, _, _) in named.items():
-            buffers[f"ragged_{n}"] = (cu_q if n in ("q", "o", "do", "dq") else cu_kv) * t.stride(0)
+        buffers.update(_ragged({f"ragged_{n}": (cu_q if n in ("q", "o", "do", "dq") else cu_kv, t.stride(0))
+                                for n, (t, _, _) in named.items()}))
     rt.run(built, dev, tuple(buffers[r].data_ptr() for r in built.ports))
     return dq, dk, dv
 

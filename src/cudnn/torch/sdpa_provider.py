@@ -143,7 +143,7 @@ def _varlen_fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu_
     """``torch_attn::_varlen_attn`` on ``cudnn::sdpa_fwd`` (packed THD); the log-sum-exp is
     flash's [H, T]."""
     reason = _varlen_reason(cu_seq_k, seqused_k, block_table, num_splits)
-    rng_state = torch.zeros((2,), dtype=torch.uint64, device=query.device)
+    rng_state = torch.empty((2,), dtype=torch.uint64, device=query.device)  # no dropout: never read
     if not reason:
         causal, left, right = _window(is_causal, window_size)
         attn_scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
