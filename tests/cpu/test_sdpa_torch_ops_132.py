@@ -448,3 +448,33 @@ def test_varlen_window_conventions() -> None:
     assert sdpa_provider._window(False, [-1, 0]) == (True, -1, -1)  # flash's causal
     assert sdpa_provider._window(False, [7, 0]) == (True, 8, -1)  # 7 back plus the token itself
     assert sdpa_provider._window(True, [3, 2]) == (True, 4, 2)  # refused later by sdpa_fwd (causal + right > 0)
+
+
+def test_a_dense_call_is_found_by_its_arguments_once_its_layouts_are_recorded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keyed path of a dense forward/backward runs only a graph whose builder recorded its
+    output layouts; a graph cached under the key without them (another thread still building)
+    or no graph at all sends the call the checked way."""
+    q = meta(1, 2, 8, 64)
+    ran: list[tuple] = []
+    monkeypatch.setattr(rt, "run", lambda built, dev, ptrs: ran.append(ptrs))
+    key = ("sdpa_fwd", *so._sig(q), *so._sig(q), *so._sig(q), 0.125, False, False, -1, -1, True)
+    found: dict[tuple, Any] = {}
+    monkeypatch.setattr(rt, "CACHE", types.SimpleNamespace(lookup=lambda dev, k: found.get(k)))
+    assert so._fwd_cached(key, q, q, q) is None  # nothing cached
+    found[key] = types.SimpleNamespace(info=None)
+    assert so._fwd_cached(key, q, q, q) is None and not ran  # cached, layouts not recorded yet
+    found[key].info = ((1, 2, 8, 64), (1024, 64, 128, 1), (1, 2, 8, 1))
+    o, stats = so._fwd_cached(key, q, q, q)
+    assert (o.shape, o.stride(), stats.shape, stats.dtype) == ((1, 2, 8, 64), (1024, 64, 128, 1), (1, 2, 8, 1),
+                                                               torch.float32)
+    assert len(ran) == 1 and len(ran[0]) == 5
+    found[key].info = ((1, 2, 8, 64), (1024, 512, 64, 1), None)  # built without the log-sum-exp
+    o, stats = so._fwd_cached(key, q, q, q)
+    assert o.stride() == (1024, 512, 64, 1) and stats.numel() == 0 and len(ran[1]) == 4
+    bkey = ("sdpa_bwd",)
+    found[bkey] = types.SimpleNamespace(info=None)
+    assert so._bwd_cached(bkey, (q, q, q, q, q, q)) is None
+    found[bkey].info = tuple(((1, 2, 8, 64), (1024, 512, 64, 1)) for _ in range(3))
+    grads = so._bwd_cached(bkey, (q, q, q, q, q, q))
+    assert [g.stride() for g in grads] == [(1024, 512, 64, 1)] * 3 and len(ran[2]) == 9

@@ -310,7 +310,7 @@ def _fwd_cached(call: tuple, q: torch.Tensor, k: torch.Tensor,
         return None
     dev = q.get_device()
     built = rt.CACHE.lookup(dev, call)
-    if built is None:
+    if built is None or built.info is None:  # not cached, or its builder has not recorded the layouts yet
         return None
     o_shape, o_stride, stats_shape = built.info
     o = q.new_empty_strided(o_shape, o_stride)
@@ -331,7 +331,7 @@ def _bwd_cached(call: tuple, given: tuple[torch.Tensor, ...]) -> tuple[torch.Ten
     q = given[0]
     dev = q.get_device()
     built = rt.CACHE.lookup(dev, call)
-    if built is None:
+    if built is None or built.info is None:
         return None
     (dq_shape, dq_stride), (dk_shape, dk_stride), (dv_shape, dv_stride) = built.info
     dq = q.new_empty_strided(dq_shape, dq_stride)
