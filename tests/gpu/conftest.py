@@ -39,6 +39,12 @@ def pytest_configure(config: pytest.Config) -> None:
     _terminal.append(os.fdopen(os.dup(2), "w"))
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Close the duplicate of stderr (left open, the interpreter warns at exit)."""
+    while _terminal:
+        _terminal.pop().close()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if not _terminal or HANG_SECONDS <= 0:
