@@ -10,14 +10,17 @@ from typing import Any
 import torch
 
 
-def gpu_time(fn: Callable[[], Any], calls: int, repeats: int, warmup: int = 3) -> float:
-    """Median seconds per call of ``fn`` over ``repeats`` batches of ``calls`` calls."""
+def gpu_time(fn: Callable[[], Any], calls: int, repeats: int, warmup: int = 3, spin: int = 0) -> float:
+    """Median seconds per call of ``fn`` over ``repeats`` batches of ``calls`` calls; ``spin``:
+    GPU cycles of a spin queued ahead of each batch (see `kernel_time`)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if spin:
+            torch.cuda._sleep(spin)
         start.record()
         for _ in range(calls):
             fn()
@@ -32,18 +35,5 @@ def kernel_time(fn: Callable[[], Any], calls: int, repeats: int, host_secs: floa
     queued behind a GPU spin longer than the host takes to issue it (``host_secs`` per call,
     measured before), so the events time the kernels back to back even where issuing a call
     takes longer than running it."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
     spin = int(min(max(3 * host_secs * calls * 2e9, 2e6), 4e9))  # cycles, at ~2 GHz, three times the issue time
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(spin)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / calls)
-    return statistics.median(times)
+    return gpu_time(fn, calls, repeats, warmup, spin)
