@@ -420,6 +420,12 @@ def test_mxfp8_left_bound_at_or_above_the_diagonal() -> None:
 
 
 def mx_backward(g: cudnn.pygraph, **kw: Any) -> cudnn.pygraph:
+    mx_backward_outputs(g, **kw)
+    return g
+
+
+def mx_backward_outputs(g: cudnn.pygraph, **kw: Any) -> list[cudnn.tensor]:
+    """An MXFP8 attention backward on [1, 2, 128, 64] inputs in ``g``, its outputs marked."""
     b, h, s, d = 1, 2, 128, 64
     x = {n: g.tensor(name=n, dim=[b, h, s, d], data_type=E4) for n in ("q", "q_T", "k", "k_T", "v", "dO", "dO_T")}
     o16, do16 = (g.tensor(name=n, dim=[b, h, s, d], data_type=dt.BFLOAT16) for n in ("o", "dO16"))
@@ -434,27 +440,14 @@ def mx_backward(g: cudnn.pygraph, **kw: Any) -> cudnn.pygraph:
                                  sf("e", along_d), sf("f", along_d), sf("g", along_s), **kw)
     for t in outs:
         t.set_output(True)
-    return g
+    return list(outs)
 
 
 def test_mxfp8_backward_validates_and_prints() -> None:
     g = graph()
-    b, h, s, d = 1, 2, 128, 64
-    x = {n: g.tensor(name=n, dim=[b, h, s, d], data_type=E4) for n in ("q", "q_T", "k", "k_T", "v", "dO", "dO_T")}
-    o16, do16 = (g.tensor(name=n, dim=[b, h, s, d], data_type=dt.BFLOAT16) for n in ("o", "dO16"))
-    stats = g.tensor(name="stats", dim=[b, h, s, 1], data_type=F)
-
-    def sf(n: str, dims: list[int]) -> cudnn.tensor:
-        return g.tensor(name=n, dim=dims, data_type=E8, reordering_type=F8_128x4)
-
-    along_d, along_s = [b, h, 128, 4], [b, h, 4, 64]
-    outs = g.sdpa_mxfp8_backward(x["q"], x["q_T"], x["k"], x["k_T"], x["v"], o16, do16, x["dO"], x["dO_T"], stats,
-                                 sf("a", along_d), sf("b", along_s), sf("c", along_d), sf("d", along_s),
-                                 sf("e", along_d), sf("f", along_d), sf("g", along_s), use_causal_mask=True)
-    for t in outs:
-        t.set_output(True)
+    outs = mx_backward_outputs(g, use_causal_mask=True)
     g.validate()
-    assert len(outs) == 6 and outs[0].get_dim() == [b, h, s, d] and outs[3].get_dim() == [1, 1, 1, 1]
+    assert len(outs) == 6 and outs[0].get_dim() == [1, 2, 128, 64] and outs[3].get_dim() == [1, 1, 1, 1]
     assert json.loads(str(g))["nodes"][0]["tag"] == "SDPA_MXFP8_BWD"
 
 
