@@ -393,15 +393,14 @@ def provider_rows(calls: int, repeats: int, other: str | None) -> None:
         theirs = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() \
             else f"failed: {done.stderr.strip().splitlines()[-1:]}"
     print(f"{'case':36} {'pass':4} {'impl':18} {'GPU us':>9} {'host us':>8} {'busy us':>8} {'GPU vs provider':>15}")
-    keys = list(ours) + ([k.replace("|provider|", "|official provider|") for k in theirs if "|provider|" in k]
-                         if isinstance(theirs, dict) else [])
-    table = dict(ours) | ({k.replace("|provider|", "|official provider|"): v for k, v in theirs.items()}
-                          if isinstance(theirs, dict) else {})
-    for key in sorted(keys, key=lambda k: (keys.index(k.replace("official provider", "provider")), k)):
+    rows: list[tuple[str, str, str, list[float]]] = []  # the official's provider just before ours
+    for key, figures in ours.items():
         case, impl, direction = key.split("|")
-        gpu, host, busy = table[key]
+        if impl == "provider" and isinstance(theirs, dict) and key in theirs:
+            rows.append((case, "official provider", direction, theirs[key]))
+        rows.append((case, "cudnn-py provider" if impl == "provider" else impl, direction, figures))
+    for case, name, direction, (gpu, host, busy) in rows:
         mine = ours.get(f"{case}|provider|{direction}", [float("nan")])[0]
-        name = "cudnn-py provider" if impl == "provider" else impl
         print(f"{case:36} {direction:4} {name:18} {gpu * 1e6:9.1f} {host * 1e6:8.1f} {busy * 1e6:8.1f} "
               f"{mine / gpu:14.3f}x")
     if isinstance(theirs, str):
