@@ -20,14 +20,25 @@ The official nvidia-cudnn-frontend is also named ``cudnn``, so it is measured in
 process whose ``sys.path`` holds it instead of this repository (``--other``: the directory it
 is installed in, or found on the default path when that is not this package): the same cases,
 written against the documented API both share, built from fresh graphs the same way ("cold";
-it has no plan cache, so no warm or disk column), and their GPU time with its own plans.
+it has no plan cache, so no warm or disk column), and their GPU time with its own plans. Each
+case of the official runs in its own process right after cudnn-py's measurement of that case,
+so that both see the machine in the same state.
+
+Runtime-compiled engines hand their kernels to the CUDA driver, which keeps the machine code
+it generates in a cache on disk (``CUDA_CACHE_PATH``, shared by every process of the user):
+a process that builds a graph another process built before skips that step. Unless
+``CUDA_CACHE_PATH`` is set, every process of this benchmark (this one, each official child,
+each KERNEL_CFG child) gets a new empty cache directory of its own, so that no measurement
+depends on which package ran first.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,9 +46,22 @@ import tempfile
 import time
 from pathlib import Path
 
-import torch
 
-import cudnn
+def _own_jit_cache() -> None:
+    """A new, empty driver JIT cache for this process (see the module docstring), unless the
+    caller chose one; set before CUDA initialises, so it must run before torch touches the GPU."""
+    if "CUDA_CACHE_PATH" not in os.environ or os.environ.get("BENCH_BUILD_OWN_JIT_CACHE") == "1":
+        path = tempfile.mkdtemp(prefix="bench-build-jit-")
+        atexit.register(shutil.rmtree, path, True)
+        os.environ["CUDA_CACHE_PATH"] = path
+        os.environ["BENCH_BUILD_OWN_JIT_CACHE"] = "1"  # children make their own too
+
+
+_own_jit_cache()
+
+import torch  # noqa: E402 - after the JIT cache is chosen
+
+import cudnn  # noqa: E402
 
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]  # build(modes): validate -> plans ready to run
 
@@ -315,13 +339,15 @@ def child(case: str) -> None:
 
 
 def select_cases(argv: list[str]) -> None:
-    """Keep the cases named by ``--cases TEXT`` (a substring of the name), in this process."""
-    if "--cases" in argv:
-        text = argv[argv.index("--cases") + 1]
-        for name in [n for n in CASES if text not in n]:
-            del CASES[name]
-        if not CASES:
-            raise SystemExit(f"--cases {text!r}: no case name contains it")
+    """Keep the cases named by ``--cases TEXT`` (a substring of the name), or the one case
+    ``--case NAME`` names exactly, in this process."""
+    for flag, keep in (("--cases", lambda text, n: text in n), ("--case", lambda text, n: text == n)):
+        if flag in argv:
+            text = argv[argv.index(flag) + 1]
+            for name in [n for n in CASES if not keep(text, n)]:
+                del CASES[name]
+            if not CASES:
+                raise SystemExit(f"{flag} {text!r}: no case name matches")
 
 
 def official_child() -> None:
@@ -340,22 +366,25 @@ def official_child() -> None:
     print(json.dumps({"version": getattr(cudnn, "__version__", "?"), "cases": out}))
 
 
-def official(other: str | None) -> dict | str:  # type: ignore[type-arg]
-    """The official frontend's figures from a child process, or why there are none."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if other:
-        env["PYTHONPATH"] = os.path.abspath(other)
+def official_available(other: str | None) -> str:
+    """"" when the official frontend can be imported with ``--other``, else why not."""
     probe = subprocess.run([sys.executable, "-c", "import torch, cudnn, sys; "
                             "sys.exit(0 if hasattr(cudnn, '_compiled_module') else 3)"],
-                           env=env, capture_output=True, text=True, cwd=tempfile.gettempdir())
+                           env=_official_env(other), capture_output=True, text=True, cwd=tempfile.gettempdir())
     if probe.returncode:
         return "not importable" if probe.returncode != 3 else "not installed (the `cudnn` found is cudnn-py)"
-    cases = sys.argv[sys.argv.index("--cases"):][:2] if "--cases" in sys.argv else []
-    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--official-child", *cases], env=env,
-                          capture_output=True, text=True, cwd=tempfile.gettempdir())
+    return ""
+
+
+def official(other: str | None, case: str) -> tuple[str, dict | str]:  # type: ignore[type-arg]
+    """The official frontend's version and its figures for ``case``, from a process of its own
+    (or why there are none)."""
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--official-child", "--case", case],
+                          env=_official_env(other), capture_output=True, text=True, cwd=tempfile.gettempdir())
     if done.returncode:
-        return f"failed: {done.stderr.strip().splitlines()[-1:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        return "?", f"failed: {done.stderr.strip().splitlines()[-1:]}"
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    return got["version"], got["cases"][case]
 
 
 def main() -> None:
@@ -375,6 +404,9 @@ def main() -> None:
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-bench-"))
     cudnn.plan_cache.directory = cache_dir
     ours: dict[str, dict[str, float]] = {}
+    unavailable = official_available(other)
+    theirs: dict[str, dict | str] = {}  # type: ignore[type-arg]
+    version = "?"
     print(f"\n{'case':46s} {'cold ms':>8s} {'warm ms':>8s} {'disk ms':>8s} {'heur us':>8s} {'tuned us':>9s} "
           f"{'gain':>6s}")
     for name, make in CASES.items():
@@ -386,6 +418,8 @@ def main() -> None:
             heur = gpu_us(g, pack)
             ours[name] = {"cold": cold, "gpu_us": heur}
             print(f"{name:46s} {cold:8.2f} {'-':>8s} {'-':>8s} {heur:8.1f}")
+            if not unavailable:
+                version, theirs[name] = official(other, name)
             continue
         cudnn.plan_cache.enabled = True
         g, pack = make()
@@ -404,17 +438,17 @@ def main() -> None:
         ours[name] = {"cold": cold, "gpu_us": heur}
         print(f"{name:46s} {cold:8.2f} {warm:8.3f} {disk:8.2f} {heur:8.1f} {tuned:9.1f} {heur / tuned:5.2f}x"
               f"   ({report.best.name} of {len(report)})")
-    theirs = official(other)
-    other_env = _official_env(other) if not isinstance(theirs, str) else None
+        if not unavailable:
+            version, theirs[name] = official(other, name)
     if "--no-kernel-cfg" not in sys.argv:
-        kernel_cfg_rows(other_env)
-    if isinstance(theirs, str):
-        print(f"\nofficial nvidia-cudnn-frontend: {theirs}")
+        kernel_cfg_rows(None if unavailable else _official_env(other))
+    if unavailable:
+        print(f"\nofficial nvidia-cudnn-frontend: {unavailable}")
         return
-    print(f"\nofficial nvidia-cudnn-frontend {theirs['version']} (another process), side by side:")
+    print(f"\nofficial nvidia-cudnn-frontend {version} (a process per case, run after cudnn-py's), side by side:")
     print(f"{'case':46s} {'official first':>14s} {'official cold':>13s} {'cudnn-py cold':>13s} {'ratio':>6s} "
           f"{'official GPU us':>15s} {'cudnn-py GPU us':>15s} {'GPU ratio':>9s}")
-    for name, row in theirs["cases"].items():
+    for name, row in theirs.items():
         mine = ours[name]
         if isinstance(row, str):
             print(f"{name:46s} failed: {row}")

@@ -9,6 +9,7 @@ pipeline and go through its methods. Adding a node to the graph replaces its pip
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -257,8 +258,13 @@ class Pipeline:
         """Ask the heuristics, in order, for ranked engine configs."""
         op_graph = self.op_graph()
         plans = self.planset()
+        ranked = False  # a mode before this one ranked the graph: this one is queried when needed
         for mode in modes:
             tolerant = mode == heur_mode.FALLBACK or len(modes) > 1  # others may handle the graph
+            if ranked:
+                plans.defer_ranking(functools.partial(eng.heuristics, op_graph, int(mode), self.graph.sm_count,
+                                                      self.label, self.device_property()), mode.name)
+                continue
             try:
                 heur = eng.heuristics(op_graph, int(mode), self.graph.sm_count, self.label, self.device_property())
             except CudnnError as exc:
@@ -269,6 +275,7 @@ class Pipeline:
                 # the official's HEURISTIC_QUERY_FAILED: not supported, whatever cuDNN's status
                 raise cudnnGraphNotSupportedError(exc.status, exc.context, exc.message, exc.hint) from exc
             plans.add_ranking(heur, mode.name, tolerant)
+            ranked = True
 
     def build_plans(self, policy: build_plan_policy, limit: int | None = None) -> None:
         """Build the first supported candidate, or (ALL) every one, or the first ``limit``."""

@@ -200,12 +200,15 @@ def _config_workspace(config: Descriptor) -> int | None:
 
 
 class _Ranking:
-    """One heuristic mode's finalized ENGINEHEUR whose configs are not all read yet."""
+    """One heuristic mode whose configs are not all read yet: its finalized ENGINEHEUR, or the
+    query that makes it when it is first needed (`PlanSet.defer_ranking`)."""
 
-    __slots__ = ("added", "heur", "source", "taken", "tolerant")
+    __slots__ = ("added", "heur", "query", "source", "taken", "tolerant")
 
-    def __init__(self, heur: Descriptor, source: str, tolerant: bool) -> None:
+    def __init__(self, heur: Descriptor | None, source: str, tolerant: bool,
+                 query: Callable[[], Descriptor] | None = None) -> None:
         self.heur = heur
+        self.query = query
         self.source = source
         self.taken = 0  # configs already read from it (the best first)
         self.added: list[Candidate] = []  # the candidates its configs became (less those offered before)
@@ -250,6 +253,13 @@ class PlanSet:
         ``tolerant``: a mode that cannot rank this graph adds nothing instead of raising."""
         self._rankings.append(_Ranking(heur, source, tolerant))
 
+    def defer_ranking(self, query: Callable[[], Descriptor], source: str) -> None:
+        """A heuristic mode queried only when its configs are first needed: ``query`` makes its
+        finalized ENGINEHEUR. For a mode ranked after others (the heuristics of a fused graph
+        take tens of milliseconds, and a build usually takes the first mode's best config); a
+        mode that cannot rank the graph then adds nothing."""
+        self._rankings.append(_Ranking(None, source, True, query))
+
     def put_first(self, cand: Candidate) -> None:
         """A candidate ahead of all others (a plan restored from a cache or serialized data)."""
         self._all.insert(0, cand)
@@ -267,6 +277,14 @@ class PlanSet:
         if not self._rankings:
             return False
         ranking = self._rankings[0]
+        if ranking.heur is None:
+            assert ranking.query is not None
+            query, ranking.query = ranking.query, None
+            try:
+                ranking.heur = query()
+            except CudnnError:  # tolerant: this mode ranks nothing
+                self._rankings.pop(0)
+                return True
         try:
             configs = eng.ranked_configs(ranking.heur, 1 if ranking.taken == 0 else None)
         except CudnnError:
@@ -373,7 +391,8 @@ class PlanSet:
 
     def close(self) -> None:
         for ranking in self._rankings:
-            ranking.heur.close()
+            if ranking.heur is not None:
+                ranking.heur.close()
         self._rankings.clear()
         for c in self._all:
             if c.plan is not None:
