@@ -5,7 +5,8 @@ autotuned vs heuristic GPU time.
         [--no-kernel-cfg]
 
 ``--cold-only`` measures the cold build and the GPU time of its plan only (no warm, disk or
-autotuned columns): the side-by-side comparison with the official, in a fraction of the time.
+autotuned columns): the side-by-side comparison with the official, in a fraction of the time,
+each package measured the same way, in a new process per case.
 ``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
 ``--no-kernel-cfg`` leaves out the KERNEL_CFG workload, ``--kernel-cfg-runs N`` runs it in N
 processes per mode (default 3).
@@ -22,7 +23,8 @@ is installed in, or found on the default path when that is not this package): th
 written against the documented API both share, built from fresh graphs the same way ("cold";
 it has no plan cache, so no warm or disk column), and their GPU time with its own plans. Each
 case of the official runs in its own process right after cudnn-py's measurement of that case,
-so that both see the machine in the same state.
+so that both see the machine in the same state (with ``--cold-only``, cudnn-py's figures come
+from a new process per case too, so that no state a case leaves affects the next).
 
 Runtime-compiled engines hand their kernels to the CUDA driver, which keeps the machine code
 it generates in a cache on disk (``CUDA_CACHE_PATH``, shared by every process of the user):
@@ -350,10 +352,11 @@ def select_cases(argv: list[str]) -> None:
                 raise SystemExit(f"{flag} {text!r}: no case name matches")
 
 
-def official_child() -> None:
-    """In a process whose ``cudnn`` is the official frontend: per case, the first build, the
-    median of COLD_BUILDS builds of fresh graphs (the same measure as cudnn-py's cold column) and the
-    GPU time of the plan it picked (or why a case failed); one JSON object on stdout."""
+def cold_child() -> None:
+    """In a process of its own, with whichever ``cudnn`` it imports (cudnn-py with its plan cache
+    off, or the official frontend): per case, the first build, the median of COLD_BUILDS builds
+    of fresh graphs (the cold column) and the GPU time of the plan it picked (or why a case
+    failed); one JSON object on stdout."""
     out: dict[str, dict[str, float] | str] = {}
     for name, make in CASES.items():
         try:
@@ -376,11 +379,11 @@ def official_available(other: str | None) -> str:
     return ""
 
 
-def official(other: str | None, case: str) -> tuple[str, dict | str]:  # type: ignore[type-arg]
-    """The official frontend's version and its figures for ``case``, from a process of its own
-    (or why there are none)."""
-    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--official-child", "--case", case],
-                          env=_official_env(other), capture_output=True, text=True, cwd=tempfile.gettempdir())
+def in_child(env: dict[str, str], case: str, cwd: str | None = None) -> tuple[str, dict | str]:  # type: ignore[type-arg]
+    """The version and the figures (`cold_child`) for ``case`` of the ``cudnn`` a new process with
+    ``env`` imports, or why there are none."""
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", "--case", case],
+                          env=env, capture_output=True, text=True, cwd=cwd)
     if done.returncode:
         return "?", f"failed: {done.stderr.strip().splitlines()[-1:]}"
     got = json.loads(done.stdout.strip().splitlines()[-1])
@@ -392,8 +395,8 @@ def main() -> None:
         child(sys.argv[2])
         return
     select_cases(sys.argv)
-    if sys.argv[1:2] == ["--official-child"]:
-        official_child()
+    if sys.argv[1:2] == ["--cold-child"]:
+        cold_child()
         return
     if sys.argv[1:] == ["--kernel-cfg-child"]:
         print(json.dumps(kernel_cfg_workload()))
@@ -410,17 +413,17 @@ def main() -> None:
     print(f"\n{'case':46s} {'cold ms':>8s} {'warm ms':>8s} {'disk ms':>8s} {'heur us':>8s} {'tuned us':>9s} "
           f"{'gain':>6s}")
     for name, make in CASES.items():
+        if cold_only:  # like the official: a new process for the case
+            _, mine = in_child({**os.environ, "CUDNN_PY_PLAN_CACHE": "0"}, name)
+            if isinstance(mine, str):
+                raise SystemExit(f"{name}: {mine}")
+            ours[name] = mine
+            print(f"{name:46s} {mine['cold']:8.2f} {'-':>8s} {'-':>8s} {mine['gpu_us']:8.1f}")
+            if not unavailable:
+                version, theirs[name] = in_child(_official_env(other), name, tempfile.gettempdir())
+            continue
         cudnn.plan_cache.enabled = False
         cold = statistics.median(ms(functools.partial(make()[0].build, HEUR)) for _ in range(COLD_BUILDS))
-        if cold_only:
-            g, pack = make()
-            g.build(HEUR)
-            heur = gpu_us(g, pack)
-            ours[name] = {"cold": cold, "gpu_us": heur}
-            print(f"{name:46s} {cold:8.2f} {'-':>8s} {'-':>8s} {heur:8.1f}")
-            if not unavailable:
-                version, theirs[name] = official(other, name)
-            continue
         cudnn.plan_cache.enabled = True
         g, pack = make()
         g.build(HEUR)  # fills the cache (memory and disk)
@@ -439,13 +442,15 @@ def main() -> None:
         print(f"{name:46s} {cold:8.2f} {warm:8.3f} {disk:8.2f} {heur:8.1f} {tuned:9.1f} {heur / tuned:5.2f}x"
               f"   ({report.best.name} of {len(report)})")
         if not unavailable:
-            version, theirs[name] = official(other, name)
+            version, theirs[name] = in_child(_official_env(other), name, tempfile.gettempdir())
     if "--no-kernel-cfg" not in sys.argv:
         kernel_cfg_rows(None if unavailable else _official_env(other))
     if unavailable:
         print(f"\nofficial nvidia-cudnn-frontend: {unavailable}")
         return
-    print(f"\nofficial nvidia-cudnn-frontend {version} (a process per case, run after cudnn-py's), side by side:")
+    how = "each package" if cold_only else "the official"
+    print(f"\nofficial nvidia-cudnn-frontend {version} ({how} in a new process per case, cudnn-py's first), "
+          "side by side:")
     print(f"{'case':46s} {'official first':>14s} {'official cold':>13s} {'cudnn-py cold':>13s} {'ratio':>6s} "
           f"{'official GPU us':>15s} {'cudnn-py GPU us':>15s} {'GPU ratio':>9s}")
     for name, row in theirs.items():

@@ -65,10 +65,11 @@ def retention_set(seen: list[tuple[Any, Any, Any]]) -> list[tuple[Any, Any]]:
 
 @pytest.mark.parametrize("given, want", [(NONE, 1), (PER_GRAPH, 0), ("none", 1)])
 def test_the_value_given_is_the_plans_from_9_28(version: Any, given: Any, want: int) -> None:
+    g = relu_graph(cuda_graph_retention=given)  # a pipeline refers to its graph weakly: the test holds it
     version(92800)
-    assert Pipeline(relu_graph(cuda_graph_retention=given)).plan_retention() == want
+    assert Pipeline(g).plan_retention() == want
     version(93000)
-    assert Pipeline(relu_graph(cuda_graph_retention=given)).plan_retention() == want
+    assert Pipeline(g).plan_retention() == want
 
 
 @pytest.mark.parametrize("v", [91900, 92700])
@@ -96,7 +97,8 @@ def test_a_candidate_builds_its_plan_descriptor_with_the_graphs_retention(
     """Through the plan set to the EXECUTION_PLAN descriptor cuDNN is given (set before the
     engine config; the descriptor is not finalized here)."""
     version(v)
-    p = Pipeline(relu_graph(cuda_graph_retention=given))
+    g = relu_graph(cuda_graph_retention=given)
+    p = Pipeline(g)
     config = Descriptor(DescType.CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "cfg")
     cand = Candidate(config, 7, {}, source="manual")  # engine and knobs given: nothing read from the config
     p.add_manual(cand)
@@ -113,7 +115,8 @@ def test_a_candidate_builds_its_plan_descriptor_with_the_graphs_retention(
 
 def test_the_heuristics_candidates_get_the_graphs_retention(version: Any) -> None:
     version(92800)
-    p = Pipeline(relu_graph(cuda_graph_retention=NONE))
+    g = relu_graph(cuda_graph_retention=NONE)
+    p = Pipeline(g)
     plans = p.planset()
     assert plans.retention == 1
     config = Descriptor(DescType.CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "cfg")
@@ -146,6 +149,7 @@ def test_restoring_a_serialized_plan_passes_the_graphs_retention(version: Any, m
     rec = PlanRecord("eng0", "{}", 0, [], 92800, "GPU", [9, 0])
     for v, want in ((92800, 1), (91900, None)):
         version(v)
-        p = Pipeline(cudnn.pygraph(handle=1, cuda_graph_retention=NONE))
+        g = cudnn.pygraph(handle=1, cuda_graph_retention=NONE)
+        p = Pipeline(g)
         plan_store.plan_from_record(p, rec)
         assert given.pop() == want

@@ -138,7 +138,8 @@ def test_attention_backward_scratch_survives_a_round_trip() -> None:
 
 def test_a_restored_graph_reports_the_scratch_in_its_workspace() -> None:
     original, restored = round_trip(attention(is_inference=True, use_causal_mask=True))
-    p = Pipeline(cudnn.pygraph())
+    g = cudnn.pygraph()  # a pipeline refers to its graph weakly: the test holds it
+    p = Pipeline(g)
     p.adopt(object(), 256, "eng0", restored)  # type: ignore[arg-type]
     assert p.workspace_size() == original.scratch_bytes + 256 > 256
 

@@ -178,3 +178,21 @@ def test_a_destroyed_handles_address_is_refused_and_a_live_one_accepted() -> Non
     handles.note_raw(0x5000, False)  # its cudnnDestroy
     with pytest.raises(cudnn.DescriptorClosedError, match="0x5000 is not a live cuDNN handle"):
         handles.as_handle_ptr(0x5000)
+
+
+def test_a_graph_no_longer_used_is_released_without_a_collection() -> None:
+    """A pygraph and its pipeline form no reference cycle: dropping the last reference releases
+    them (and queues their descriptors' release) at once, as the official's graphs are, rather
+    than at the collector's next pass, which a process building many graphs may not reach soon."""
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    x = g.tensor([2, 3, 4], name="x")
+    g.relu(x, name="r").set_output(True)
+    g.validate()
+    graph, pipeline = weakref.ref(g), weakref.ref(g._pipeline)
+    gc.disable()
+    try:
+        del g
+        assert graph() is None and pipeline() is None
+        assert x.get_dim() == [2, 3, 4]  # a tensor kept by the caller outlives its graph
+    finally:
+        gc.enable()

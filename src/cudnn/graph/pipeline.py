@@ -10,6 +10,7 @@ pipeline and go through its methods. Adding a node to the graph replaces its pip
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -89,10 +90,14 @@ class Lowered:
 
 
 class Pipeline:
-    """Lowered graph, operation graph, plans, selected plan and runners of one ``pygraph``."""
+    """Lowered graph, operation graph, plans, selected plan and runners of one ``pygraph``.
+
+    The graph owns its pipeline; the pipeline refers back to the graph weakly, so that a graph
+    no longer used is released at once (its plans and descriptors with it), not at the next
+    collection of reference cycles."""
 
     def __init__(self, graph: pygraph, lowering: Any = None) -> None:
-        self.graph = graph
+        self.graph: pygraph = graph if isinstance(graph, weakref.ProxyType) else weakref.proxy(graph)
         self.label = graph.label()
         self.lowering = lowering  # preferred lowering of composites that offer several; None: their default
         self._handle: Handle | None = None  # this thread's default handle, when the graph has none
