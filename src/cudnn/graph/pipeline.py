@@ -97,7 +97,7 @@ class Pipeline:
     collection of reference cycles."""
 
     def __init__(self, graph: pygraph, lowering: Any = None) -> None:
-        self.graph: pygraph = graph if isinstance(graph, weakref.ProxyType) else weakref.proxy(graph)
+        self.graph: pygraph = graph if isinstance(graph, weakref.ProxyTypes) else weakref.proxy(graph)
         self.label = graph.label()
         self.lowering = lowering  # preferred lowering of composites that offer several; None: their default
         self._handle: Handle | None = None  # this thread's default handle, when the graph has none
