@@ -14,9 +14,10 @@ and for bf16 layer norm inference at 16384 x 4096 the time of every candidate pl
    Like with like: layer/RMS norm scale and bias in the input's dtype, as PyTorch takes them;
    batch norm's in fp32 (PyTorch's mixed-precision batch norm); instance norm's in the input's.
    Extra rows per layer/RMS norm give fp32 scale/bias with the bf16 input, inference and
-   training, in cudnn-py's default lowering ("auto": a unit-scale norm with the fp32 affine
-   step in fused pointwise ops, nodes/norm_affine.py) and forced to the single norm operation
-   (lowering="norm": cuDNN 9.19 has only its generic engine eng1 for that mix). PyTorch
+   training, in the affine-epilogue lowering (lowering="affine_epilogue": a unit-scale norm with
+   the fp32 affine step in fused pointwise ops, nodes/norm_affine.py; what autotuning picks) and
+   as the single norm operation (the default, as the official builds it: cuDNN 9.19 has only its
+   generic engine eng1 for that mix). PyTorch
    refuses fp32 weights with a bf16 input, so its row is F.layer_norm with them cast to bf16
    (the cast outside the timed call).
    GB/s = bytes every kernel must move (inputs read once, outputs written once) / time.
@@ -24,8 +25,8 @@ and for bf16 layer norm inference at 16384 x 4096 the time of every candidate pl
    fp32: heuristics A and FALLBACK candidates plus every engine's default configuration, each
    timed, so the slow and the fast engines show by name (on an H200 with 9.19: bf16 gives eng4
    by default at 1.06x PyTorch, eng6 and eng5 at 1.35x, which graph.autotune() picks; fp32
-   as the single norm gives eng1 alone at 0.33x; fp32 in the default lowering one engine,
-   eng5). The layout of X (2-D, 3-D, 4-D) made no difference there.
+   as the single norm gives eng1 alone at 0.33x; fp32 in the affine-epilogue lowering one
+   engine, eng5). The layout of X (2-D, 3-D, 4-D) made no difference there.
 
 Layer norm of bf16 X 16384x4096 with fp32 scale/bias, every lowering tried (H200, cuDNN 9.19,
 inference | training; PyTorch F.layer_norm with the weights in bf16: 103.7 to 104.7 us, error 2x
@@ -43,13 +44,13 @@ errors against float64, "ideal" = rounding it to bf16):
     the same, * w only (cost of the bias add)           91 | 91 us
     the same, knob LOAD_SIZE=3 (not offered by the     107 | 107 us (other SPLIT_COLS / TILE_ROWS
     heuristics; by hand: create_execution_plan)        values 0.55 to 2 ms)
-    as cudnn-py builds it ("auto": scratch filled and  128 | 127 us (section 2)
-    cleared in the workspace before each execute)
+    as cudnn-py builds it ("affine_epilogue": scratch  128 | 127 us (section 2)
+    filled and cleared in the workspace per execute)
   separate cast graph to bf16 + the all-bf16 norm      101 | 101 us (cast 2.3 us), error 1.39x
                                                        ideal; two executes per call: not built
   two graphs, unit-scale norm to a tmp, then * w + b   176 (bf16 tmp, 1.36x ideal), 345 (fp32 tmp)
   other views of X (2-D, 3-D, 4-D)                     one canonical view: the same engines
-  RMS norm: fp32 weights 291 us, bf16 weights 74 us; its "auto" (unit scale, * w) 78.5 us vs
+  RMS norm: fp32 weights 291 us, bf16 weights 74 us; its affine epilogue (unit scale, * w) 78.5 us vs
   PyTorch 81.8 us. fp32 X and weights: 142 us best plan vs PyTorch 180 us.
 
 Known and not pursued: instance norm forward reaches ~7% of peak bandwidth in cudnn-py and
@@ -371,7 +372,8 @@ def cases(quick: bool, only: set[str] | None) -> list[Case]:
         for mode in ("inference", "training"):
             out += [Case(op, mode, shape, d) for shape, d in (transformer[:1] if quick else transformer)]
         for mode in ("inference", "training"):
-            out += [Case(op, mode, (16384, 4096), bf16, fp32_params=True, lowering=lw) for lw in ("auto", "norm")]
+            out += [Case(op, mode, (16384, 4096), bf16, fp32_params=True, lowering=lw)
+                    for lw in ("affine_epilogue", "norm")]
         out.append(Case(op, "backward", (16384, 4096), bf16))
     for op in ("batchnorm", "instancenorm"):
         out += [Case(op, mode, (32, 256, 56, 56), fp16) for mode in ("inference", "training", "backward")]
@@ -396,7 +398,7 @@ def bench_cases(args: argparse.Namespace, peak: float) -> None:
         gbs = [moved / (us * 1e-6) / 1e9 for us in (c_us, t_us)]
         print(f"  {case.label:48s} {c_us:11.1f} {gbs[0]:6.0f} {100 * gbs[0] / peak:4.0f}%  {t_us:9.1f} "
               f"{gbs[1]:6.0f} {100 * gbs[1] / peak:4.0f}% {t_us / c_us:6.2f}x  {what} | {plan}")
-        if case.fp32_params and case.lowering == "auto":
+        if case.fp32_params and case.lowering == "affine_epilogue":
             same_us = gpu_us([same_numerics(case.op, s) for s in sets], args.repeats)
             print(f"  {'  PyTorch with the same numerics (in float32)':48s} {'':11s} {'':6s} {'':5s}  {same_us:9.1f} "
                   f"{'':6s} {'':5s} {same_us / c_us:6.2f}x  F.{case.op.replace('norm', '_norm')}(x.float(), "
@@ -404,8 +406,8 @@ def bench_cases(args: argparse.Namespace, peak: float) -> None:
         del sets, c_fns, t_fns
         torch.cuda.empty_cache()
     print("  * fp32 scale/bias with a bf16 input: the single norm [norm] gets only eng1, cuDNN 9.19's generic "
-          "engine;\n    the default splits off the fp32 affine step (nodes/norm_affine.py); PyTorch runs with the "
-          "weights cast\n    to bf16 (it refuses fp32 weights with a bf16 input), and in float32 (the same "
+          "engine;\n    [affine_epilogue] splits off the fp32 affine step (nodes/norm_affine.py); PyTorch runs with "
+          "the weights cast\n    to bf16 (it refuses fp32 weights with a bf16 input), and in float32 (the same "
           "numerics) on the\n    line below. Instance norm: forward ~7% of peak for both, backward ~0.71x PyTorch "
           "on an H200\n    (noted, not pursued).")
 
@@ -416,7 +418,8 @@ ROWS, HIDDEN = 16384, 4096
 PARAM_DTYPES = [  # (label, scale/bias dtype, cudnn-py lowering)
     ("bf16 scale/bias (the input's dtype, as F.layer_norm takes them)", torch.bfloat16, "auto"),
     ("fp32 scale/bias, the single norm (lowering='norm')", torch.float32, "norm"),
-    ("fp32 scale/bias, the default lowering (unit-scale norm + fused fp32 affine)", torch.float32, "auto"),
+    ("fp32 scale/bias, lowering='affine_epilogue' (unit-scale norm + fused fp32 affine)", torch.float32,
+     "affine_epilogue"),
 ]
 
 

@@ -729,12 +729,13 @@ def pointwise_mode(op: FakeDesc) -> Any:
 @pytest.mark.parametrize("io", [dt.BFLOAT16, dt.HALF], ids=["bf16", "fp16"])
 @pytest.mark.parametrize("phase", [TRAIN, INFER], ids=["train", "infer"])
 def test_fp32_affine_lowers_a_unit_scale_norm_and_a_fused_affine(io: Any, phase: Any) -> None:
-    """cuDNN 9.19 has only a generic engine for a 16-bit X with fp32 SCALE/BIAS; by default the
-    norm gets a unit SCALE and zero BIAS in X's type (workspace scratch) and Y = Yhat * SCALE +
-    BIAS follows in fp32 pointwise ops; MEAN and INV_VARIANCE stay the norm's outputs."""
+    """cuDNN 9.19 has only a generic engine for a 16-bit X with fp32 SCALE/BIAS; with the affine
+    epilogue the norm gets a unit SCALE and zero BIAS in X's type (workspace scratch) and
+    Y = Yhat * SCALE + BIAS follows in fp32 pointwise ops; MEAN and INV_VARIANCE stay the norm's
+    outputs."""
     g = graph(io)
     X, S, B = ln_inputs(g)
-    Y, M, V = g.layernorm(phase, X, S, B, 1e-5, name="ln")
+    Y, M, V = g.layernorm(phase, X, S, B, 1e-5, name="ln", lowering="affine_epilogue")
     outputs(Y, M, V)
     norm, mul, add = lower(g)
     a = norm.attrs
@@ -762,18 +763,19 @@ def test_fp32_affine_scratch_is_a_filled_unit_scale_and_a_zeroed_bias() -> None:
     X, S, B = ln_inputs(g)
     outputs(*g.layernorm(TRAIN, X, S, B, 1e-5, name="ln"))
     g.validate()
-    nodes, ex = expand(g.nodes, g.context, 91900)
+    from cudnn.graph.nodes.norm_affine import NormLowering
+    nodes, ex = expand(g.nodes, g.context, 91900)  # the default: the single norm, the epilogue its alternative
+    assert len(nodes) == 1 and not ex.scratch
+    assert ex.chosen == [NormLowering.NORM] and ex.alternatives == [NormLowering.AFFINE_EPILOGUE]
+    nodes, ex = expand(g.nodes, g.context, 91900, prefer=NormLowering.AFFINE_EPILOGUE)  # what autotune also builds
+    assert len(nodes) == 3 and ex.chosen == [NormLowering.AFFINE_EPILOGUE] and ex.alternatives == [NormLowering.NORM]
     unit, zero = ex.scratch
     assert unit.tensor.get_name() == "ln::UNIT_SCALE" and unit.fill == b"\x80\x3f" * 768 and not unit.zero
     assert zero.tensor.get_name() == "ln::ZERO_BIAS" and zero.fill is None and zero.zero
     assert [t.tensor.get_data_type() for t in ex.scratch] == [dt.BFLOAT16] * 2
-    from cudnn.graph.nodes.norm_affine import NormLowering
-    assert ex.chosen == [NormLowering.AFFINE_EPILOGUE] and ex.alternatives == [NormLowering.NORM]
-    nodes, ex = expand(g.nodes, g.context, 91900, prefer=NormLowering.NORM)  # what autotune also builds
-    assert len(nodes) == 1 and not ex.scratch and ex.chosen == [NormLowering.NORM]
     g16 = graph(dt.HALF)
     X, S, B = ln_inputs(g16)
-    outputs(*g16.layernorm(INFER, X, S, B, 1e-5, name="ln"))
+    outputs(*g16.layernorm(INFER, X, S, B, 1e-5, name="ln", lowering="affine_epilogue"))
     g16.validate()
     assert expand(g16.nodes, g16.context, 91900)[1].scratch[0].fill == b"\x00\x3c" * 768  # fp16 1.0
 
@@ -782,7 +784,7 @@ def test_fp32_affine_scratch_is_a_filled_unit_scale_and_a_zeroed_bias() -> None:
 def test_rmsnorm_fp32_affine_needs_no_bias_in_the_norm(with_bias: bool) -> None:
     g = graph(dt.BFLOAT16)
     X, S, B = ln_inputs(g)
-    outputs(*g.rmsnorm(TRAIN, X, S, B if with_bias else None, 1e-5, name="rms"))
+    outputs(*g.rmsnorm(TRAIN, X, S, B if with_bias else None, 1e-5, name="rms", lowering="affine_epilogue"))
     ops = lower(g)
     assert [o.kind for o in ops] == ["OPERATION_NORM_FORWARD_DESCRIPTOR"] + ["OPERATION_POINTWISE_DESCRIPTOR"] * (
         2 if with_bias else 1)
@@ -818,7 +820,9 @@ def test_the_single_norm_where_the_affine_epilogue_does_not_apply(case: str) -> 
     if case == "y_used_by_another_node":
         assert lower(g)[0].attrs["NORM_FWD_SCALE_DESC"].tensor[3] == dt.FLOAT
         return
-    assert _single_norm(g, 91800 if case == "older_cudnn" else 91900)
+    version = 91800 if case == "older_cudnn" else 91900
+    assert _single_norm(g, version)
+    assert expand(g.nodes, g.context, version)[1].alternatives == []  # nothing else for autotune to time
 
 
 def test_forced_affine_epilogue_is_refused_where_it_does_not_apply() -> None:

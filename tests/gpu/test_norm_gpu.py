@@ -18,8 +18,10 @@ fusions, zero-centered gamma, BN finalize) must build.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -283,8 +285,8 @@ def keeps_fp32_params(name: str, got: torch.Tensor, ref: torch.Tensor) -> None:
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_layernorm_fp32_affine(dtype: torch.dtype, phase: cudnn.norm_forward_phase, shape: tuple[int, ...],
                                lowering: str) -> None:
-    """The default lowering of a 16-bit X with fp32 SCALE/BIAS ("auto": the affine epilogue from
-    cuDNN 9.19), forced, and the single norm, each against float64."""
+    """A 16-bit X with fp32 SCALE/BIAS in the default lowering ("auto": the single norm, as the
+    official builds it), the affine epilogue and the single norm forced, each against float64."""
     x, w, b = affine_inputs(dtype, shape)
     g = new_graph()
     X, S, B = tensor(g, "x", x), tensor(g, "scale", w), tensor(g, "bias", b)
@@ -322,29 +324,54 @@ def test_rmsnorm_fp32_affine(phase: cudnn.norm_forward_phase, with_bias: bool, l
         close("INV_VARIANCE", got[1], inv, STATS_TOL)
 
 
-def test_layernorm_fp32_affine_autotune_times_both_lowerings() -> None:
-    x, w, b = affine_inputs(torch.bfloat16, (2048, 4096))
-    g = new_graph()
-    X, S, B = tensor(g, "x", x), tensor(g, "scale", w), tensor(g, "bias", b)
-    Y, M, V = g.layernorm(TRAIN, X, S, B, EPS, name="ln")
-    outs = [t.set_output(True) for t in (Y, M, V)]
-    build(g, must_support=True)
-    bufs = [poisoned(t) for t in outs]
-    ws = torch.empty(1 << 22, device="cuda", dtype=torch.uint8)
-    pack = {X: x, S: w, B: b, **dict(zip(outs, bufs))}
-    report = g.autotune(pack, ws, warmup=1, repeats=3)
-    print(report)
-    timed = {r.lowering for r in report if r.time_ms is not None}
-    assert timed == {"AFFINE_EPILOGUE", "NORM"}, str(report)
-    for buf in bufs:
-        buf.fill_(float("nan"))
-    g.execute(pack, ws)
-    torch.cuda.synchronize()
-    ref = F.layer_norm(x.double(), (4096,), w.double().reshape(-1), b.double().reshape(-1), EPS)
-    close("Y", bufs[0], ref, TOL[torch.bfloat16])
-    mean, inv = layer_stats(x, [-1])
-    close("MEAN", bufs[1], mean, STATS_TOL)
-    close("INV_VARIANCE", bufs[2], inv, STATS_TOL)
+def _lowering_of(g: cudnn.pygraph) -> str:
+    """The lowering of the selected plan, as its serialized record names it."""
+    return json.loads(g.serialize(as_bytes=True))["extra"].get("lowering", "")
+
+
+def test_layernorm_fp32_affine_autotune_times_both_lowerings(tmp_path: Path) -> None:
+    """The default builds the single norm; autotune times it and the affine epilogue, keeps the
+    faster, and the plan cache hands that choice to the next graph of the same structure."""
+    cache = cudnn.plan_cache
+    old_dir = cache.directory
+    cache.directory = tmp_path
+    cache.clear(disk=False)
+    try:
+        x, w, b = affine_inputs(torch.bfloat16, (2048, 4096))
+
+        def layer_norm_graph() -> tuple[cudnn.pygraph, dict[cudnn.tensor, torch.Tensor], list[torch.Tensor]]:
+            g = new_graph()
+            X, S, B = tensor(g, "x", x), tensor(g, "scale", w), tensor(g, "bias", b)
+            Y, M, V = g.layernorm(TRAIN, X, S, B, EPS, name="ln")
+            outs = [t.set_output(True) for t in (Y, M, V)]
+            bufs = [poisoned(t) for t in outs]
+            return g, {X: x, S: w, B: b, **dict(zip(outs, bufs))}, bufs
+
+        g, pack, bufs = layer_norm_graph()
+        build(g, must_support=True)
+        assert _lowering_of(g) == "NORM"  # the default, as the official builds it
+        ws = torch.empty(1 << 22, device="cuda", dtype=torch.uint8)
+        report = g.autotune(pack, ws, warmup=1, repeats=3)
+        print(report)
+        timed = {r.lowering for r in report if r.time_ms is not None}
+        assert timed == {"AFFINE_EPILOGUE", "NORM"}, str(report)
+        assert _lowering_of(g) == report.best.lowering
+        ref = F.layer_norm(x.double(), (4096,), w.double().reshape(-1), b.double().reshape(-1), EPS)
+        mean, inv = layer_stats(x, [-1])
+        hits = cache.hits
+        for graph, feeds, outs in ((g, pack, bufs), layer_norm_graph()):
+            if graph is not g:  # a new graph of the same structure: the tuned plan, from the cache
+                build(graph, must_support=True)
+                assert cache.hits == hits + 1 and _lowering_of(graph) == report.best.lowering
+            for buf in outs:
+                buf.fill_(float("nan"))
+            graph.execute(feeds, ws)
+            torch.cuda.synchronize()
+            close("Y", outs[0], ref, TOL[torch.bfloat16])
+            close("MEAN", outs[1], mean, STATS_TOL)
+            close("INV_VARIANCE", outs[2], inv, STATS_TOL)
+    finally:
+        cache.directory = old_dir
 
 
 def test_layernorm_fp32_affine_replays_in_a_cuda_graph() -> None:

@@ -115,9 +115,10 @@ def layernorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bi
 
     Speed (9.19, H200, bf16 16384x4096): SCALE/BIAS in X's dtype get cuDNN's fast engines;
     ``graph.autotune(...)`` picks the fastest. cuDNN has only a generic engine for fp32
-    SCALE/BIAS with a 16-bit X, so that mix is lowered by default (``lowering="auto"``) as a
-    unit-scale norm with the fp32 affine step in fused pointwise ops ("affine_epilogue",
-    nodes.norm_affine); ``lowering="norm"`` forces the single norm operation."""
+    SCALE/BIAS with a 16-bit X; for that mix, ``lowering="affine_epilogue"`` builds a unit-scale
+    norm with the fp32 affine step in fused pointwise ops (nodes.norm_affine): faster engines,
+    longer builds. The default (``lowering="auto"``) builds the single norm operation and lets
+    ``autotune`` time both; ``lowering="norm"`` forces the single norm."""
     return _forward(self, "layernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
                          name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"], lowering=lowering)
 
@@ -129,8 +130,8 @@ def rmsnorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias
     """RMS norm (bias optional; epsilon required); returns [Y, INV_VARIANCE] (TRAINING) or
     [Y, None] (INFERENCE). INV_VARIANCE = 1 / sqrt(mean(x^2) + epsilon).
 
-    Speed: as layernorm (fp32 SCALE/BIAS with a 16-bit X take the "affine_epilogue" lowering
-    by default; ``lowering="norm"`` forces the single norm operation)."""
+    Speed: as layernorm (fp32 SCALE/BIAS with a 16-bit X: the single norm by default,
+    ``lowering="affine_epilogue"`` or ``autotune`` for the fused affine step)."""
     return _forward(self, "rmsnorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
                          name, zero_centered_gamma, ["Y", "INV_VARIANCE"], bias_optional=True, lowering=lowering)
 
