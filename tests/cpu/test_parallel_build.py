@@ -120,6 +120,36 @@ def test_parallel_build_gives_the_serial_result(fake_plans: list[FakePlan]) -> N
         par[3].build(0x1, "g")  # the error is remembered, as on one thread
 
 
+def test_threads_take_one_plan_of_each_engine_in_turn(fake_plans: list[FakePlan],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A knob sweep's plans of one engine are spread out (cuDNN makes same-engine finalizes wait
+    on each other); the outcome stays in the candidates' order, as one after another."""
+    engines = [5, 5, 5, 2, 2, 9]
+
+    def sweep() -> list[Candidate]:
+        return [Candidate(e, e, {1: k}, [], [], "A") for k, e in enumerate(engines)]  # type: ignore[arg-type]
+
+    assert parallel.start_order(sweep()) == [0, 3, 5, 1, 4, 2]
+    assert parallel.start_order(_candidates(4)) == [0, 1, 2, 3]  # one plan per engine: as given
+    started: list[str] = []
+    finalize = FakePlan.finalize
+
+    def recording(self: FakePlan) -> FakePlan:
+        started.append(self.label.rsplit(": ", 1)[-1])
+        return finalize(self)
+
+    monkeypatch.setattr(FakePlan, "finalize", recording)
+    serial, par = sweep(), sweep()
+    build_all(serial, 0x1, "g", threads=1)
+    assert started == [c.name for c in serial]  # one thread: the candidates' order
+    started.clear()
+    build_all(par, 0x1, "g", threads=2)
+    assert set(started[:2]) == {"eng5_k1=0", "eng2_k1=3"}  # the first plan of each of two engines
+    assert sorted(started) == sorted(c.name for c in par)
+    assert _outcome(par) == _outcome(serial)
+    assert [_plan(c).engine for c in par] == engines
+
+
 def test_plan_set_all_selects_as_serial(fake_plans: list[FakePlan], monkeypatch: pytest.MonkeyPatch) -> None:
     results = []
     for threads in ("1", "3"):

@@ -7,6 +7,10 @@ the kernel cache and device properties), finalizes them on a pool of threads sco
 call, then keeps each plan or its error in the candidates' order on the calling thread: the
 plans, their order, the errors and the selection are those of building one after another.
 
+Threads take the plans one engine at a time in turn (`start_order`): the plans of one engine (a
+knob sweep, as in the official suite's KERNEL_CFG test) finalized at the same time wait on one
+another inside cuDNN, while plans of different engines overlap.
+
 The threads share the graph's handle. cuDNN's general rule is one handle per thread at a time;
 cudnn-frontend (v1.1 release notes, "Autotuning") documents finalizing the plans of one graph
 in parallel, one thread per plan, with the graph's handle. ``CUDNN_PY_BUILD_THREADS=1``
@@ -18,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from itertools import zip_longest
 from typing import TYPE_CHECKING
 
 from .._lib.errors import CudnnError
@@ -80,7 +85,7 @@ def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache:
     plans: list[Descriptor | None] = []
     try:
         plans.extend(c.start_build(handle, label, kernel_cache) for c in todo)  # on the caller's thread
-        outcomes = _finalize_all(plans, min(n, len(todo)))
+        outcomes = _finalize_all(plans, min(n, len(todo)), start_order(todo))
     except BaseException:
         for plan in plans:
             if plan is not None:
@@ -102,16 +107,26 @@ def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache:
         raise surprise
 
 
+def start_order(cands: Sequence[Candidate]) -> list[int]:
+    """The order in which threads take the plans of ``cands`` (indices): the first plan of each
+    engine, in the order the engines first appear, then the second of each, and so on; each
+    engine's plans in the candidates' order."""
+    by_engine: dict[int, list[int]] = {}
+    for i, c in enumerate(cands):
+        by_engine.setdefault(c.engine_index, []).append(i)
+    return [i for turn in zip_longest(*by_engine.values()) for i in turn if i is not None]
+
+
 _UNFINISHED = object()  # a plan no thread has finalized (yet)
 
 
-def _finalize_all(plans: Sequence[Descriptor | None], threads: int) -> list[object]:
+def _finalize_all(plans: Sequence[Descriptor | None], threads: int, start: Sequence[int] | None = None) -> list[object]:
     """Finalize each plan (None: skipped), the caller's thread and ``threads - 1`` others taking
-    the next one as they come free; per plan, in order, None when it finalized, else what its
-    finalize raised (`_UNFINISHED` if none ran it). Every thread started here has ended when
-    this returns or raises."""
+    the next one in ``start`` order (default: as given) as they come free; per plan, in the
+    order given, None when it finalized, else what its finalize raised (`_UNFINISHED` if none
+    ran it). Every thread started here has ended when this returns or raises."""
     outcomes: list[object] = [_UNFINISHED] * len(plans)
-    order = iter(range(len(plans)))
+    order = iter(range(len(plans)) if start is None else start)
     lock = threading.Lock()
     stop = [False]
 
