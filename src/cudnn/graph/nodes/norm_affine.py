@@ -11,7 +11,7 @@ the unit SCALE and zero BIAS are scratch tensors carved from the workspace, fill
 each execute. Figures of this and of the lowerings not taken (a separate cast of SCALE/BIAS,
 a two-graph split, other views): benchmarks/bench_norm.py.
 
-The default (``lowering="auto"``) still builds the single norm, as the official frontend does:
+The default (``lowering="auto"``) builds the single norm, as the official frontend does:
 the faster engines compile their kernel at build time, several times the build of the single
 norm. The affine epilogue is the graph's alternative lowering, which autotuning times and keeps
 when faster (the plan cache then remembers that choice), or ``lowering="affine_epilogue"``.
