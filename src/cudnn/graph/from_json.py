@@ -172,7 +172,6 @@ class Build:
             if isinstance(exc, SerializationNotSupportedError):  # sound JSON this rebuilder cannot use
                 raise SerializationNotSupportedError(f"{self.where}: {exc}") from None
             raise SerializationError(f"{self.where}: {exc}") from None
-            raise SerializationError(f"{self.where}: {exc}") from None
         if len(self.graph.nodes) != count + 1:
             raise SerializationError(f"{self.where}: the rebuilder added {len(self.graph.nodes) - count} nodes")
         made = self.graph.nodes[-1]
