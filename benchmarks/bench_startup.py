@@ -17,15 +17,25 @@ this repository: it has no plan cache, so its warm column is a fresh graph of th
 again in that process, and it has no disk column. Host enqueue: host microseconds per call
 while the GPU is busy; GPU: CUDA events over back-to-back calls. Medians; prints, never asserts
 on time.
+
+Every process gets a new, empty driver JIT cache (``CUDA_CACHE_PATH``, see bench_build.py) unless
+the caller chose one, so that no package's figures depend on which ran first; the disk children
+share this process's, as a later process on the same machine would. Run it from an installed
+package or after ``python -m compileall src``: a source tree without bytecode (with
+PYTHONDONTWRITEBYTECODE set) compiles cudnn-py's modules again in every process, which the
+first-graph row would count (the benchmark says so when it finds them uncompiled).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
+import importlib.util
 import json
 import os
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +44,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+
+def _own_jit_cache() -> None:
+    """A new, empty driver JIT cache for this process (before CUDA initialises), unless the
+    caller chose one or this is a disk child (`in_child`), which shares its parent's."""
+    if "--child" in sys.argv:
+        return
+    if "CUDA_CACHE_PATH" in os.environ and os.environ.get("BENCH_STARTUP_OWN_JIT_CACHE") != "1":
+        return
+    path = tempfile.mkdtemp(prefix="bench-startup-jit-")
+    atexit.register(shutil.rmtree, path, True)
+    os.environ["CUDA_CACHE_PATH"] = path
+    os.environ["BENCH_STARTUP_OWN_JIT_CACHE"] = "1"  # the other children make their own too
+
+
+_own_jit_cache()
 T_START = time.perf_counter()
 import cudnn
 
@@ -294,8 +319,21 @@ def first_graph_ms(env: dict[str, str]) -> float | str:
     return statistics.median(times)
 
 
+def uncompiled_modules() -> list[str]:
+    """cudnn-py's graph modules that a new process would compile from source (no bytecode beside them)."""
+    import cudnn.graph.graph as graph_module  # the modules the first graph loads
+
+    names = [m for m in sys.modules if m.startswith(("cudnn.graph", "cudnn.backend"))]
+    files = [getattr(sys.modules[m], "__file__", None) or "" for m in names] + [graph_module.__file__ or ""]
+    return [f for f in files if f.endswith(".py") and not os.path.exists(importlib.util.cache_from_source(f))]
+
+
 def first_graph_rows(other: str | None) -> None:
     """The first graph of a new process, cudnn-py (plan cache off) beside the official, and the ratio."""
+    missing = uncompiled_modules()
+    if missing:
+        print(f"\nnote: {len(missing)} of cudnn-py's modules have no bytecode here: every new process compiles "
+              "them, which an installed package does not (`python -m compileall src` first)")
     here = str(Path(__file__).resolve().parent.parent / "src")
     ours_env = {**os.environ, "PYTHONPATH": here, "CUDNN_PY_PLAN_CACHE": "0"}
     theirs_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
