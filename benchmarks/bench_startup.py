@@ -5,9 +5,13 @@ PyTorch and the official nvidia-cudnn-frontend (when it can be imported).
     PYTHONPATH=src python benchmarks/bench_startup.py [--cases conv,conv_dynamic,matmul,layernorm,sdpa]
         [--other SITE_DIR]   # where the official frontend is installed (it is also named cudnn)
         [--profile 15]   # also cProfile the cold and the disk builds (top 15 by own time)
+        [--cold-runs 3]   # fresh processes per package for each case's cold build
 
 cold: first build of the graph in a process whose cuDNN is already initialised (another graph
-built first), plan cache off. warm: the same graph built again, plan cache on (memory hit).
+built first), plan cache off: the median over ``--cold-runs`` fresh processes per package, the
+order alternating (one build's time moves with the state of the process and the host; a single
+process per package made the ratio of one case swing either way between runs). warm: the same
+graph built again, plan cache on (memory hit).
 disk: a fresh process that finds the plan (and, for dynamic-shape graphs, the kernels) in the
 cache directory this process wrote; "disk, first use" times the first build of that process
 (cuDNN's sublibraries load there), "disk" the build after another graph initialised cuDNN.
@@ -34,8 +38,8 @@ import functools
 import importlib.util
 import json
 import os
-import statistics
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -234,6 +238,49 @@ def in_child(case: str, first_use: bool, cache_dir: Path, profile: int = 0) -> d
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def cold_child(case: str) -> None:
+    """In a fresh process, with whichever ``cudnn`` it imports: the cold build of ``case`` after
+    `warm_up` (cudnn-py's plan cache is off in its environment); prints JSON."""
+    warm_up()
+    g, _, _ = CASES[case]()
+    torch.cuda.synchronize()
+    print(json.dumps({"ms": ms(functools.partial(g.build, HEUR))}))
+
+
+def cold_in_processes(case: str, runs: int, official_env: dict[str, str] | None) -> tuple[float, float | str]:
+    """The median cold build of ``case`` over ``runs`` fresh processes of cudnn-py and of the
+    official (``official_env``: None when it cannot run; else its median or why it failed),
+    cudnn-py first in even runs, the official first in odd ones."""
+    here = str(Path(__file__).resolve().parent.parent / "src")
+    envs = {"ours": {**os.environ, "PYTHONPATH": here, "CUDNN_PY_PLAN_CACHE": "0"}, "official": official_env}
+    times: dict[str, list[float]] = {"ours": [], "official": []}
+    failed = ""
+    for k in range(runs):
+        for who in ("ours", "official") if k % 2 == 0 else ("official", "ours"):
+            env = envs[who]
+            if env is None or (who == "official" and failed):
+                continue
+            out = subprocess.run([sys.executable, __file__, "--cold-child", case], env=env, capture_output=True,
+                                 text=True, cwd="/")
+            if out.returncode:
+                why = f"failed: {out.stderr.strip().splitlines()[-1:]}"
+                if who == "ours":
+                    raise SystemExit(f"{case}: cudnn-py's cold build {why}")
+                failed = why
+                continue
+            times[who].append(json.loads(out.stdout.strip().splitlines()[-1])["ms"])
+    theirs: float | str = statistics.median(times["official"]) if times["official"] else (failed or "not run")
+    return statistics.median(times["ours"]), theirs
+
+
+def _official_env(other: str | None) -> dict[str, str]:
+    """The environment of a child process whose ``cudnn`` is the official frontend."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if other:
+        env["PYTHONPATH"] = os.path.abspath(other)
+    return env
+
+
 def official_child() -> None:
     """In a process whose ``cudnn`` is the official frontend: per case, the first build of the
     case after cuDNN is initialised, a fresh graph of it built again, host enqueue and GPU time
@@ -243,11 +290,11 @@ def official_child() -> None:
     for case, make in CASES.items():
         try:
             g, pack, _ = make()
-            cold = ms(functools.partial(g.build, HEUR))
+            g.build(HEUR)  # its first build of the case (the cold column comes from `cold_in_processes`)
             warm = ms(functools.partial(make()[0].build, HEUR))
             ws = torch.empty(max(1, g.get_workspace_size()), device="cuda", dtype=torch.uint8)
             run = functools.partial(g.execute, pack, ws)
-            out[case] = {"cold": cold, "warm": warm, "host": host_us(run), "gpu": gpu_us(run)}
+            out[case] = {"warm": warm, "host": host_us(run), "gpu": gpu_us(run)}
         except Exception as exc:  # noqa: BLE001 - reported in the table, the other cases still run
             out[case] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80]}"
     print(json.dumps({"version": getattr(cudnn, "__version__", "?"), "cases": out}))
@@ -256,9 +303,7 @@ def official_child() -> None:
 def official(other: str | None) -> dict[str, Any] | str:
     """The official frontend's rows from a child process that does not see this repository, or
     why there are none."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if other:
-        env["PYTHONPATH"] = os.path.abspath(other)
+    env = _official_env(other)
     probe = subprocess.run([sys.executable, "-c", "import cudnn, sys; sys.exit(0 if hasattr(cudnn, "
                             "'_compiled_module') else 3)"], env=env, capture_output=True, text=True, cwd="/")
     if probe.returncode:
@@ -273,9 +318,7 @@ def official(other: str | None) -> dict[str, Any] | str:
 def official_import_ms(other: str | None) -> str:
     """`import cudnn` of the official frontend in a process that does not see this repository
     (``other``: the directory it is installed in; else the default path), median of 5 processes."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if other:
-        env["PYTHONPATH"] = os.path.abspath(other)
+    env = _official_env(other)
     code = ("import time; t = time.perf_counter(); import cudnn; "
             "print((time.perf_counter() - t) * 1e3, hasattr(cudnn, '_compiled_module'))")
     times = []
@@ -289,6 +332,7 @@ def official_import_ms(other: str | None) -> str:
 
 FIRST_GRAPH = "import cudnn + conv+bias+relu 8x64x56x56 3x3 fp16, first graph of a new process"
 FIRST_GRAPH_RUNS = 5  # fresh processes per side
+COLD_RUNS = 3  # fresh processes per package for each case's cold build
 
 
 def first_graph_child() -> None:
@@ -336,10 +380,7 @@ def first_graph_rows(other: str | None) -> None:
               "them, which an installed package does not (`python -m compileall src` first)")
     here = str(Path(__file__).resolve().parent.parent / "src")
     ours_env = {**os.environ, "PYTHONPATH": here, "CUDNN_PY_PLAN_CACHE": "0"}
-    theirs_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if other:
-        theirs_env["PYTHONPATH"] = os.path.abspath(other)
-    ours, theirs = first_graph_ms(ours_env), first_graph_ms(theirs_env)
+    ours, theirs = first_graph_ms(ours_env), first_graph_ms(_official_env(other))
     print(f"\n{FIRST_GRAPH} (median of {FIRST_GRAPH_RUNS} processes):")
     ours_text = f"{ours:.1f} ms" if isinstance(ours, float) else ours
     theirs_text = f"{theirs:.1f} ms" if isinstance(theirs, float) else theirs
@@ -357,6 +398,9 @@ def main() -> None:
     ap.add_argument("--first-use", action="store_true")
     ap.add_argument("--official-child", action="store_true")
     ap.add_argument("--first-graph-child", action="store_true")
+    ap.add_argument("--cold-child")
+    ap.add_argument("--cold-runs", type=int, default=COLD_RUNS, metavar="N",
+                    help="fresh processes per package for each case's cold build (alternating)")
     ap.add_argument("--other", metavar="SITE_DIR", help="where the official frontend (also named cudnn) is installed")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N functions with the most own time of the cold and the disk builds")
@@ -370,6 +414,9 @@ def main() -> None:
     if args.first_graph_child:
         first_graph_child()
         return
+    if args.cold_child:
+        cold_child(args.cold_child)
+        return
     theirs = official(args.other)  # first: its child process has the GPU to itself
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-startup-"))
     cudnn.plan_cache.directory = cache_dir
@@ -380,14 +427,14 @@ def main() -> None:
     head = (f"{'case':40s} {'':8s} {'cold ms':>8s} {'warm ms':>8s} {'disk ms':>8s} {'disk, 1st':>9s} "
             f"{'host us':>8s} {'GPU us':>8s}")
     print(head)
+    official_env = _official_env(args.other) if isinstance(theirs, dict) else None
     for case in args.cases.split(","):
-        cudnn.plan_cache.enabled = False
-        g, pack, torch_call = CASES[case]()
-        cold = ms(lambda g=g: g.build(HEUR))
-        if args.profile:  # a second cold build (cuDNN's in-process reuse aside), under the profiler
+        cold, their_cold = cold_in_processes(case, args.cold_runs, official_env)
+        if args.profile:  # a cold build in this process (plan cache off), under the profiler
+            cudnn.plan_cache.enabled = False
             h = CASES[case]()[0]
-            profiled(f"{case} cold build (second in process)", lambda h=h: h.build(HEUR), args.profile)
-        cudnn.plan_cache.enabled = True
+            profiled(f"{case} cold build", lambda h=h: h.build(HEUR), args.profile)
+            cudnn.plan_cache.enabled = True
         g, pack, torch_call = CASES[case]()
         g.build(HEUR)  # writes the disk cache
         again = [CASES[case]()[0] for _ in range(3)]
@@ -404,8 +451,10 @@ def main() -> None:
               f"{host:8.1f} {gpu:8.1f}  disk hits {disk['disk_hits']}{kernels}")
         row = theirs["cases"].get(case) if isinstance(theirs, dict) else theirs
         if isinstance(row, dict):
-            print(f"{'':40s} {'official':8s} {row['cold']:8.2f} {row['warm']:8.3f} {'':8s} {'':9s} "
-                  f"{row['host']:8.1f} {row['gpu']:8.1f}")
+            cold_text = f"{their_cold:8.2f}" if isinstance(their_cold, float) else f"{'-':>8s}"
+            ratio = f"  cold: official / cudnn-py {their_cold / cold:.2f}x" if isinstance(their_cold, float) else ""
+            print(f"{'':40s} {'official':8s} {cold_text} {row['warm']:8.3f} {'':8s} {'':9s} "
+                  f"{row['host']:8.1f} {row['gpu']:8.1f}{ratio}")
         else:
             print(f"{'':40s} {'official':8s} {row}")
         if case == "conv_dynamic":
