@@ -364,7 +364,8 @@ def first_graph_ms(env: dict[str, str]) -> float | str:
 
 
 def uncompiled_modules() -> list[str]:
-    """cudnn-py's graph modules that a new process would compile from source (no bytecode beside them)."""
+    """The modules of cudnn-py's first graph that a new process would compile from source (no
+    bytecode beside them)."""
     import cudnn.graph.graph as graph_module  # the modules the first graph loads
 
     names = [m for m in sys.modules if m.startswith(("cudnn.graph", "cudnn.backend"))]
