@@ -46,11 +46,9 @@ depends on which package ran first.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -59,18 +57,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _processes import official_env as _official_env
+from _processes import own_jit_cache
 
-def _own_jit_cache() -> None:
-    """A new, empty driver JIT cache for this process (see the module docstring), unless the
-    caller chose one; set before CUDA initialises, so it must run before torch touches the GPU."""
-    if "CUDA_CACHE_PATH" not in os.environ or os.environ.get("BENCH_BUILD_OWN_JIT_CACHE") == "1":
-        path = tempfile.mkdtemp(prefix="bench-build-jit-")
-        atexit.register(shutil.rmtree, path, True)
-        os.environ["CUDA_CACHE_PATH"] = path
-        os.environ["BENCH_BUILD_OWN_JIT_CACHE"] = "1"  # children make their own too
-
-
-_own_jit_cache()
+own_jit_cache("bench-build-jit-")  # see the module docstring
 
 import torch  # noqa: E402 - after the JIT cache is chosen
 
@@ -568,14 +558,6 @@ def cold_row(name: str, mine: dict[str, float], row: dict[str, Any] | str) -> No
     print(f"{name:46s} {row['first']:15.1f} {mine['first']:9.1f} {row['first'] / mine['first']:5.2f}x   "
           f"{row['cold']:17.2f} {mine['cold']:9.2f} {row['cold'] / mine['cold']:5.2f}x {spread:>13s}   "
           f"{row['gpu_us']:16.1f} {mine['gpu_us']:9.1f} {gpu_flag(mine['gpu_us'] / row['gpu_us'])}", flush=True)
-
-
-def _official_env(other: str | None) -> dict[str, str]:
-    """The environment of a child process whose ``cudnn`` is the official frontend."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if other:
-        env["PYTHONPATH"] = os.path.abspath(other)
-    return env
 
 
 if __name__ == "__main__":

@@ -33,12 +33,10 @@ first-graph row would count (the benchmark says so when it finds them uncompiled
 from __future__ import annotations
 
 import argparse
-import atexit
 import functools
 import importlib.util
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -48,21 +46,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _processes import official_env as _official_env
+from _processes import own_jit_cache
 
-def _own_jit_cache() -> None:
-    """A new, empty driver JIT cache for this process (before CUDA initialises), unless the
-    caller chose one or this is a disk child (`in_child`), which shares its parent's."""
-    if "--child" in sys.argv:
-        return
-    if "CUDA_CACHE_PATH" in os.environ and os.environ.get("BENCH_STARTUP_OWN_JIT_CACHE") != "1":
-        return
-    path = tempfile.mkdtemp(prefix="bench-startup-jit-")
-    atexit.register(shutil.rmtree, path, True)
-    os.environ["CUDA_CACHE_PATH"] = path
-    os.environ["BENCH_STARTUP_OWN_JIT_CACHE"] = "1"  # the other children make their own too
+if "--child" not in sys.argv:  # a disk child (`in_child`) shares its parent's, as a later process would
+    own_jit_cache("bench-startup-jit-")
 
-
-_own_jit_cache()
 T_START = time.perf_counter()
 import cudnn
 
@@ -271,14 +260,6 @@ def cold_in_processes(case: str, runs: int, official_env: dict[str, str] | None)
             times[who].append(json.loads(out.stdout.strip().splitlines()[-1])["ms"])
     theirs: float | str = statistics.median(times["official"]) if times["official"] else (failed or "not run")
     return statistics.median(times["ours"]), theirs
-
-
-def _official_env(other: str | None) -> dict[str, str]:
-    """The environment of a child process whose ``cudnn`` is the official frontend."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if other:
-        env["PYTHONPATH"] = os.path.abspath(other)
-    return env
 
 
 def official_child() -> None:
