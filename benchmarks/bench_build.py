@@ -234,18 +234,18 @@ def kernel_cfg_workload() -> dict:  # type: ignore[type-arg]
                         g.create_execution_plan(engine, {cudnn.knob_type.KERNEL_CFG: value})
                     except Exception:  # noqa: BLE001 - a knob value this engine refuses
                         continue
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     error = ""
     try:
         g.build_plans(cudnn.build_plan_policy.ALL)
     except Exception as exc:  # noqa: BLE001 - a package that raises when some plan fails: reported, timed
         error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), time.process_time()
     names = [g.get_plan_name_at_index(i) for i in range(g.get_execution_plan_count())]
     built = ([r.name for r in g.describe_plans().rows if r.status in ("built", "selected")]
              if hasattr(g, "describe_plans") else names)  # the official has no per-plan status
     return {"graph_ms": (t1 - t0) * 1e3, "create_ms": (t2 - t1) * 1e3, "build_ms": (t3 - t2) * 1e3,
-            "plans": len(names), "built": built, "error": error}
+            "build_cpu_ms": (c3 - c2) * 1e3, "plans": len(names), "built": built, "error": error}
 
 
 def kernel_cfg_in_child(threads: str | None, env: dict[str, str] | None = None) -> dict | str:  # type: ignore[type-arg]
@@ -298,6 +298,9 @@ def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
     s_tot, p_tot = sum(med["1"].values()), sum(med["default"].values())
     gain = med["1"]["build_ms"] / max(med["default"]["build_ms"], 1e-9)
     print(f"speed-up of the default over threads=1: build_plans {gain:.2f}x, total {s_tot / p_tot:.2f}x")
+    busy = {m: statistics.median(r["build_cpu_ms"] / max(r["build_ms"], 1e-9) for r in rs) for m, rs in runs.items()}
+    print(f"cores busy during build_plans (CPU time of the process / wall time): threads=1 {busy['1']:.1f}, "
+          f"threads={build_threads()} {busy['default']:.1f}")
     if other_env is not None:
         theirs = kernel_cfg_in_child(None, other_env)
         if isinstance(theirs, str):
@@ -306,7 +309,8 @@ def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
             t_tot = theirs["graph_ms"] + theirs["create_ms"] + theirs["build_ms"]
             print(f"{'official (one process)':28s} {theirs['graph_ms']:11.1f} {theirs['create_ms']:10.1f} "
                   f"{theirs['build_ms']:14.1f} {t_tot:9.1f}   ratio official / cudnn-py default "
-                  f"{t_tot / p_tot:.2f}x ({theirs['plans']} plans)"
+                  f"{t_tot / p_tot:.2f}x ({theirs['plans']} plans, "
+                  f"{theirs['build_cpu_ms'] / max(theirs['build_ms'], 1e-9):.1f} cores busy)"
                   + (f"; build_plans raised {theirs['error']}" if theirs.get("error") else ""))
 
 

@@ -7,9 +7,14 @@ the kernel cache and device properties), finalizes them on a pool of threads sco
 call, then keeps each plan or its error in the candidates' order on the calling thread: the
 plans, their order, the errors and the selection are those of building one after another.
 
-Threads take the plans one engine at a time in turn (`start_order`): the plans of one engine (a
-knob sweep, as in the official suite's KERNEL_CFG test) finalized at the same time wait on one
-another inside cuDNN, while plans of different engines overlap.
+Threads take the plans one engine at a time in turn (`start_order`), so that each engine's plans
+start early and no slow engine's plans are left for the end.
+
+How far this scales is set by NVRTC, not by cuDNN's handle: runtime-compiled engines compile
+their kernels with ``nvrtcCompileProgram``, and concurrent compiles wait on one another on a lock
+inside NVRTC that is shared by the whole process. A thread per core therefore keeps far fewer
+cores busy than it starts; separate handles per thread, or plans built for a DEVICEPROP without
+a handle, wait on the same lock.
 
 The threads share the graph's handle. cuDNN's general rule is one handle per thread at a time;
 cudnn-frontend (v1.1 release notes, "Autotuning") documents finalizing the plans of one graph
