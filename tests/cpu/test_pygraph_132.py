@@ -206,6 +206,36 @@ def test_create_execution_plan_chains(monkeypatch: pytest.MonkeyPatch) -> None:
     assert g.get_engine_and_knobs_at_index(0) == (7, {}) and g.plans[0].mode is None
 
 
+def test_knobs_are_read_once_and_a_refused_config_releases_its_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cudnn.backend.engine import KnobInfo
+    from cudnn.graph import graph as graph_module
+
+    g, _, _ = relu_graph()
+    reads: list[object] = []
+    closed: list[object] = []
+
+    class Engine:
+        def close(self) -> None:
+            closed.append(self)
+
+    def knob_infos(e: object) -> list[KnobInfo]:
+        reads.append(e)
+        return [KnobInfo(cudnn.knob_type.KERNEL_CFG, max_value=4, min_value=0, stride=2)]
+
+    monkeypatch.setattr(cudnn.pygraph, "_engine", lambda self, engine_id: Engine())
+    monkeypatch.setattr(graph_module.eng, "knob_infos", knob_infos)
+    monkeypatch.setattr(graph_module.eng, "engine_config", lambda e, knobs, label: "CONFIG")
+    monkeypatch.setattr(graph_module, "candidate_from_config",
+                        lambda cfg, source: Built(None, 7, {}, [], [], source))
+    assert [(k.min_value, k.max_value, k.stride) for k in g.get_knobs_for_engine(7)] == [(0, 4, 2)]
+    g.create_execution_plan(7, {cudnn.knob_type.KERNEL_CFG: 2})
+    with pytest.raises(cudnn.GraphError, match=r"KERNEL_CFG=3 is outside 0\.\.4 step 2 for engine 7"):
+        g.create_execution_plan(7, {cudnn.knob_type.KERNEL_CFG: 3})
+    assert len(reads) == 1  # one read of the engine's knobs for the listing and both configs
+    assert len(closed) == 2  # the listing's engine and the refused config's; the kept config holds its own
+    assert g.get_execution_plan_count() == 1
+
+
 # -- graph inspection ---------------------------------------------------------------------------------
 
 def test_graph_inspection() -> None:

@@ -643,11 +643,14 @@ class pygraph:  # the documented name
 
     def get_knobs_for_engine(self, engine_id: int) -> list[eng.KnobInfo]:
         """The tunable knobs of engine ``engine_id`` (``cudnn.knob``: type, bounds, stride)."""
-        e = self._engine(engine_id)
-        try:
-            return eng.knob_infos(e)
-        finally:
-            e.close()
+        def read() -> list[eng.KnobInfo]:
+            e = self._engine(engine_id)
+            try:
+                return eng.knob_infos(e)
+            finally:
+                e.close()
+
+        return self._pipeline.engine_knobs(engine_id, read)
 
     def create_execution_plan(self, engine_id: int, knobs: Mapping[knob_type | int, int] | None = None) -> pygraph:
         """Append a hand-picked engine config (engine global index and knob values, as
@@ -657,17 +660,21 @@ class pygraph:  # the documented name
         turn (every one with ``ALL``, in parallel)."""
         knobs = dict(knobs or {})
         e = self._engine(engine_id)
-        infos = {int(k.type): k for k in eng.knob_infos(e)}
-        for knob, value in knobs.items():
-            info = infos.get(int(knob))
-            name = getattr(knob, "name", knob)
-            if info is None:
-                raise GraphError(f"create_execution_plan: engine {engine_id} has no knob {name}; "
-                                 f"it has {[getattr(k.type, 'name', k.type) for k in infos.values()]}")
-            if not info.allows(int(value)):
-                raise GraphError(f"create_execution_plan: knob {name}={value} is outside {info.minimum}.."
-                                 f"{info.maximum} step {info.stride} for engine {engine_id}")
-        cfg = eng.engine_config(e, {int(k): int(v) for k, v in knobs.items()}, self.label())
+        try:
+            infos = {int(k.type): k for k in self._pipeline.engine_knobs(engine_id, lambda: eng.knob_infos(e))}
+            for knob, value in knobs.items():
+                info = infos.get(int(knob))
+                name = getattr(knob, "name", knob)
+                if info is None:
+                    raise GraphError(f"create_execution_plan: engine {engine_id} has no knob {name}; "
+                                     f"it has {[getattr(k.type, 'name', k.type) for k in infos.values()]}")
+                if not info.allows(int(value)):
+                    raise GraphError(f"create_execution_plan: knob {name}={value} is outside {info.minimum}.."
+                                     f"{info.maximum} step {info.stride} for engine {engine_id}")
+            cfg = eng.engine_config(e, {int(k): int(v) for k, v in knobs.items()}, self.label())
+        except BaseException:
+            e.close()
+            raise
         self._pipeline.add_manual(candidate_from_config(cfg, "manual"))
         return self
 

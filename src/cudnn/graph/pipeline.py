@@ -103,6 +103,7 @@ class Pipeline:
         self._handle: Handle | None = None  # this thread's default handle, when the graph has none
         self._lowered: Lowered | None = None
         self._op_graph: Descriptor | None = None
+        self._knobs: dict[int, list[eng.KnobInfo]] = {}  # engine global index -> its knobs, read once
         self._plans: PlanSet | None = None
         self._runners: dict[int, Runner] = {}
         self._active: Runner | None = None
@@ -207,6 +208,15 @@ class Pipeline:
 
     def has_op_graph(self) -> bool:
         return self._op_graph is not None
+
+    def engine_knobs(self, engine_id: int, read: Callable[[], list[eng.KnobInfo]]) -> list[eng.KnobInfo]:
+        """The knobs of engine ``engine_id`` of this operation graph: ``read()`` the first time,
+        then kept (reading them creates a descriptor per knob type cuDNN knows, for every config
+        a knob sweep makes otherwise)."""
+        known = self._knobs.get(engine_id)
+        if known is None:
+            known = self._knobs[engine_id] = read()
+        return list(known)
 
     def _lower(self) -> Descriptor:
         lowered = self.lowered()
