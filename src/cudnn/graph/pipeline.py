@@ -211,8 +211,8 @@ class Pipeline:
 
     def engine_knobs(self, engine_id: int, read: Callable[[], list[eng.KnobInfo]]) -> list[eng.KnobInfo]:
         """The knobs of engine ``engine_id`` of this operation graph: ``read()`` the first time,
-        then kept (reading them creates a descriptor per knob type cuDNN knows, for every config
-        a knob sweep makes otherwise)."""
+        then kept. Reading them creates a KNOB_INFO descriptor for every knob type cuDNN has,
+        which a knob sweep would otherwise pay for each config it makes."""
         known = self._knobs.get(engine_id)
         if known is None:
             known = self._knobs[engine_id] = read()
