@@ -122,8 +122,8 @@ def test_parallel_build_gives_the_serial_result(fake_plans: list[FakePlan]) -> N
 
 def test_threads_take_one_plan_of_each_engine_in_turn(fake_plans: list[FakePlan],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """A knob sweep's plans of one engine are spread out (cuDNN makes same-engine finalizes wait
-    on each other); the outcome stays in the candidates' order, as one after another."""
+    """A knob sweep's plans of one engine are spread out among the other engines' plans; the
+    outcome stays in the candidates' order, as one after another."""
     engines = [5, 5, 5, 2, 2, 9]
 
     def sweep() -> list[Candidate]:
