@@ -248,14 +248,18 @@ def kernel_cfg_workload() -> dict:  # type: ignore[type-arg]
             "build_cpu_ms": (c3 - c2) * 1e3, "plans": len(names), "built": built, "error": error}
 
 
-def kernel_cfg_in_child(threads: str | None, env: dict[str, str] | None = None) -> dict | str:  # type: ignore[type-arg]
+def kernel_cfg_in_child(threads: str | None, env: dict[str, str] | None = None,
+                        processes: str | None = None) -> dict | str:  # type: ignore[type-arg]
     """`kernel_cfg_workload` in a fresh process: cudnn-py with CUDNN_PY_BUILD_THREADS=``threads``
-    (None: unset, the default), or with ``env`` the official frontend."""
+    (None: unset, the default) and CUDNN_PY_BUILD_PROCESSES=``processes`` (None: unset), or with
+    ``env`` the official frontend."""
     cwd = tempfile.gettempdir() if env is not None else None  # the official's: away from this repository
     if env is None:
-        env = {k: v for k, v in os.environ.items() if k != "CUDNN_PY_BUILD_THREADS"}
+        env = {k: v for k, v in os.environ.items() if k not in ("CUDNN_PY_BUILD_THREADS", "CUDNN_PY_BUILD_PROCESSES")}
         if threads is not None:
             env["CUDNN_PY_BUILD_THREADS"] = threads
+        if processes is not None:
+            env["CUDNN_PY_BUILD_PROCESSES"] = processes
     done = subprocess.run([sys.executable, os.path.abspath(__file__), "--kernel-cfg-child"], env=env,
                           capture_output=True, text=True, cwd=cwd)
     if done.returncode:
@@ -267,37 +271,46 @@ KERNEL_CFG_RUNS = 3  # fresh processes per mode, alternated
 
 
 def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
-    """The KERNEL_CFG workload: cudnn-py serial (threads=1) vs parallel (the default), each in
-    fresh processes, alternated; the same plans must be built both ways; the official beside."""
-    from cudnn.graph.parallel import build_threads
+    """The KERNEL_CFG workload: cudnn-py serial (threads=1) vs parallel (the default: threads)
+    vs worker processes (CUDNN_PY_BUILD_PROCESSES, one per core), each in fresh processes,
+    alternated; the same plans must be built every way; the official beside."""
+    from cudnn.graph.parallel import available_cores, build_threads
 
-    runs: dict[str, list[dict]] = {"1": [], "default": []}  # type: ignore[type-arg]
+    cores = str(available_cores())
+    runs: dict[str, list[dict]] = {"1": [], "default": [], "processes": []}  # type: ignore[type-arg]
     n_runs = int(sys.argv[sys.argv.index("--kernel-cfg-runs") + 1]) if "--kernel-cfg-runs" in sys.argv \
         else KERNEL_CFG_RUNS
     for _ in range(n_runs):
         for mode in runs:
-            got = kernel_cfg_in_child(None if mode == "default" else mode)
+            got = (kernel_cfg_in_child(None, processes=cores) if mode == "processes"
+                   else kernel_cfg_in_child(None if mode == "default" else mode))
             if isinstance(got, str):
-                print(f"\nKERNEL_CFG workload, threads={mode}: {got}")
+                print(f"\nKERNEL_CFG workload, {mode}: {got}")
                 return
             runs[mode].append(got)
-    serial, par = runs["1"], runs["default"]
-    assert all(r["built"] == serial[0]["built"] for r in serial + par), \
-        "KERNEL_CFG workload: the plans built on several threads differ from those built on one"
+    serial = runs["1"]
+    assert all(r["built"] == serial[0]["built"] for rs in runs.values() for r in rs), \
+        "KERNEL_CFG workload: the plans built on several threads or in worker processes differ from those built on one"
     med = {m: {k: statistics.median(r[k] for r in rs) for k in ("graph_ms", "create_ms", "build_ms")}
            for m, rs in runs.items()}
     n = len(serial[0]["built"])
     print(f"\nKERNEL_CFG workload (conv+relu of test_conv_relu_execution_plan_creation): "
-          f"{serial[0]['plans']} plans, {n} built, the same names on 1 and on {build_threads()} threads "
-          f"(median of {n_runs} processes each)")
-    print(f"{'':28s} {'op graph ms':>11s} {'create ms':>10s} {'build_plans ms':>14s} {'total ms':>9s}")
-    for label, m in (("cudnn-py, threads=1", "1"), (f"cudnn-py, threads={build_threads()}", "default")):
+          f"{serial[0]['plans']} plans, {n} built, the same names on 1 and on {build_threads()} threads and in "
+          f"{cores} worker processes (median of {n_runs} processes each)")
+    print(f"{'':36s} {'op graph ms':>11s} {'create ms':>10s} {'build_plans ms':>14s} {'total ms':>9s}")
+    labels = {"1": "cudnn-py, threads=1", "default": f"cudnn-py, threads={build_threads()} (default)",
+              "processes": f"cudnn-py, CUDNN_PY_BUILD_PROCESSES={cores}"}
+    for m, label in labels.items():
         row = med[m]
-        print(f"{label:28s} {row['graph_ms']:11.1f} {row['create_ms']:10.1f} {row['build_ms']:14.1f} "
+        print(f"{label:36s} {row['graph_ms']:11.1f} {row['create_ms']:10.1f} {row['build_ms']:14.1f} "
               f"{sum(row.values()):9.1f}")
     s_tot, p_tot = sum(med["1"].values()), sum(med["default"].values())
-    gain = med["1"]["build_ms"] / max(med["default"]["build_ms"], 1e-9)
-    print(f"speed-up of the default over threads=1: build_plans {gain:.2f}x, total {s_tot / p_tot:.2f}x")
+    for m, what in (("default", "the default"), ("processes", "worker processes")):
+        gain = med["1"]["build_ms"] / max(med[m]["build_ms"], 1e-9)
+        print(f"speed-up of {what} over threads=1: build_plans {gain:.2f}x, "
+              f"total {s_tot / sum(med[m].values()):.2f}x")
+    w_tot = sum(med["processes"].values())
+    runs.pop("processes")  # its compiles run in the workers: this process's CPU time says nothing of them
     busy = {m: statistics.median(r["build_cpu_ms"] / max(r["build_ms"], 1e-9) for r in rs) for m, rs in runs.items()}
     print(f"cores busy during build_plans (CPU time of the process / wall time): threads=1 {busy['1']:.1f}, "
           f"threads={build_threads()} {busy['default']:.1f}")
@@ -307,9 +320,9 @@ def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
             print(f"official: {theirs}")
         else:
             t_tot = theirs["graph_ms"] + theirs["create_ms"] + theirs["build_ms"]
-            print(f"{'official (one process)':28s} {theirs['graph_ms']:11.1f} {theirs['create_ms']:10.1f} "
+            print(f"{'official (one process)':36s} {theirs['graph_ms']:11.1f} {theirs['create_ms']:10.1f} "
                   f"{theirs['build_ms']:14.1f} {t_tot:9.1f}   ratio official / cudnn-py default "
-                  f"{t_tot / p_tot:.2f}x ({theirs['plans']} plans, "
+                  f"{t_tot / p_tot:.2f}x, / worker processes {t_tot / w_tot:.2f}x ({theirs['plans']} plans, "
                   f"{theirs['build_cpu_ms'] / max(theirs['build_ms'], 1e-9):.1f} cores busy)"
                   + (f"; build_plans raised {theirs['error']}" if theirs.get("error") else ""))
 

@@ -14,7 +14,8 @@ How far this scales is set by NVRTC, not by cuDNN's handle: runtime-compiled eng
 their kernels with ``nvrtcCompileProgram``, and concurrent compiles wait on one another on a lock
 inside NVRTC that is shared by the whole process. A thread per core therefore keeps far fewer
 cores busy than it starts; separate handles per thread, or plans built for a DEVICEPROP without
-a handle, wait on the same lock.
+a handle, wait on the same lock. Worker processes do not: ``CUDNN_PY_BUILD_PROCESSES``
+(graph/plan_workers.py) hands the candidates to them first.
 
 The threads share the graph's handle. cuDNN's general rule is one handle per thread at a time;
 cudnn-frontend (v1.1 release notes, "Autotuning") documents finalizing the plans of one graph

@@ -293,8 +293,16 @@ class Pipeline:
             ranked = True
 
     def build_plans(self, policy: build_plan_policy, limit: int | None = None) -> None:
-        """Build the first supported candidate, or (ALL) every one, or the first ``limit``."""
-        self.plans().build(self.build_handle_ptr(), build_plan_policy(policy), limit)
+        """Build the first supported candidate, or (ALL) every one, or the first ``limit``
+        (in worker processes first when ``CUDNN_PY_BUILD_PROCESSES`` asks for them)."""
+        policy = build_plan_policy(policy)
+        if policy == build_plan_policy.ALL:
+            from . import plan_workers
+
+            processes = plan_workers.build_processes()
+            if processes:
+                plan_workers.build(self, self.plans().candidates[:limit], processes)
+        self.plans().build(self.build_handle_ptr(), policy, limit)
 
     def build_candidate(self, cand: Candidate) -> Descriptor:
         return cand.build(self.build_handle_ptr(), self.label, self.plans().kernel_cache)

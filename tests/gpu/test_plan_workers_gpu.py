@@ -1,0 +1,141 @@
+"""build_plans(ALL) with CUDNN_PY_BUILD_PROCESSES (graph/plan_workers.py) on the GPU: a knob
+sweep of a conv+relu graph (the official suite's test_conv_relu_execution_plan_creation, cut to
+a few configs per engine) gives the same plans as a build in this process, each computing what
+PyTorch computes; the plans come from the workers; a candidate that fails here fails alone; no
+worker process and no descriptor outlives the build."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import cudnn
+from cudnn.backend import Descriptor
+from cudnn.backend.descriptor import live_count
+from cudnn.graph import parallel, plan_workers
+
+HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+PER_ENGINE = 3  # KERNEL_CFG values per engine: enough plans for two workers, a short test
+
+
+def sweep(processes: str | None, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], Any]:
+    """The knob sweep built with CUDNN_PY_BUILD_PROCESSES=``processes`` (None: unset, in this
+    process on one thread); per plan name its status and output. Returns the graph too."""
+    monkeypatch.setenv(parallel.ENV, "1")
+    if processes is None:
+        monkeypatch.delenv(plan_workers.ENV, raising=False)
+    else:
+        monkeypatch.setenv(plan_workers.ENV, processes)
+    torch.manual_seed(0)
+    x = torch.randn(20, 40, 30, 40, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = torch.randn(54, 40, 3, 4, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    ref = F.conv2d(x.float(), w.float(), padding=(0, 1), stride=(2, 3)).clamp(0.5, 0.55)
+    g = cudnn.pygraph(io_data_type=HALF, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
+    X = g.tensor(name="X", dim=x.size(), stride=x.stride(), data_type=x.dtype)
+    W = g.tensor(name="W", dim=w.size(), stride=w.stride(), data_type=w.dtype)
+    conv = g.conv_fprop(image=X, weight=W, padding=[0, 1], stride=[2, 3], dilation=[1, 1])
+    Y = g.relu(name="relu", input=conv, lower_clip=0.5, upper_clip=0.55).set_output(True)
+    g.validate()
+    g.build_operation_graph()
+    for engine in range(g.get_engine_count()):
+        try:
+            knobs = g.get_knobs_for_engine(engine)
+        except cudnn.cudnnGraphNotSupportedError:
+            continue
+        for knob in knobs:
+            if knob.type == cudnn.knob_type.KERNEL_CFG:
+                values = range(knob.min_value, knob.max_value + 1, knob.stride)
+                for value in list(values)[:PER_ENGINE]:
+                    try:
+                        g.create_execution_plan(engine, {cudnn.knob_type.KERNEL_CFG: value})
+                    except cudnn.cudnnGraphNotSupportedError:
+                        continue
+    g.build_plans(cudnn.build_plan_policy.ALL)
+    y = torch.empty_strided(Y.get_dim(), Y.get_stride(), device="cuda", dtype=torch.float16)
+    rows = {r.name: r for r in g.describe_plans().rows}
+    outputs: dict[str, Any] = {}
+    for i in range(g.get_execution_plan_count()):
+        name = g.get_plan_name_at_index(i)
+        if rows[name].status.startswith(("failed", "not built")):
+            outputs[name] = (rows[name].status, None)
+            continue
+        ws = torch.empty(max(1, g.get_workspace_size_plan_at_index(i)), device="cuda", dtype=torch.uint8)
+        y.fill_(float("nan"))
+        g.execute_plan_at_index({X: x, W: w, Y: y}, ws, i)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y.float(), ref, atol=2e-3, rtol=2e-3)
+        outputs[name] = ("built", y.clone())
+    return outputs, g
+
+
+def children() -> str:
+    """The processes this thread started that are still there (reaped ones are not)."""
+    return Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().strip()
+
+
+@pytest.fixture(autouse=True)
+def no_plan_cache() -> Any:
+    cudnn.plan_cache.enabled = False
+    yield
+    cudnn.plan_cache.enabled = True
+
+
+def test_the_same_plans_as_built_here_and_they_come_from_the_workers(monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    here, _ = sweep(None, monkeypatch)
+    assert children() == ""
+    with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
+        there, _ = sweep("2", monkeypatch)
+    assert children() == ""  # every worker has ended and been reaped
+    assert list(there) == list(here)  # same names, same order
+    built = [n for n, (status, _) in here.items() if status == "built"]
+    assert len(built) >= 4
+    for name, (status, out) in here.items():
+        assert there[name][0] == status, name
+        if out is not None:
+            torch.testing.assert_close(there[name][1], out, atol=1e-3, rtol=1e-3)
+    assert f"{len(here)} of {len(here)} plans built in 2 worker processes" in caplog.text
+
+
+def test_a_candidate_that_fails_here_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan the workers build but this process refuses (NOT_SUPPORTED at its finalize, restored
+    or built) fails with the error a build here gives, naming it; the others are kept."""
+    here, _ = sweep(None, monkeypatch)
+    victim = next(name for name, (status, _) in here.items() if status == "built")
+    finalize = Descriptor.finalize
+
+    def refuse(self: Descriptor) -> Descriptor:
+        if self.label.endswith(f": {victim}"):
+            from cudnn._lib.errors import raise_status
+
+            raise_status(3000, f"{self.label}: finalizing EXECUTION_PLAN descriptor (refused by the test)")
+        return finalize(self)
+
+    monkeypatch.setattr(Descriptor, "finalize", refuse)
+    got, g = sweep("2", monkeypatch)
+    assert got[victim][0].startswith("failed") and got[victim][1] is None
+    built_here = {n for n, (s, _) in here.items() if s == "built"}
+    assert {n for n, (s, _) in got.items() if s == "built"} == built_here - {victim}
+    index = next(i for i in range(g.get_execution_plan_count()) if g.get_plan_name_at_index(i) == victim)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=f"{victim}: finalizing EXECUTION_PLAN"):
+        g.build_plan_at_index(index)
+
+
+def test_descriptors_return_to_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    sweep(None, monkeypatch)
+    gc.collect()
+    cudnn.release_pending()
+    descriptors = live_count()
+    for _ in range(2):
+        sweep("3", monkeypatch)
+        gc.collect()
+        cudnn.release_pending()
+        assert live_count() == descriptors, f"{live_count() - descriptors} descriptors left"
+    assert children() == ""
