@@ -11,7 +11,8 @@ of processes, one of each package, the first pair cudnn-py's first, the next the
 first, and so on; each figure is the median over a package's processes.
 ``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
 ``--no-kernel-cfg`` leaves out the KERNEL_CFG workload, ``--kernel-cfg-runs N`` runs it in N
-processes per mode (default 3).
+processes per mode (default 3; modes: one thread, the default threads, and worker processes
+with ``CUDNN_PY_BUILD_PROCESSES`` set to the cores this process may use).
 
 Build = validate -> plans ready to execute (``pygraph.build``), timed with the GPU idle and the
 graphs dropped before already released (`build_ms`). "cold" runs with the plan
@@ -209,7 +210,8 @@ def kernel_cfg_workload() -> dict:  # type: ignore[type-arg]
     """The official suite's test_conv_relu_execution_plan_creation, timed: the conv+relu graph,
     one plan per KERNEL_CFG value of every engine (create_execution_plan), then
     build_plans(ALL). Run in a fresh process per measurement (cuDNN keeps compiled kernels in a
-    process); CUDNN_PY_BUILD_THREADS of that process sets cudnn-py's build threads."""
+    process); CUDNN_PY_BUILD_THREADS and CUDNN_PY_BUILD_PROCESSES of that process set how
+    cudnn-py builds the plans."""
     x = torch.randn(20, 40, 30, 40, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
     w = torch.randn(54, 40, 3, 4, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
     g = cudnn.pygraph(io_data_type=HALF, intermediate_data_type=FLOAT, compute_data_type=FLOAT)
