@@ -83,6 +83,21 @@ def build_all(make: Any, threads: str | None, monkeypatch: pytest.MonkeyPatch) -
         cudnn.plan_cache.enabled = True
 
 
+def refuse_plan(victim: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From now on in this process, finalizing the plan named ``victim`` fails as cuDNN's
+    NOT_SUPPORTED does, naming it."""
+    finalize = Descriptor.finalize
+
+    def refuse(self: Descriptor) -> Descriptor:
+        if self.label.endswith(f": {victim}"):
+            from cudnn._lib.errors import raise_status
+
+            raise_status(3000, f"{self.label}: finalizing EXECUTION_PLAN descriptor (refused by the test)")
+        return finalize(self)
+
+    monkeypatch.setattr(Descriptor, "finalize", refuse)
+
+
 @pytest.mark.parametrize("graph", list(GRAPHS))
 def test_same_plans_and_results_on_one_thread_and_on_several(graph: str, monkeypatch: pytest.MonkeyPatch) -> None:
     serial = build_all(GRAPHS[graph], "1", monkeypatch)
@@ -100,16 +115,7 @@ def test_a_failing_candidate_fails_alone(monkeypatch: pytest.MonkeyPatch) -> Non
     alone fails, with the same error naming it; the others build and compute the reference."""
     probe = build_all(conv_graph, "1", monkeypatch)
     victim = next(name for name, (status, _) in probe.items() if status == "built")
-    finalize = Descriptor.finalize
-
-    def refuse(self: Descriptor) -> Descriptor:
-        if self.label.endswith(f": {victim}"):
-            from cudnn._lib.errors import raise_status
-
-            raise_status(3000, f"{self.label}: finalizing EXECUTION_PLAN descriptor (refused by the test)")
-        return finalize(self)
-
-    monkeypatch.setattr(Descriptor, "finalize", refuse)
+    refuse_plan(victim, monkeypatch)
     serial = build_all(conv_graph, "1", monkeypatch)
     several = build_all(conv_graph, "4", monkeypatch)
     for got in (serial, several):

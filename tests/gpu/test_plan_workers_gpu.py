@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from test_parallel_build_gpu import refuse_plan
 
 import cudnn
-from cudnn.backend import Descriptor
 from cudnn.backend.descriptor import live_count
 from cudnn.graph import parallel, plan_workers
 
@@ -109,16 +109,7 @@ def test_a_candidate_that_fails_here_fails_alone(monkeypatch: pytest.MonkeyPatch
     or built) fails with the error a build here gives, naming it; the others are kept."""
     here, _ = sweep(None, monkeypatch)
     victim = next(name for name, (status, _) in here.items() if status == "built")
-    finalize = Descriptor.finalize
-
-    def refuse(self: Descriptor) -> Descriptor:
-        if self.label.endswith(f": {victim}"):
-            from cudnn._lib.errors import raise_status
-
-            raise_status(3000, f"{self.label}: finalizing EXECUTION_PLAN descriptor (refused by the test)")
-        return finalize(self)
-
-    monkeypatch.setattr(Descriptor, "finalize", refuse)
+    refuse_plan(victim, monkeypatch)
     got, g = sweep("2", monkeypatch)
     assert got[victim][0].startswith("failed") and got[victim][1] is None
     built_here = {n for n, (s, _) in here.items() if s == "built"}

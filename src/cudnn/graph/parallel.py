@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .plans import Candidate
 
 ENV = "CUDNN_PY_BUILD_THREADS"
+PROCESSES_ENV = "CUDNN_PY_BUILD_PROCESSES"  # worker processes first (graph/plan_workers.py)
 
 
 def available_cores() -> int:
@@ -68,6 +69,21 @@ def build_threads(threads: int | None = None) -> int:
     if threads < 1:
         raise ValueError(f"{source} must be a positive int (1: build plans one after another), got {threads}")
     return threads
+
+
+def build_processes() -> int:
+    """Worker processes ``build_plans(ALL)`` hands the candidates to first:
+    ``$CUDNN_PY_BUILD_PROCESSES``; 0 (unset, 0 or 1) builds in this process only."""
+    text = os.environ.get(PROCESSES_ENV, "").strip()
+    if not text:
+        return 0
+    try:
+        n = int(text)
+    except ValueError:
+        raise ValueError(f"{PROCESSES_ENV} must be an int (0 or 1: no worker processes), got {text!r}") from None
+    if n < 0:
+        raise ValueError(f"{PROCESSES_ENV} must be an int >= 0 (0 or 1: no worker processes), got {n}")
+    return n if n >= 2 else 0
 
 
 def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache: Descriptor | None = None,

@@ -297,10 +297,12 @@ class Pipeline:
         (in worker processes first when ``CUDNN_PY_BUILD_PROCESSES`` asks for them)."""
         policy = build_plan_policy(policy)
         if policy == build_plan_policy.ALL:
-            from . import plan_workers
+            from .parallel import build_processes
 
-            processes = plan_workers.build_processes()
+            processes = build_processes()
             if processes:
+                from . import plan_workers
+
                 plan_workers.build(self, self.plans().candidates[:limit], processes)
         self.plans().build(self.build_handle_ptr(), policy, limit)
 
@@ -394,6 +396,15 @@ def assign_uids(tensors: Sequence[Tensor]) -> None:
             next_uid += 1
         t.set_uid(next_uid)
         used.add(next_uid)
+
+
+def lowered_identity(p: Pipeline) -> tuple[int, int, tuple[int, ...]]:
+    """What identifies the backend graph ``p`` lowers to: the graph's key, the structure of the
+    lowered nodes (what an expansion made) and their tensors' uids."""
+    g = p.graph
+    nodes = p.lowered().nodes
+    uids = tuple(t.get_uid() for t in all_tensors(nodes))
+    return g.key(), structure_key(nodes, g.context, g.sm_count), uids
 
 
 def structure_key(nodes: Sequence[Node], context: Any, sm_count: int | None) -> int:

@@ -20,7 +20,7 @@ from ..backend.handle import as_handle_ptr
 from . import guards
 from .errors import GraphError, GraphNotSupportedError, SerializationError
 from .execute import Binding, ScratchSlot
-from .pipeline import Lowered, Pipeline, all_tensors, structure_key
+from .pipeline import Lowered, Pipeline, lowered_identity
 from .plans import Candidate
 from .serialize import PlanRecord, ScratchRecord, TensorRecord, device_identity, record_tensors
 from .tensor import Tensor
@@ -43,10 +43,8 @@ def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | Non
     if p.lowering is not None:
         p = Pipeline(p.graph)
     p.handle_ptr()  # a missing GPU surfaces as cuDNN's error, with its hint
-    uids = tuple(t.get_uid() for t in all_tensors(p.lowered().nodes))
     g = p.graph
-    lowered = structure_key(p.lowered().nodes, g.context, g.sm_count)  # what an expansion made, e.g. score_mod
-    ident = (g.key(), lowered, uids, guards.REVISION, g.sm_count, g.is_dynamic_shape_enabled,
+    ident = (*lowered_identity(p), guards.REVISION, g.sm_count, g.is_dynamic_shape_enabled,
              g.is_override_shape_enabled, device_identity(p.device()), loader.report().version)
     return plan_cache.key("tuned", ident), plan_cache.key("heuristic", ident, tuple(int(m) for m in modes))
 

@@ -44,31 +44,17 @@ from .._lib.errors import CudnnError
 from ..backend import engine as eng
 from ..backend import plan as backend_plan
 from .parallel import ENV as THREADS_ENV
+from .parallel import PROCESSES_ENV as ENV
+from .parallel import build_processes as build_processes  # the setting, read where the threads' is
 from .parallel import start_order
-from .pipeline import Pipeline, all_tensors, structure_key
+from .pipeline import Pipeline, lowered_identity
 from .plans import Candidate
 
 if TYPE_CHECKING:
     from .graph import pygraph
 
-ENV = "CUDNN_PY_BUILD_PROCESSES"
 START_S = 120.0  # a worker's allowance to start (interpreter, cudnn-py, CUDA context) and rebuild the graph
 PER_PLAN_S = 60.0  # and for each plan of its share (a runtime-compiled kernel takes about a second)
-
-
-def build_processes() -> int:
-    """Worker processes ``build_plans(ALL)`` uses: ``$CUDNN_PY_BUILD_PROCESSES``; 0 (unset, 0 or
-    1) builds in this process only."""
-    text = os.environ.get(ENV, "").strip()
-    if not text:
-        return 0
-    try:
-        n = int(text)
-    except ValueError:
-        raise ValueError(f"{ENV} must be an int (0 or 1: no worker processes), got {text!r}") from None
-    if n < 0:
-        raise ValueError(f"{ENV} must be an int >= 0 (0 or 1: no worker processes), got {n}")
-    return n if n >= 2 else 0
 
 
 def why_not(p: Pipeline, todo: Sequence[Candidate], processes: int) -> str | None:
@@ -89,12 +75,8 @@ def why_not(p: Pipeline, todo: Sequence[Candidate], processes: int) -> str | Non
 
 
 def identity(p: Pipeline) -> str:
-    """A digest of the backend graph ``p`` lowers to: structure, shapes, types and uids."""
-    g = p.graph
-    nodes = p.lowered().nodes
-    uids = tuple(t.get_uid() for t in all_tensors(nodes))
-    key = (g.key(), structure_key(nodes, g.context, g.sm_count), uids, g.sm_count)
-    return hashlib.sha256(repr(key).encode()).hexdigest()
+    """A digest of the backend graph ``p`` lowers to (`lowered_identity`) and its SM count."""
+    return hashlib.sha256(repr((*lowered_identity(p), p.graph.sm_count)).encode()).hexdigest()
 
 
 def shares(todo: Sequence[Candidate], workers: int) -> list[list[int]]:
