@@ -11,8 +11,9 @@ of processes, one of each package, the first pair cudnn-py's first, the next the
 first, and so on; each figure is the median over a package's processes.
 ``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
 ``--no-kernel-cfg`` leaves out the KERNEL_CFG workload, ``--kernel-cfg-runs N`` runs it in N
-processes per mode (default 3; modes: one thread, the default threads, and worker processes
-with ``CUDNN_PY_BUILD_PROCESSES`` set to the cores this process may use).
+processes per mode (default 3; modes: one thread, threads alone, the default (threads, joined
+by worker processes once the build proves long), and worker processes from the start with
+``CUDNN_PY_BUILD_PROCESSES`` set to the cores this process may use).
 
 Build = validate -> plans ready to execute (``pygraph.build``), timed with the GPU idle and the
 graphs dropped before already released (`build_ms`). "cold" runs with the plan
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import statistics
 import subprocess
@@ -236,6 +238,15 @@ def kernel_cfg_workload() -> dict:  # type: ignore[type-arg]
                         g.create_execution_plan(engine, {cudnn.knob_type.KERNEL_CFG: value})
                     except Exception:  # noqa: BLE001 - a knob value this engine refuses
                         continue
+    workers: list[str] = []  # cudnn-py's word on worker processes (the official logs nothing there)
+
+    class Note(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "worker processes" in record.getMessage():
+                workers.append(record.getMessage().split(": ", 1)[-1])
+
+    logging.getLogger("cudnn.build").addHandler(Note(logging.INFO))
+    logging.getLogger("cudnn.build").setLevel(logging.INFO)
     t2, c2 = time.perf_counter(), time.process_time()
     error = ""
     try:
@@ -247,21 +258,18 @@ def kernel_cfg_workload() -> dict:  # type: ignore[type-arg]
     built = ([r.name for r in g.describe_plans().rows if r.status in ("built", "selected")]
              if hasattr(g, "describe_plans") else names)  # the official has no per-plan status
     return {"graph_ms": (t1 - t0) * 1e3, "create_ms": (t2 - t1) * 1e3, "build_ms": (t3 - t2) * 1e3,
-            "build_cpu_ms": (c3 - c2) * 1e3, "plans": len(names), "built": built, "error": error}
+            "build_cpu_ms": (c3 - c2) * 1e3, "plans": len(names), "built": built, "error": error,
+            "workers": workers}
 
 
-def kernel_cfg_in_child(threads: str | None, env: dict[str, str] | None = None,
-                        processes: str | None = None) -> dict | str:  # type: ignore[type-arg]
-    """`kernel_cfg_workload` in a fresh process: cudnn-py with CUDNN_PY_BUILD_THREADS=``threads``
-    (None: unset, the default) and CUDNN_PY_BUILD_PROCESSES=``processes`` (None: unset), or with
-    ``env`` the official frontend."""
+def kernel_cfg_in_child(setting: dict[str, str] | None, env: dict[str, str] | None = None) -> dict | str:  # type: ignore[type-arg]
+    """`kernel_cfg_workload` in a fresh process: cudnn-py with the build variables of ``setting``
+    (CUDNN_PY_BUILD_THREADS, CUDNN_PY_BUILD_PROCESSES; those it lacks unset), or with ``env``
+    the official frontend."""
     cwd = tempfile.gettempdir() if env is not None else None  # the official's: away from this repository
     if env is None:
         env = {k: v for k, v in os.environ.items() if k not in ("CUDNN_PY_BUILD_THREADS", "CUDNN_PY_BUILD_PROCESSES")}
-        if threads is not None:
-            env["CUDNN_PY_BUILD_THREADS"] = threads
-        if processes is not None:
-            env["CUDNN_PY_BUILD_PROCESSES"] = processes
+        env.update(setting or {})
     done = subprocess.run([sys.executable, os.path.abspath(__file__), "--kernel-cfg-child"], env=env,
                           capture_output=True, text=True, cwd=cwd)
     if done.returncode:
@@ -273,19 +281,23 @@ KERNEL_CFG_RUNS = 3  # fresh processes per mode, alternated
 
 
 def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
-    """The KERNEL_CFG workload: cudnn-py serial (threads=1) vs parallel (the default: threads)
-    vs worker processes (CUDNN_PY_BUILD_PROCESSES, one per core), each in fresh processes,
-    alternated; the same plans must be built every way; the official beside."""
+    """The KERNEL_CFG workload: cudnn-py serial (threads=1, no workers) vs threads alone vs the
+    default (threads, joined by worker processes once the build proves long) vs worker processes
+    from the start (CUDNN_PY_BUILD_PROCESSES, one per core), each in fresh processes, alternated;
+    the same plans must be built every way; the official beside."""
     from cudnn.graph.parallel import available_cores, build_threads
 
-    cores = str(available_cores())
-    runs: dict[str, list[dict]] = {"1": [], "default": [], "processes": []}  # type: ignore[type-arg]
+    cores, threads = str(available_cores()), build_threads()
+    modes = {"1": ("cudnn-py, threads=1, no workers", {"CUDNN_PY_BUILD_THREADS": "1", "CUDNN_PY_BUILD_PROCESSES": "0"}),
+             "threads": (f"cudnn-py, threads={threads}, no workers", {"CUDNN_PY_BUILD_PROCESSES": "0"}),
+             "default": (f"cudnn-py, default (threads={threads})", {}),
+             "processes": (f"cudnn-py, CUDNN_PY_BUILD_PROCESSES={cores}", {"CUDNN_PY_BUILD_PROCESSES": cores})}
+    runs: dict[str, list[dict]] = {m: [] for m in modes}  # type: ignore[type-arg]
     n_runs = int(sys.argv[sys.argv.index("--kernel-cfg-runs") + 1]) if "--kernel-cfg-runs" in sys.argv \
         else KERNEL_CFG_RUNS
     for _ in range(n_runs):
-        for mode in runs:
-            got = (kernel_cfg_in_child(None, processes=cores) if mode == "processes"
-                   else kernel_cfg_in_child(None if mode == "default" else mode))
+        for mode, (_, setting) in modes.items():
+            got = kernel_cfg_in_child(setting)
             if isinstance(got, str):
                 print(f"\nKERNEL_CFG workload, {mode}: {got}")
                 return
@@ -297,34 +309,34 @@ def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
            for m, rs in runs.items()}
     n = len(serial[0]["built"])
     print(f"\nKERNEL_CFG workload (conv+relu of test_conv_relu_execution_plan_creation): "
-          f"{serial[0]['plans']} plans, {n} built, the same names on 1 and on {build_threads()} threads and in "
-          f"{cores} worker processes (median of {n_runs} processes each)")
-    print(f"{'':36s} {'op graph ms':>11s} {'create ms':>10s} {'build_plans ms':>14s} {'total ms':>9s}")
-    labels = {"1": "cudnn-py, threads=1", "default": f"cudnn-py, threads={build_threads()} (default)",
-              "processes": f"cudnn-py, CUDNN_PY_BUILD_PROCESSES={cores}"}
-    for m, label in labels.items():
+          f"{serial[0]['plans']} plans, {n} built, the same names in every mode (median of {n_runs} processes each)")
+    print(f"{'':42s} {'op graph ms':>11s} {'create ms':>10s} {'build_plans ms':>14s} {'total ms':>9s}")
+    for m, (label, _) in modes.items():
         row = med[m]
-        print(f"{label:36s} {row['graph_ms']:11.1f} {row['create_ms']:10.1f} {row['build_ms']:14.1f} "
+        print(f"{label:42s} {row['graph_ms']:11.1f} {row['create_ms']:10.1f} {row['build_ms']:14.1f} "
               f"{sum(row.values()):9.1f}")
-    s_tot, p_tot = sum(med["1"].values()), sum(med["default"].values())
-    for m, what in (("default", "the default"), ("processes", "worker processes")):
+    for m in ("default", "processes"):
+        print(f"  {modes[m][0]}: " + "; ".join(dict.fromkeys(w for r in runs[m] for w in r["workers"])))
+    s_tot = sum(med["1"].values())
+    for m in ("threads", "default", "processes"):
         gain = med["1"]["build_ms"] / max(med[m]["build_ms"], 1e-9)
-        print(f"speed-up of {what} over threads=1: build_plans {gain:.2f}x, "
+        print(f"speed-up of '{modes[m][0]}' over threads=1: build_plans {gain:.2f}x, "
               f"total {s_tot / sum(med[m].values()):.2f}x")
-    w_tot = sum(med["processes"].values())
-    runs.pop("processes")  # its compiles run in the workers: this process's CPU time says nothing of them
-    busy = {m: statistics.median(r["build_cpu_ms"] / max(r["build_ms"], 1e-9) for r in rs) for m, rs in runs.items()}
+    # the CPU time of the process says nothing of compiles that ran in worker processes
+    busy = {m: statistics.median(r["build_cpu_ms"] / max(r["build_ms"], 1e-9) for r in runs[m])
+            for m in ("1", "threads")}
     print(f"cores busy during build_plans (CPU time of the process / wall time): threads=1 {busy['1']:.1f}, "
-          f"threads={build_threads()} {busy['default']:.1f}")
+          f"threads={threads} {busy['threads']:.1f}")
     if other_env is not None:
         theirs = kernel_cfg_in_child(None, other_env)
         if isinstance(theirs, str):
             print(f"official: {theirs}")
         else:
             t_tot = theirs["graph_ms"] + theirs["create_ms"] + theirs["build_ms"]
-            print(f"{'official (one process)':36s} {theirs['graph_ms']:11.1f} {theirs['create_ms']:10.1f} "
-                  f"{theirs['build_ms']:14.1f} {t_tot:9.1f}   ratio official / cudnn-py default "
-                  f"{t_tot / p_tot:.2f}x, / worker processes {t_tot / w_tot:.2f}x ({theirs['plans']} plans, "
+            print(f"{'official (one process)':42s} {theirs['graph_ms']:11.1f} {theirs['create_ms']:10.1f} "
+                  f"{theirs['build_ms']:14.1f} {t_tot:9.1f}   ratio official / cudnn-py: default "
+                  f"{t_tot / sum(med['default'].values()):.2f}x, threads alone "
+                  f"{t_tot / sum(med['threads'].values()):.2f}x ({theirs['plans']} plans, "
                   f"{theirs['build_cpu_ms'] / max(theirs['build_ms'], 1e-9):.1f} cores busy)"
                   + (f"; build_plans raised {theirs['error']}" if theirs.get("error") else ""))
 

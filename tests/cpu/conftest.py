@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import plan_stand_ins
 import pytest
 
 from cudnn.backend.handle import note_raw
@@ -20,3 +21,9 @@ def fake_handles() -> Iterator[None]:
     yield
     for address in FAKE_HANDLES:
         note_raw(address, False)
+
+
+@pytest.fixture
+def fake_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[plan_stand_ins.FakePlan]]:
+    """EXECUTION_PLAN stand-ins (plan_stand_ins.py) for the candidates' plans."""
+    yield from plan_stand_ins.fake_plans(monkeypatch)

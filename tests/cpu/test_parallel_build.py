@@ -2,83 +2,20 @@
 give them: same plans, same order, same errors, same selection; a failure stays with its
 candidate; no thread outlives the call and nothing is left open when it raises.
 
-Plans here stand in for EXECUTION_PLAN descriptors whose finalize sleeps (the GIL is released,
-as ctypes releases it around cudnnBackendFinalize) and fails for chosen engines with the
-exception cuDNN's status would raise; the last tests finalize real descriptors, which fail on
-a machine without a GPU."""
+Plans here are the stand-ins of plan_stand_ins.py (the `fake_plans` fixture); the last tests
+finalize real descriptors, which fail on a machine without a GPU."""
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
-from typing import ClassVar, cast
 
 import pytest
+from plan_stand_ins import FAILING, FakePlan, candidates, outcome, plan_of
 
 import cudnn
-from cudnn._lib.errors import exception_class
-from cudnn.backend import plan as backend_plan
 from cudnn.graph import parallel
 from cudnn.graph.parallel import ENV, build_all, build_threads
 from cudnn.graph.plans import Candidate, PlanSet
-
-FAILING = {3, 7, 8}  # engines whose plans do not finalize
-NOT_SUPPORTED = 3000
-
-
-class FakePlan:
-    """An EXECUTION_PLAN stand-in: records the thread that finalized it and whether it is open."""
-
-    made: ClassVar[list[FakePlan]] = []
-
-    def __init__(self, engine: int, label: str) -> None:
-        self.engine, self.label = engine, label
-        self.thread: int | None = None
-        self.closed = False
-        self.finalized = False
-        FakePlan.made.append(self)
-
-    def finalize(self) -> FakePlan:
-        self.thread = threading.get_ident()
-        time.sleep(0.002 * (11 - self.engine % 11))  # later engines finish first on several threads
-        if self.engine in FAILING:
-            raise exception_class(NOT_SUPPORTED)(NOT_SUPPORTED, f"{self.label}: finalizing EXECUTION_PLAN descriptor",
-                                                 f"engine {self.engine} refuses")
-        self.finalized = True
-        return self
-
-    def close(self) -> None:
-        self.closed = True
-
-
-@pytest.fixture
-def fake_plans(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[FakePlan]]:
-    """Plans of `FakePlan`; a plan's workspace is its engine index times 256."""
-    FakePlan.made = []
-
-    def make(handle: int, config: object, label: str, kernel_cache: object = None,
-             device_property: object = None, retention: object = None) -> FakePlan:
-        assert threading.current_thread() is threading.main_thread()  # attributes are set on the caller's thread
-        return FakePlan(int(config), label)  # type: ignore[call-overload]
-
-    monkeypatch.setattr(backend_plan, "plan_descriptor", make)
-    monkeypatch.setattr(backend_plan, "workspace_size", lambda plan: plan.engine * 256)
-    yield FakePlan.made
-
-
-def _candidates(n: int = 12) -> list[Candidate]:
-    # config: the engine index (the fake plan reads it); engine, knobs and notes given, so none is read
-    return [Candidate(i, i, {1: i % 3}, [], [], "A") for i in range(n)]  # type: ignore[arg-type]
-
-
-def _plan(c: Candidate) -> FakePlan:
-    return cast(FakePlan, c.plan)
-
-
-def _outcome(cands: list[Candidate]) -> list[tuple[str, int | None, str, str]]:
-    return [(c.name, c.workspace, type(c.error).__name__ if c.error else "", str(c.error) if c.error else "")
-            for c in cands]
 
 
 def test_threads_follow_cores_and_can_be_set(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -100,15 +37,15 @@ def test_threads_follow_cores_and_can_be_set(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_parallel_build_gives_the_serial_result(fake_plans: list[FakePlan]) -> None:
-    serial, par = _candidates(), _candidates()
+    serial, par = candidates(), candidates()
     build_all(serial, 0x1, "g", threads=1)
     serial_threads = {p.thread for p in fake_plans}
     fake_plans.clear()
     build_all(par, 0x1, "g", threads=4)
     assert serial_threads == {threading.get_ident()}  # 1: today's path, on the caller's thread
     assert len({p.thread for p in fake_plans}) > 1  # several threads did finalize
-    assert _outcome(par) == _outcome(serial)
-    assert [_plan(c).engine for c in par if c.plan is not None] == [i for i in range(12) if i not in FAILING]
+    assert outcome(par) == outcome(serial)
+    assert [plan_of(c).engine for c in par if c.plan is not None] == [i for i in range(12) if i not in FAILING]
     for c in par:
         if c.engine_index in FAILING:  # fails alone, with the message a serial build gives
             assert c.plan is None and isinstance(c.error, cudnn.cudnnGraphNotSupportedError)
@@ -130,7 +67,7 @@ def test_threads_take_one_plan_of_each_engine_in_turn(fake_plans: list[FakePlan]
         return [Candidate(e, e, {1: k}, [], [], "A") for k, e in enumerate(engines)]  # type: ignore[arg-type]
 
     assert parallel.start_order(sweep()) == [0, 3, 5, 1, 4, 2]
-    assert parallel.start_order(_candidates(4)) == [0, 1, 2, 3]  # one plan per engine: as given
+    assert parallel.start_order(candidates(4)) == [0, 1, 2, 3]  # one plan per engine: as given
     started: list[str] = []
     finalize = FakePlan.finalize
 
@@ -146,8 +83,8 @@ def test_threads_take_one_plan_of_each_engine_in_turn(fake_plans: list[FakePlan]
     build_all(par, 0x1, "g", threads=2)
     assert set(started[:2]) == {"eng5_k1=0", "eng2_k1=3"}  # the first plan of each of two engines
     assert sorted(started) == sorted(c.name for c in par)
-    assert _outcome(par) == _outcome(serial)
-    assert [_plan(c).engine for c in par] == engines
+    assert outcome(par) == outcome(serial)
+    assert [plan_of(c).engine for c in par] == engines
 
 
 def test_plan_set_all_selects_as_serial(fake_plans: list[FakePlan], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -155,10 +92,10 @@ def test_plan_set_all_selects_as_serial(fake_plans: list[FakePlan], monkeypatch:
     for threads in ("1", "3"):
         monkeypatch.setenv(ENV, threads)
         plans = PlanSet("g")
-        for c in reversed(_candidates()):
+        for c in reversed(candidates()):
             plans.put_first(c)
         plans.build(0x1, cudnn.build_plan_policy.ALL, limit=10)
-        results.append((_outcome(plans.candidates), plans.selected.name if plans.selected else None))
+        results.append((outcome(plans.candidates), plans.selected.name if plans.selected else None))
     assert results[0] == results[1]
     assert results[0][1] == "eng0_k1=0"
     assert [r[1] for r in results[0][0]][10:] == [None, None]  # beyond the limit: not built
@@ -180,7 +117,7 @@ def test_every_candidate_failing_names_them_as_on_one_thread(fake_plans: list[Fa
 
 def test_no_thread_is_left_running(fake_plans: list[FakePlan]) -> None:
     before = threading.active_count()
-    build_all(_candidates(), 0x1, "g", threads=6)
+    build_all(candidates(), 0x1, "g", threads=6)
     assert threading.active_count() == before
     assert not [t for t in threading.enumerate() if t.name.startswith("cudnn-plan-build")]
 
@@ -196,7 +133,7 @@ def test_an_unexpected_error_closes_its_plan_keeps_the_others_and_joins(fake_pla
 
     monkeypatch.setattr(FakePlan, "finalize", broken)
     before = threading.active_count()
-    cands = _candidates()
+    cands = candidates()
     with pytest.raises(MemoryError, match="engine 5 ran out"):
         build_all(cands, 0x1, "g", threads=4)
     assert threading.active_count() == before
@@ -204,7 +141,7 @@ def test_an_unexpected_error_closes_its_plan_keeps_the_others_and_joins(fake_pla
     assert next(p for p in fake_plans if p.engine == 5).closed
     kept = [c for c in cands if c.plan is not None]
     assert [c.engine_index for c in kept] == [i for i in range(12) if i not in FAILING | {5}]
-    assert all(_plan(c).finalized and not _plan(c).closed for c in kept)  # usable
+    assert all(plan_of(c).finalized and not plan_of(c).closed for c in kept)  # usable
     monkeypatch.setattr(FakePlan, "finalize", finalize)
     build_all(cands, 0x1, "g", threads=4)  # built again later: only engine 5 is finalized anew
     assert cands[5].plan is not None and len(fake_plans) == 13
@@ -213,7 +150,7 @@ def test_an_unexpected_error_closes_its_plan_keeps_the_others_and_joins(fake_pla
 def test_an_unexpected_error_on_one_thread_closes_the_plan(fake_plans: list[FakePlan],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(FakePlan, "finalize", lambda self: (_ for _ in ()).throw(MemoryError("out")))
-    cands = _candidates(1)
+    cands = candidates(1)
     with pytest.raises(MemoryError):
         build_all(cands, 0x1, "g", threads=1)
     assert fake_plans[0].closed and cands[0].plan is None and cands[0].error is None
@@ -230,7 +167,7 @@ def test_an_interrupt_on_the_callers_thread_joins_and_closes_everything(fake_pla
 
     monkeypatch.setattr(FakePlan, "finalize", interrupted)
     before = threading.active_count()
-    cands = _candidates()
+    cands = candidates()
     with pytest.raises(KeyboardInterrupt):
         build_all(cands, 0x1, "g", threads=2)  # the caller takes engine 0 then 1
     assert threading.active_count() == before
@@ -242,7 +179,7 @@ def test_a_hand_picked_config_is_appended_unbuilt_and_build_plans_reaches_it(fak
     """1.32's create_execution_plan: the config goes after the ranked ones, neither built nor
     selected; HEURISTICS_CHOICE still picks the first that builds, ALL builds it too."""
     plans = PlanSet("g")
-    ranked = _candidates(3)
+    ranked = candidates(3)
     for c in reversed(ranked):
         plans.put_first(c)
     manual = Candidate(5, 5, {1: 1}, [], [], "manual")  # type: ignore[arg-type]

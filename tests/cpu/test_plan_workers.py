@@ -1,26 +1,40 @@
-"""Plans built in worker processes (``CUDNN_PY_BUILD_PROCESSES``), what needs no GPU: the
-setting, when a graph is built in this process only, how candidates are dealt to workers, a
-worker's environment, the graph identity a worker must reproduce from the printed JSON, and how
-a worker's reply is read (a failed worker, another graph, a real worker process that cannot
-serve). The build itself against torch: tests/gpu/test_plan_workers_gpu.py."""
+"""Plans built in worker processes beside the threads (graph/plan_workers.py), what needs no GPU:
+the setting and when workers join a build, when a graph is built in this process only, a
+worker's environment, the graph identity a worker must reproduce from the printed JSON, how the
+threads' build keeps what helpers return (restored plans, plans handed back), and real worker
+processes that cannot serve on this machine: their plans are built here, nothing outlives the
+build. The build itself against torch: tests/gpu/test_plan_workers_gpu.py.
+
+Plans here are the stand-ins of plan_stand_ins.py (the `fake_plans` fixture)."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
-import subprocess
 import sys
+import threading
+import time
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import pytest
+from plan_stand_ins import FAILING, NOT_SUPPORTED, FakePlan, candidates, outcome
 
 import cudnn
+from cudnn._lib import cuda
+from cudnn._lib.errors import exception_class
+from cudnn.graph import parallel
 from cudnn.graph import plan_workers as workers
+from cudnn.graph.parallel import RETRY, Elsewhere, PlanQueue, WorkerSetting, build_all
 from cudnn.graph.pipeline import Pipeline
 from cudnn.graph.plans import Candidate
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+NOW = WorkerSetting(4, 0.0)  # CUDNN_PY_BUILD_PROCESSES=4
+AUTO = WorkerSetting(8, parallel.AUTO_AFTER_S)  # unset, on 8 cores
 
 
 def conv_relu(**kw: object) -> cudnn.pygraph:
@@ -33,10 +47,13 @@ def conv_relu(**kw: object) -> cudnn.pygraph:
     return g
 
 
-@pytest.mark.parametrize("text, n", [("", 0), ("0", 0), ("1", 0), ("2", 2), (" 16 ", 16)])
-def test_the_setting(monkeypatch: pytest.MonkeyPatch, text: str, n: int) -> None:
+@pytest.mark.parametrize("text, setting", [("", WorkerSetting(0, parallel.AUTO_AFTER_S)), ("0", None), ("1", None),
+                                           ("2", WorkerSetting(2, 0.0)), (" 16 ", WorkerSetting(16, 0.0))])
+def test_the_setting(monkeypatch: pytest.MonkeyPatch, text: str, setting: WorkerSetting | None) -> None:
     monkeypatch.setenv(workers.ENV, text)
-    assert workers.build_processes() == n
+    if setting is not None and setting.auto:  # unset: as many as the cores, later
+        setting = WorkerSetting(parallel.available_cores(), setting.after_s)
+    assert workers.build_processes() == setting
 
 
 @pytest.mark.parametrize("text, says", [("four", "'four'"), ("-2", "got -2")])
@@ -54,20 +71,23 @@ def cands(*engines: int) -> list[Candidate]:
 def test_graphs_workers_cannot_reproduce_are_built_here(monkeypatch: pytest.MonkeyPatch) -> None:
     g, dynamic = conv_relu(), conv_relu(is_dynamic_shape_enabled=True)  # a pipeline refers to its graph weakly
     p = Pipeline(g)
-    assert workers.why_not(p, cands(1, 2), 1) == f"{workers.ENV} is not set to 2 or more"
-    assert workers.why_not(p, cands(1), 4) == "fewer than two plans to build"
-    assert workers.why_not(p, cands(1, 2), 4) == "a candidate without an engine config"
-    assert "dynamic shapes" in str(workers.why_not(Pipeline(dynamic), cands(1, 2), 4))
-    assert "lowering" in str(workers.why_not(Pipeline(g, lowering="other"), cands(1, 2), 4))
+    assert workers.why_not(p, cands(1, 2), WorkerSetting(1, 0.0)) == "fewer than two worker processes allowed"
+    assert workers.why_not(p, cands(1), NOW) == "fewer than two plans to build"
+    assert workers.why_not(p, cands(1, 2), NOW) == "a candidate without an engine config"
+    assert "dynamic shapes" in str(workers.why_not(Pipeline(dynamic), cands(1, 2), NOW))
+    assert "lowering" in str(workers.why_not(Pipeline(g, lowering="other"), cands(1, 2), NOW))
+    monkeypatch.setattr(sys, "executable", "/usr/bin/uwsgi")  # an embedded interpreter: only when asked for
+    assert "does not look like Python" in str(workers.why_not(p, cands(1, 2), AUTO))
+    assert workers.why_not(p, cands(1, 2), NOW) == "a candidate without an engine config"
     monkeypatch.setattr(sys, "executable", "")
-    assert "no Python executable" in str(workers.why_not(p, cands(1, 2), 4))
+    assert "no Python executable" in str(workers.why_not(p, cands(1, 2), NOW))
 
 
-def test_each_engines_plans_are_spread_over_the_workers() -> None:
-    todo = cands(0, 0, 0, 0, 1, 1, 2)
-    parts = workers.shares(todo, 3)
-    assert sorted(i for part in parts for i in part) == list(range(7))  # each candidate once
-    assert [[todo[i].engine_index for i in part] for part in parts] == [[0, 0, 0], [1, 1], [2, 0]]
+@pytest.mark.parametrize("path, python", [("/usr/bin/python3.12", True), ("/venv/bin/python", True),
+                                          (r"C:\Python312\python.exe", True), ("/opt/pypy3", True),
+                                          ("/usr/bin/uwsgi", False), ("/usr/bin/python-config", False)])
+def test_what_looks_like_python(path: str, python: bool) -> None:
+    assert workers.looks_like_python(path.replace("\\", "/")) is python
 
 
 def test_a_workers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,39 +116,167 @@ def test_the_printed_graph_rebuilds_to_the_same_identity() -> None:
     assert workers.identity(Pipeline(other)) != workers.identity(Pipeline(g))
 
 
-def reply(tmp_path: Path, body: object, log: str = "") -> tuple[Path, Path]:
-    answer, out = tmp_path / "reply", tmp_path / "log"
-    answer.write_text(body if isinstance(body, str) else json.dumps(body))
-    out.write_text(log)
-    return answer, out
+def queue_after(seconds: float, kept: int, left: int) -> PlanQueue:
+    """A build that has run ``seconds``, kept ``kept`` plans and has ``left`` not taken."""
+    q = PlanQueue(range(kept + left), [None] * (kept + left))
+    for _ in range(kept):
+        q.keep(q.take() or 0, None)
+    q.started -= seconds
+    return q
 
 
-def test_a_reply_gives_its_plans_by_candidate_index(tmp_path: Path) -> None:
-    answer, log = reply(tmp_path, {"identity": "G", "plans": {"3": "{plan 3}", "0": "{plan 0}"}})
-    assert workers._read_reply("graph", 0, answer, log, "G") == {3: "{plan 3}", 0: "{plan 0}"}
+def test_when_workers_join_a_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(cuda, "free_memory", lambda: 10 * workers.WORKER_GPU_BYTES)
+    assert workers.workers_for(NOW, queue_after(0.0, 0, 30), 0) == (4, f"{workers.ENV}=4")  # asked for: at once
+    assert workers.workers_for(NOW, queue_after(0.0, 0, 3), 0)[0] == 3  # no more than the plans left
+    n, why = workers.workers_for(AUTO, queue_after(2.0, 20, 30), 0)  # 3 s more here: not worth starting
+    assert n == 0 and "30 plans left, about 3.0 s more" in why
+    n, why = workers.workers_for(AUTO, queue_after(2.0, 4, 30), 0)  # 15 s more: half the free memory's room
+    assert n == 5 and "room on the GPU for 5" in why
+    assert workers.workers_for(AUTO, queue_after(2.0, 0, 100), 0)[0] == 5  # none kept yet: the slowest case
+    monkeypatch.setattr(cuda, "free_memory", lambda: 100 * workers.WORKER_GPU_BYTES)
+    assert workers.workers_for(AUTO, queue_after(2.0, 0, 100), 0)[0] == 8  # the cores
+    assert workers.workers_for(AUTO, queue_after(2.0, 0, 1), 0)[0] == 0
+    monkeypatch.setattr(cuda, "free_memory", lambda: 3 * workers.WORKER_GPU_BYTES)
+    assert workers.workers_for(AUTO, queue_after(2.0, 0, 100), 0)[0] == 0  # room for one: none
 
 
-@pytest.mark.parametrize("body, code, says", [
-    ({"identity": "other", "plans": {"0": "{}"}}, 0, "as another backend graph"),
-    ({"failed": "CudnnError: no GPU"}, 0, "CudnnError: no GPU"),
-    ("{not json", 0, "plan-build worker failed"),
-    ({"identity": "G", "plans": {"0": "{}"}}, 1, "exit status 1"),
-])
-def test_a_failed_worker_gives_no_plans_and_says_why(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                                       body: object, code: int, says: str) -> None:
-    answer, log = reply(tmp_path, body, "line 1\nTraceback: the last words")
-    with caplog.at_level(logging.WARNING, logger="cudnn.build"):
-        assert workers._read_reply("graph 'g'", code, answer, log, "G") == {}
-    assert says in caplog.text and "graph 'g'" in caplog.text and "built here" in caplog.text
+def test_without_a_gpu_no_worker_joins_an_unasked_build() -> None:
+    n, why = workers.workers_for(AUTO, queue_after(2.0, 0, 100), 0)
+    assert n == 0 and "free memory is unknown" in why
 
 
-def test_a_worker_that_cannot_serve_replies_why(tmp_path: Path) -> None:
-    """The real worker entry point, in its own process, given a graph JSON it cannot rebuild."""
-    ask, answer = tmp_path / "request", tmp_path / "reply"
-    ask.write_text(json.dumps({"graph": "{\"nodes\": 1}", "device": 0, "identity": "G", "items": [[0, 1, []]]}))
-    done = subprocess.run([sys.executable, "-m", "cudnn.graph.plan_workers", str(ask), str(answer)],
-                          env=workers.worker_env(), cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    got = json.loads(answer.read_text())
-    assert set(got) == {"failed"} and got["failed"]
-    assert not (tmp_path / "reply.tmp").exists()
+class StandIn:
+    """An `Offload` on a thread of this process: returns engine ``e``'s plan as built elsewhere
+    (restored as a finalized FakePlan), hands back the engines in ``back``, and gives one whose
+    restore fails for the engines in ``unrestorable``."""
+
+    def __init__(self, todo: list[Candidate], back: set[int], unrestorable: set[int]) -> None:
+        self.todo, self.back, self.unrestorable = todo, back, unrestorable
+        self.restored: list[FakePlan] = []
+        self.took: list[int] = []
+
+    def restore(self, engine: int) -> FakePlan:
+        if engine in self.unrestorable:
+            raise exception_class(NOT_SUPPORTED)(NOT_SUPPORTED, "restoring", "refused here")
+        plan = FakePlan(engine, f"restored {engine}")
+        plan.finalized = True
+        self.restored.append(plan)
+        return plan
+
+    def run(self, queue: PlanQueue, ended: threading.Event) -> None:
+        while (i := queue.take()) is not None:
+            engine = self.todo[i].engine_index
+            self.took.append(engine)
+            queue.keep(i, RETRY if engine in self.back else Elsewhere(partial(self.restore, engine)))  # type: ignore[arg-type]
+            time.sleep(0.001)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_plans_from_helpers_are_kept_the_rest_built_here(fake_plans: list[FakePlan], threads: int) -> None:
+    serial = candidates()
+    build_all(serial, 0x1, "g", threads=1)
+    fake_plans.clear()
+    stand_ins: list[StandIn] = []
+
+    def offload(todo: Sequence[Candidate]) -> StandIn:
+        stand_ins.append(StandIn(list(todo), back={3, 4, 8}, unrestorable={6, 7}))  # 3, 8 (and 7 here) fail
+        return stand_ins[0]
+
+    cands = candidates()
+    build_all(cands, 0x1, "g", threads=threads, offload=offload)
+    helper = stand_ins[0]
+    assert helper.took  # it took some while this process built others
+    assert outcome(cands) == outcome(serial)  # same plans, workspaces and errors, in order
+    for c in cands:
+        e = c.engine_index
+        if e in FAILING:
+            assert c.plan is None and f"g: eng{e}_k1={e % 3}: finalizing EXECUTION_PLAN" in str(c.error)
+        elif e in helper.took and e not in {4, 6}:
+            assert any(c.plan is r for r in helper.restored)  # type: ignore[comparison-overlap]  # the restored plan, its unfinalized twin closed
+            assert next(p for p in fake_plans if p.engine == e and p.label.startswith("g:")).closed
+        else:
+            assert c.plan is not None and c.plan.label.startswith("g:") and c.plan.finalized  # built here
+
+
+def test_a_helper_needs_more_than_one_plan(fake_plans: list[FakePlan]) -> None:
+    asked: list[int] = []
+    build_all(candidates(1), 0x1, "g", threads=2, offload=lambda todo: asked.append(len(todo)))
+    assert asked == []
+
+
+def children() -> str:
+    return Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().strip()
+
+
+@pytest.fixture
+def on_device_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device a pipeline builds on, which asks CUDA (absent here): device 0."""
+    monkeypatch.setattr(Pipeline, "device", lambda self: 0)
+
+
+@pytest.mark.skipif(cuda.device_count() > 0, reason="workers fail for want of a GPU only without one")
+def test_real_workers_that_cannot_serve_leave_their_plans_here(fake_plans: list[FakePlan], on_device_0: None,
+                                                               caplog: pytest.LogCaptureFixture,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two real worker processes on a machine without a GPU: each answers why it cannot rebuild
+    the graph; every plan is built here as one after another would; no process or thread is left."""
+    g = conv_relu()
+    p = Pipeline(g)
+    serial = candidates()
+    build_all(serial, 0x1, "g", threads=1)
+    before = threading.active_count()
+    cands = candidates()
+    answered = threading.Semaphore(0)
+
+    class Answers(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno == logging.WARNING:
+                answered.release()
+
+    finalize = FakePlan.finalize
+
+    def after_the_workers_answer(plan: FakePlan) -> FakePlan:
+        if plan.engine == 0:  # the build lasts until both workers said why they cannot serve
+            assert answered.acquire(timeout=120) and answered.acquire(timeout=120)
+        return finalize(plan)
+
+    monkeypatch.setattr(FakePlan, "finalize", after_the_workers_answer)
+    handler = Answers()
+    logging.getLogger("cudnn.build").addHandler(handler)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
+            build_all(cands, 0x1, "g", threads=1, offload=lambda todo: workers.pool(p, todo, WorkerSetting(2, 0.0)))
+    finally:
+        logging.getLogger("cudnn.build").removeHandler(handler)
+    assert outcome(cands) == outcome(serial)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned and all("a plan-build worker failed (" in m and "it built no plans" in m for m in warned), warned
+    assert any("CUDA" in m or "GPU" in m for m in warned), warned  # the worker says why
+    assert "0 of 12 plans built in 2 worker processes" in caplog.text
+    assert threading.active_count() == before and children() == ""
+
+
+def test_an_unasked_pool_starts_nothing_for_a_short_build(fake_plans: list[FakePlan], on_device_0: None,
+                                                          caplog: pytest.LogCaptureFixture) -> None:
+    g = conv_relu()
+    p = Pipeline(g)
+    cands = candidates()
+    started = time.monotonic()
+    with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
+        build_all(cands, 0x1, "g", threads=2, offload=lambda todo: workers.pool(p, todo, AUTO))
+    assert time.monotonic() - started < parallel.AUTO_AFTER_S  # the build ended first: not waited for
+    assert "worker processes" not in caplog.text and children() == ""
+
+
+@pytest.mark.parametrize("request_line, says", [("", None), ("{\"graph\": \"{\\\"nodes\\\": 1}\", \"device\": 0}\n",
+                                                               "failed")])
+def test_a_worker_answers_why_it_cannot_serve(request_line: str, says: str | None) -> None:
+    answers = io.StringIO()
+    workers.serve(io.StringIO(request_line), answers)
+    got = [json.loads(line) for line in answers.getvalue().splitlines()]
+    if says is None:
+        assert got == []  # no request: nothing to answer
+    else:
+        assert len(got) == 1 and set(got[0]) == {"failed"} and got[0]["failed"]

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import cudnn
 from cudnn.backend import Descriptor
 from cudnn.backend.descriptor import live_count
-from cudnn.graph.parallel import ENV
+from cudnn.graph.parallel import ENV, PROCESSES_ENV
 
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
 HALF, FLOAT, BF16 = cudnn.data_type.HALF, cudnn.data_type.FLOAT, cudnn.data_type.BFLOAT16
@@ -50,8 +50,10 @@ GRAPHS = {"conv": conv_graph, "sdpa": sdpa_graph}
 
 
 def build_all(make: Any, threads: str | None, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """Build every candidate with CUDNN_PY_BUILD_THREADS=``threads`` (None: the default); run
-    each built plan. Per plan name: its status and its output (None where it did not build)."""
+    """Build every candidate with CUDNN_PY_BUILD_THREADS=``threads`` (None: the default) and no
+    worker processes; run each built plan. Per plan name: its status and its output (None where
+    it did not build)."""
+    monkeypatch.setenv(PROCESSES_ENV, "0")
     if threads is None:
         monkeypatch.delenv(ENV, raising=False)
     else:

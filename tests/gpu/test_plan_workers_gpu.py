@@ -1,14 +1,21 @@
-"""build_plans(ALL) with CUDNN_PY_BUILD_PROCESSES (graph/plan_workers.py) on the GPU: a knob
-sweep of a conv+relu graph (the official suite's test_conv_relu_execution_plan_creation, cut to
-a few configs per engine) gives the same plans as a build in this process, each computing what
-PyTorch computes; the plans come from the workers; a candidate that fails here fails alone; no
-worker process and no descriptor outlives the build."""
+"""build_plans(ALL) joined by worker processes (graph/plan_workers.py) on the GPU: a knob sweep of
+a conv+relu graph (the official suite's test_conv_relu_execution_plan_creation, cut to a few
+configs per engine) gives the same plans as a build in this process alone, each computing what
+PyTorch computes, whether the workers were asked for (CUDNN_PY_BUILD_PROCESSES=N) or joined a
+build that proved long (unset); some plans come from the workers; a candidate that fails here
+fails alone; no worker process and no descriptor outlives the build.
+
+So that the workers (which take a few seconds to start) get plans to build, the plans finalized
+in this process are made slower by `SLOW_HERE_S` each (`slow_here`); restoring the workers'
+plans is not slowed."""
 
 from __future__ import annotations
 
 import gc
 import logging
 import os
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,17 +25,41 @@ import torch.nn.functional as F
 from test_parallel_build_gpu import refuse_plan
 
 import cudnn
+from cudnn.backend import Descriptor
 from cudnn.backend.descriptor import live_count
 from cudnn.graph import parallel, plan_workers
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 PER_ENGINE = 3  # KERNEL_CFG values per engine: enough plans for two workers, a short test
+SLOW_HERE_S = 0.4  # added to each plan finalized in this process during a sweep with workers
 
 
-def sweep(processes: str | None, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], Any]:
-    """The knob sweep built with CUDNN_PY_BUILD_PROCESSES=``processes`` (None: unset, in this
-    process on one thread); per plan name its status and output. Returns the graph too."""
-    monkeypatch.setenv(parallel.ENV, "1")
+def slow_here(monkeypatch: pytest.MonkeyPatch, seconds: float = SLOW_HERE_S) -> None:
+    """Plans finalized by the threads' build in this process take ``seconds`` longer (the
+    workers' and the restored plans do not)."""
+    building = [False]
+    finalize_all, finalize = parallel._finalize_all, Descriptor.finalize
+
+    def flagged(*args: Any, **kwargs: Any) -> Any:
+        building[0] = True
+        try:
+            return finalize_all(*args, **kwargs)
+        finally:
+            building[0] = False
+
+    def slower(self: Descriptor) -> Descriptor:
+        if building[0] and self.type.name == "CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR":
+            time.sleep(seconds)
+        return finalize(self)
+
+    monkeypatch.setattr(parallel, "_finalize_all", flagged)
+    monkeypatch.setattr(Descriptor, "finalize", slower)
+
+
+def sweep(processes: str | None, monkeypatch: pytest.MonkeyPatch, threads: str = "1") -> tuple[dict[str, Any], Any]:
+    """The knob sweep built on ``threads`` threads with CUDNN_PY_BUILD_PROCESSES=``processes``
+    (None: unset); per plan name its status and output. Returns the graph too."""
+    monkeypatch.setenv(parallel.ENV, threads)
     if processes is None:
         monkeypatch.delenv(plan_workers.ENV, raising=False)
     else:
@@ -87,27 +118,56 @@ def no_plan_cache() -> Any:
     cudnn.plan_cache.enabled = True
 
 
-def test_the_same_plans_as_built_here_and_they_come_from_the_workers(monkeypatch: pytest.MonkeyPatch,
-                                                                      caplog: pytest.LogCaptureFixture) -> None:
-    here, _ = sweep(None, monkeypatch)
-    assert children() == ""
-    with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
-        there, _ = sweep("2", monkeypatch)
-    assert children() == ""  # every worker has ended and been reaped
+def from_workers(log: str, workers: int) -> int:
+    """How many plans the log says ``workers`` worker processes built."""
+    found = re.findall(rf"(\d+) of (\d+) plans built in {workers} worker processes", log)
+    assert len(found) == 1, log[-2000:]
+    return int(found[0][0])
+
+
+def same_plans(here: dict[str, Any], there: dict[str, Any]) -> None:
     assert list(there) == list(here)  # same names, same order
-    built = [n for n, (status, _) in here.items() if status == "built"]
-    assert len(built) >= 4
+    assert len([n for n, (status, _) in here.items() if status == "built"]) >= 4
     for name, (status, out) in here.items():
         assert there[name][0] == status, name
         if out is not None:
             torch.testing.assert_close(there[name][1], out, atol=1e-3, rtol=1e-3)
-    assert f"{len(here)} of {len(here)} plans built in 2 worker processes" in caplog.text
+
+
+def test_the_same_plans_as_built_here_and_some_come_from_the_workers(monkeypatch: pytest.MonkeyPatch,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    here, _ = sweep("0", monkeypatch)
+    assert children() == ""
+    slow_here(monkeypatch)
+    with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
+        there, _ = sweep("2", monkeypatch)
+    assert children() == ""  # every worker has ended and been reaped
+    same_plans(here, there)
+    assert "2 worker processes join the build (CUDNN_PY_BUILD_PROCESSES=2)" in caplog.text
+    assert from_workers(caplog.text, 2) >= 1
+
+
+def test_unasked_workers_join_a_long_build(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """CUDNN_PY_BUILD_PROCESSES unset: the build runs on its threads, and after a couple of
+    seconds, with most of it left, workers join it (as many as the cores, the plans left and
+    the GPU's memory allow); same plans as this process alone builds."""
+    here, _ = sweep("0", monkeypatch)
+    slow_here(monkeypatch, 1.0)  # a second a plan here: still most of the build left after two seconds
+    with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
+        there, _ = sweep(None, monkeypatch, threads="2")
+    assert children() == ""
+    same_plans(here, there)
+    joined = re.findall(r"(\d+) worker processes join the build \((\d+) plans left", caplog.text)
+    assert len(joined) == 1, caplog.text[-2000:]
+    workers = int(joined[0][0])
+    assert 2 <= workers <= parallel.available_cores()
+    assert from_workers(caplog.text, workers) >= 1
 
 
 def test_a_candidate_that_fails_here_fails_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """A plan the workers build but this process refuses (NOT_SUPPORTED at its finalize, restored
     or built) fails with the error a build here gives, naming it; the others are kept."""
-    here, _ = sweep(None, monkeypatch)
+    here, _ = sweep("0", monkeypatch)
     victim = next(name for name, (status, _) in here.items() if status == "built")
     refuse_plan(victim, monkeypatch)
     got, g = sweep("2", monkeypatch)
@@ -120,7 +180,7 @@ def test_a_candidate_that_fails_here_fails_alone(monkeypatch: pytest.MonkeyPatch
 
 
 def test_descriptors_return_to_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
-    sweep(None, monkeypatch)
+    sweep("0", monkeypatch)
     gc.collect()
     cudnn.release_pending()
     descriptors = live_count()

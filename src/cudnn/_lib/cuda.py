@@ -200,6 +200,12 @@ def set_device(device: int) -> None:
     _rt("cudaSetDevice", runtime().cudaSetDevice(device))
 
 
+def free_memory() -> int:
+    """Bytes free on the calling thread's device (cudaMemGetInfo)."""
+    free, _total = _rt("cudaMemGetInfo", runtime().cudaMemGetInfo())
+    return int(free)
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     index: int

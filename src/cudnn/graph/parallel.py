@@ -14,22 +14,25 @@ How far this scales is set by NVRTC, not by cuDNN's handle: runtime-compiled eng
 their kernels with ``nvrtcCompileProgram``, and concurrent compiles wait on one another on a lock
 inside NVRTC that is shared by the whole process. A thread per core therefore keeps far fewer
 cores busy than it starts; separate handles per thread, or plans built for a DEVICEPROP without
-a handle, wait on the same lock. Worker processes do not: ``CUDNN_PY_BUILD_PROCESSES``
-(graph/plan_workers.py) hands the candidates to them first.
+a handle, wait on the same lock. Worker processes do not (graph/plan_workers.py): they take
+plans from the same queue as the threads, as `Offload` helpers of the build; ``build_all`` keeps
+what they built, restored here, and finalizes here whatever they handed back.
 
 The threads share the graph's handle. cuDNN's general rule is one handle per thread at a time;
 cudnn-frontend (v1.1 release notes, "Autotuning") documents finalizing the plans of one graph
-in parallel, one thread per plan, with the graph's handle. ``CUDNN_PY_BUILD_THREADS=1``
-restores the serial build.
+in parallel, one thread per plan, with the graph's handle. ``CUDNN_PY_BUILD_THREADS=1`` with
+``CUDNN_PY_BUILD_PROCESSES=0`` restores the serial build.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import zip_longest
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .._lib.errors import CudnnError
 
@@ -38,7 +41,8 @@ if TYPE_CHECKING:
     from .plans import Candidate
 
 ENV = "CUDNN_PY_BUILD_THREADS"
-PROCESSES_ENV = "CUDNN_PY_BUILD_PROCESSES"  # worker processes first (graph/plan_workers.py)
+PROCESSES_ENV = "CUDNN_PY_BUILD_PROCESSES"  # worker processes beside the threads (graph/plan_workers.py)
+AUTO_AFTER_S = 2.0  # unset: worker processes are considered once a build has run this long
 
 
 def available_cores() -> int:
@@ -71,33 +75,110 @@ def build_threads(threads: int | None = None) -> int:
     return threads
 
 
-def build_processes() -> int:
-    """Worker processes ``build_plans(ALL)`` hands the candidates to first:
-    ``$CUDNN_PY_BUILD_PROCESSES``; 0 (unset, 0 or 1) builds in this process only."""
+@dataclass(frozen=True)
+class WorkerSetting:
+    """How many worker processes may join a build, and after how long (0: from the start)."""
+
+    processes: int
+    after_s: float
+
+    @property
+    def auto(self) -> bool:
+        return self.after_s > 0
+
+
+def build_processes() -> WorkerSetting | None:
+    """Worker processes that may take plans of ``build_plans(ALL)`` beside the threads, from
+    ``$CUDNN_PY_BUILD_PROCESSES``: N >= 2 starts N with the build; 0 or 1, none; unset, up to
+    one per core, started only for a build still far from done after `AUTO_AFTER_S`."""
     text = os.environ.get(PROCESSES_ENV, "").strip()
     if not text:
-        return 0
+        return WorkerSetting(available_cores(), AUTO_AFTER_S)
     try:
         n = int(text)
     except ValueError:
         raise ValueError(f"{PROCESSES_ENV} must be an int (0 or 1: no worker processes), got {text!r}") from None
     if n < 0:
         raise ValueError(f"{PROCESSES_ENV} must be an int >= 0 (0 or 1: no worker processes), got {n}")
-    return n if n >= 2 else 0
+    return WorkerSetting(n, 0.0) if n >= 2 else None
+
+
+class PlanQueue:
+    """The plans of one build, in the order builders take them: the caller's thread, the other
+    threads and any `Offload` take from it; `keep` records each outcome."""
+
+    def __init__(self, order: Sequence[int], outcomes: list[object]) -> None:
+        self._order = list(order)
+        self._next = 0
+        self._lock = threading.Lock()
+        self._outcomes = outcomes
+        self.stopped = False
+        self.kept = 0
+        self.started = time.monotonic()
+
+    def take(self) -> int | None:
+        """The next plan's index, or None when none is left or the build was stopped."""
+        with self._lock:
+            if self.stopped or self._next == len(self._order):
+                return None
+            self._next += 1
+            return self._order[self._next - 1]
+
+    def left(self) -> int:
+        """Plans no builder has taken yet."""
+        with self._lock:
+            return 0 if self.stopped else len(self._order) - self._next
+
+    def keep(self, index: int, outcome: object) -> None:
+        """Record how plan ``index`` went: None (finalized), its exception, `Elsewhere` or `RETRY`."""
+        with self._lock:
+            self._outcomes[index] = outcome
+            self.kept += 1
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """A plan another process finalized; ``restore()`` makes it here (raising CudnnError if it
+    cannot, in which case it is finalized here)."""
+
+    restore: Callable[[], Descriptor]
+
+
+RETRY = object()  # a plan an `Offload` took but did not build: finalized here afterwards
+
+
+class Offload(Protocol):
+    """Builders outside this process's threads that take plans from the build's queue."""
+
+    def run(self, queue: PlanQueue, ended: threading.Event) -> None:
+        """Take plans from ``queue`` and keep an `Elsewhere` or `RETRY` for each one taken; ``ended``
+        is set once the caller's thread found the queue empty (or the build was stopped). Runs on
+        a thread of its own; every process it started has ended when it returns."""
 
 
 def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache: Descriptor | None = None,
-              threads: int | None = None) -> None:
+              threads: int | None = None,
+              offload: Callable[[Sequence[Candidate]], Offload | None] | None = None) -> None:
     """Build every candidate of ``cands`` not built or failed yet; a failure is remembered on
     its candidate (as `Candidate.build` does) and affects no other. On one thread, with one
     candidate to build or one without an engine config, or with a kernel cache (each finalize
     may add kernels to it; cuDNN does not say it may be written from several threads), this is
-    `Candidate.build` in order."""
+    `Candidate.build` in order. ``offload(todo)`` may give builders in other processes that take
+    plans beside the threads; the plans they build are restored here, the rest built here."""
     n = build_threads(threads)
     if kernel_cache is not None:  # one cache that every finalize writes into: not shared between threads
         n = 1
     todo = [c for c in cands if c.unbuilt]
-    if n == 1 or len(todo) <= 1 or any(c.config is None for c in todo):  # no config: `build` says why
+    serial = len(todo) <= 1 or any(c.config is None for c in todo)  # no config: `build` says why
+    helper = None if serial or offload is None else offload(todo)
+    if serial or (n == 1 and helper is None):
         for c in cands:
             try:
                 c.build(handle, label, kernel_cache)
@@ -107,15 +188,19 @@ def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache:
     plans: list[Descriptor | None] = []
     try:
         plans.extend(c.start_build(handle, label, kernel_cache) for c in todo)  # on the caller's thread
-        outcomes = _finalize_all(plans, min(n, len(todo)), start_order(todo))
+        outcomes = _finalize_all(plans, min(n, len(todo)), start_order(todo), helper)
+        again = _keep_restored(todo, plans, outcomes, label)
+        if again:  # what the helpers handed back: finalized here
+            redo = _finalize_all([plans[i] if i in again else None for i in range(len(plans))], min(n, len(again)))
+            outcomes = [redo[i] if i in again else outcomes[i] for i in range(len(plans))]
     except BaseException:
-        for plan in plans:
-            if plan is not None:
+        for c, plan in zip(todo, plans):
+            if plan is not None and c.plan is not plan:
                 plan.close()
         raise
     surprise: BaseException | None = None
     for c, plan, outcome in zip(todo, plans, outcomes):
-        if plan is None:  # setting its attributes failed: the candidate holds the error
+        if plan is None or c.plan is not None:  # setting its attributes failed (the candidate has the error); restored
             continue
         if outcome is None or isinstance(outcome, CudnnError):
             c.finish_build(plan, outcome)
@@ -127,6 +212,29 @@ def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache:
                 f"{label}: {c.name}: its plan was not finalized (a build thread ended early)")
     if surprise is not None:
         raise surprise
+
+
+def _keep_restored(todo: Sequence[Candidate], plans: Sequence[Descriptor | None], outcomes: list[object],
+                   label: str) -> set[int]:
+    """Keep each plan another process built (restored here; its unfinalized twin closed); the
+    indices of the plans to finalize here instead: handed back, or not restored."""
+    again: set[int] = set()
+    for i, (c, plan, outcome) in enumerate(zip(todo, plans, outcomes)):
+        if outcome is RETRY:
+            again.add(i)
+        elif isinstance(outcome, Elsewhere) and plan is not None:
+            try:
+                restored = outcome.restore()
+            except CudnnError as exc:
+                from ..log import get_logger
+
+                get_logger("build").info("%s: %s: the plan another process built was not restored here (%s); "
+                                         "building it here", label, c.name, exc)
+                again.add(i)
+                continue
+            plan.close()
+            c.finish_build(restored, None)
+    return again
 
 
 def start_order(cands: Sequence[Candidate]) -> list[int]:
@@ -142,41 +250,45 @@ def start_order(cands: Sequence[Candidate]) -> list[int]:
 _UNFINISHED = object()  # a plan no thread has finalized (yet)
 
 
-def _finalize_all(plans: Sequence[Descriptor | None], threads: int, start: Sequence[int] | None = None) -> list[object]:
+def _finalize_all(plans: Sequence[Descriptor | None], threads: int, start: Sequence[int] | None = None,
+                  offload: Offload | None = None) -> list[object]:
     """Finalize each plan (None: skipped), the caller's thread and ``threads - 1`` others taking
-    the next one in ``start`` order (default: as given) as they come free; per plan, in the
-    order given, None when it finalized, else what its finalize raised (`_UNFINISHED` if none
-    ran it). Every thread started here has ended when this returns or raises."""
+    the next one in ``start`` order (default: as given) as they come free, ``offload`` (on a
+    thread of its own) taking some too; per plan, in the order given, None when it finalized,
+    else what its finalize raised, an `Elsewhere`/`RETRY` of the offload's, or `_UNFINISHED` if
+    none took it. Every thread started here has ended when this returns or raises."""
     outcomes: list[object] = [_UNFINISHED] * len(plans)
-    order = iter(range(len(plans)) if start is None else start)
-    lock = threading.Lock()
-    stop = [False]
+    order = range(len(plans)) if start is None else start
+    queue = PlanQueue([i for i in order if plans[i] is not None], outcomes)
 
     def work() -> None:
-        while True:
-            with lock:
-                i = None if stop[0] else next(order, None)
-            if i is None:
-                return
+        while (i := queue.take()) is not None:
             plan = plans[i]
-            if plan is None:
-                continue
+            assert plan is not None
             try:
                 plan.finalize()
             except Exception as exc:  # noqa: BLE001 - kept for the caller's thread, in order
-                outcomes[i] = exc
+                queue.keep(i, exc)
             else:
-                outcomes[i] = None
+                queue.keep(i, None)
 
+    ended = threading.Event()
     helpers: list[threading.Thread] = []
     try:
         for k in range(threads - 1):
             t = threading.Thread(target=work, name=f"cudnn-plan-build-{k}", daemon=True)
             t.start()
             helpers.append(t)
+        if offload is not None:
+            t = threading.Thread(target=offload.run, args=(queue, ended), name="cudnn-plan-workers", daemon=True)
+            t.start()
+            helpers.append(t)
         work()
+    except BaseException:
+        queue.stop()  # on an interrupt: no builder takes another plan
+        raise
     finally:
-        stop[0] = True  # on an interrupt: the others take no more plans
+        ended.set()
         for t in helpers:
             t.join()
     return outcomes

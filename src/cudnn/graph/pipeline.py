@@ -293,18 +293,20 @@ class Pipeline:
             ranked = True
 
     def build_plans(self, policy: build_plan_policy, limit: int | None = None) -> None:
-        """Build the first supported candidate, or (ALL) every one, or the first ``limit``
-        (in worker processes first when ``CUDNN_PY_BUILD_PROCESSES`` asks for them)."""
+        """Build the first supported candidate, or (ALL) every one, or the first ``limit``; ALL
+        on threads, which worker processes may join (``CUDNN_PY_BUILD_PROCESSES``)."""
         policy = build_plan_policy(policy)
+        offload = None
         if policy == build_plan_policy.ALL:
             from .parallel import build_processes
 
-            processes = build_processes()
-            if processes:
-                from . import plan_workers
+            setting = build_processes()
+            if setting is not None:
+                def offload(todo: Sequence[Candidate]) -> Any:
+                    from . import plan_workers
 
-                plan_workers.build(self, self.plans().candidates[:limit], processes)
-        self.plans().build(self.build_handle_ptr(), policy, limit)
+                    return plan_workers.pool(self, todo, setting)
+        self.plans().build(self.build_handle_ptr(), policy, limit, offload=offload)
 
     def build_candidate(self, cand: Candidate) -> Descriptor:
         return cand.build(self.build_handle_ptr(), self.label, self.plans().kernel_cache)

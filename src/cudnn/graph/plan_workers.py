@@ -1,29 +1,32 @@
-"""Execution plans finalized in worker processes: ``CUDNN_PY_BUILD_PROCESSES=N`` (N >= 2).
+"""Execution plans finalized in worker processes, beside the threads of ``build_plans(ALL)``.
 
 Threads finalizing plans in one process wait on one another inside NVRTC (graph/parallel.py);
-processes do not. With N set, ``build_plans(ALL)`` first hands the candidates to N worker
-processes (``python -m cudnn.graph.plan_workers``). Each worker
+processes do not. A `Pool` is an `Offload` of the threads' build: it starts worker processes
+(``python -m cudnn.graph.plan_workers``) that take plans from the same queue as the threads,
+one at a time, until none is left. Each worker
 
 - rebuilds the graph from its printed JSON on the same GPU,
 - checks that it lowers to the same backend graph (same structure, shapes, types and uids, the
-  identity by which the plan cache shares plans), else builds nothing,
-- finalizes its share of the candidates one after another, each from its engine and knob
-  choices, and writes cuDNN's JSON of each plan it built.
+  identity by which the plan cache shares plans), else takes nothing,
+- then, for each plan it takes, finalizes it from its engine and knob choices and answers with
+  cuDNN's JSON of the plan (or nothing, if it failed there).
 
-This process then restores each plan from that JSON with its own handle: the JSON of a plan
-holds its compiled kernels, so restoring it compiles nothing, with or without the CUDA driver's
-JIT cache the workers filled. What the workers did not return (a candidate that failed there,
-every candidate of a worker that failed, ran past its time or rebuilt another graph) is built
-here afterwards as before, so the plans, their names and order, the errors (raised here, by
-cuDNN, as one after another) and the selection are those of a build in this process. No worker
-outlives the call.
+This process restores each such plan with its own handle: the JSON of a plan holds its compiled
+kernels, so restoring it compiles nothing. A plan a worker took but did not return (it failed
+there, the worker died or ran past its time) is finalized here afterwards, so the plans, their
+names and order, the errors (raised here, by cuDNN) and the selection are those of a build in
+this process. No worker outlives the build.
 
-A graph is built in this process alone when the workers could not reproduce it or would not
-help: a kernel cache, DEVICEPROP (ahead-of-time) builds, dynamic or overridden shapes, a
-non-default lowering, fewer than two candidates to build, a graph without a JSON form. Each
-worker starts an interpreter and a CUDA context (seconds, and memory on the GPU), so this
-pays off for large sweeps of runtime-compiled plans (autotuning a knob space), not for
-a handful of plans.
+``CUDNN_PY_BUILD_PROCESSES`` (`parallel.build_processes`) sets how many: N >= 2 start with the
+build; 0 or 1, none; unset, up to one per core join a build that is still far from done after
+a couple of seconds (a knob sweep of runtime-compiled engines), as many as the plans left and
+half the GPU's free memory allow. Each worker starts an interpreter and a CUDA context (about
+three seconds and a few hundred MB of GPU memory), which a build of a handful of plans would
+not repay.
+
+A graph is built in this process alone when workers could not reproduce it: a kernel cache,
+DEVICEPROP (ahead-of-time) builds, dynamic or overridden shapes, a non-default lowering, a graph
+without a JSON form, or no Python executable to start them with.
 """
 
 from __future__ import annotations
@@ -31,61 +34,67 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import site
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .._lib.errors import CudnnError
 from ..backend import engine as eng
 from ..backend import plan as backend_plan
 from .parallel import ENV as THREADS_ENV
 from .parallel import PROCESSES_ENV as ENV
+from .parallel import RETRY, Elsewhere, PlanQueue, WorkerSetting
 from .parallel import build_processes as build_processes  # the setting, read where the threads' is
-from .parallel import start_order
 from .pipeline import Pipeline, lowered_identity
 from .plans import Candidate
 
 if TYPE_CHECKING:
+    from ..backend.descriptor import Descriptor
     from .graph import pygraph
 
 START_S = 120.0  # a worker's allowance to start (interpreter, cudnn-py, CUDA context) and rebuild the graph
-PER_PLAN_S = 60.0  # and for each plan of its share (a runtime-compiled kernel takes about a second)
+PER_PLAN_S = 60.0  # and to finalize each plan it takes (a runtime-compiled kernel takes about a second)
+AUTO_LEFT_S = 5.0  # unset: workers join a build whose plans left would take this long more as it goes
+WORKER_GPU_BYTES = 1 << 30  # unset: a worker per this much of half the GPU's free memory, at most
+POLL_S = 0.05  # how often the pool looks at its workers' deadlines and at the build's end
 
 
-def why_not(p: Pipeline, todo: Sequence[Candidate], processes: int) -> str | None:
+def why_not(p: Pipeline, todo: Sequence[Candidate], setting: WorkerSetting) -> str | None:
     """Why the candidates ``todo`` of ``p`` are not built in worker processes; None if they can be."""
     g = p.graph
     reasons = (
-        (processes < 2, f"{ENV} is not set to 2 or more"),
+        (setting.processes < 2, "fewer than two worker processes allowed"),
         (g.kernel_cache is not None, "the graph has a kernel cache"),
         (g.device_property is not None, "the graph is built for described device properties"),
         (bool(g.is_dynamic_shape_enabled), "the graph has dynamic shapes"),
         (bool(g.is_override_shape_enabled), "the graph overrides shapes"),
         (p.lowering is not None, "a lowering other than the graph's default"),
-        (not sys.executable, "no Python executable to start workers with"),
+        (not sys.executable or bool(getattr(sys, "frozen", False)), "no Python executable to start workers with"),
+        (setting.auto and not looks_like_python(sys.executable),
+         f"{ENV} is unset and this process's executable ({sys.executable}) does not look like Python"),
         (len(todo) < 2, "fewer than two plans to build"),
         (any(c.config is None for c in todo), "a candidate without an engine config"),
     )
     return next((why for cond, why in reasons if cond), None)
 
 
+def looks_like_python(executable: str) -> bool:
+    """Whether ``executable`` is named as a Python interpreter is (python, python3.12, pypy3,
+    python.exe), not a program that embeds one (which ``-m`` would not run as Python)."""
+    return re.fullmatch(r"(python|pypy)[0-9.]*(\.exe)?", Path(executable).name.lower()) is not None
+
+
 def identity(p: Pipeline) -> str:
     """A digest of the backend graph ``p`` lowers to (`lowered_identity`) and its SM count."""
     return hashlib.sha256(repr((*lowered_identity(p), p.graph.sm_count)).encode()).hexdigest()
-
-
-def shares(todo: Sequence[Candidate], workers: int) -> list[list[int]]:
-    """Indices into ``todo`` per worker: dealt in turn in `start_order` (each engine's plans spread
-    over the workers, so no worker gets one slow engine's plans only)."""
-    out: list[list[int]] = [[] for _ in range(workers)]
-    for k, i in enumerate(start_order(todo)):
-        out[k % workers].append(i)
-    return out
 
 
 def worker_env() -> dict[str, str]:
@@ -102,98 +111,191 @@ def worker_env() -> dict[str, str]:
     return env
 
 
-def build(p: Pipeline, cands: Sequence[Candidate], processes: int) -> str | None:
-    """Finalize the unbuilt candidates of ``cands`` in worker processes and keep each plan a
-    worker returned (restored here); the rest stay unbuilt for the caller to build. Returns why
-    nothing was handed to workers, or None."""
-    todo = [c for c in cands if c.unbuilt]
-    reason = why_not(p, todo, processes)
-    if reason is None:
-        try:
-            text = str(p.graph)
-        except Exception as exc:  # noqa: BLE001 - a node without a JSON form (e.g. a score_mod callable)
-            reason = f"the graph has no JSON form ({type(exc).__name__}: {exc})"
+def pool(p: Pipeline, todo: Sequence[Candidate], setting: WorkerSetting) -> Pool | None:
+    """The worker processes that may take ``todo``'s plans (indices into ``todo``), or None (logged) if
+    the graph is built here alone."""
+    reason = why_not(p, todo, setting)
     if reason is not None:
         _log().debug("%s: plans built in this process: %s", p.label, reason)
-        return reason
-    request = {"graph": text, "device": p.device(), "identity": identity(p)}
-    parts = shares(todo, min(processes, len(todo)))
-    replies = _run_workers(p.label, request, [[(i, todo[i]) for i in part] for part in parts])
-    handle = p.build_handle_ptr()
-    restored = 0
-    for reply in replies:
-        for index, plan_text in reply.items():
-            c = todo[index]
-            try:
-                plan = backend_plan.plan_from_json(handle, plan_text, f"{p.label}: {c.name}", retention=c.retention)
-            except CudnnError as exc:
-                _log().info("%s: %s: the plan a worker built was not restored here (%s); building it here",
-                            p.label, c.name, exc)
-                continue
-            c.finish_build(plan, None)
-            restored += 1
-    _log().debug("%s: %d of %d plans built in %d worker processes", p.label, restored, len(todo), len(parts))
-    return None
+        return None
+    return Pool(p, todo, setting)
 
 
-def _run_workers(label: str, request: dict[str, Any], parts: list[list[tuple[int, Candidate]]]) -> list[dict[int, str]]:
-    """Start a worker per part, wait for all (each within its allowance), and return per worker
-    the plans it built: index into the caller's candidates -> cuDNN's plan JSON."""
-    replies: list[dict[int, str]] = []
-    with tempfile.TemporaryDirectory(prefix="cudnn-py-plans-") as tmp:
-        procs: list[tuple[subprocess.Popen[bytes], Path, Path, float]] = []
-        env = worker_env()
-        try:
-            for w, part in enumerate(parts):
-                items = [[i, c.engine_index, sorted(c.knobs.items())] for i, c in part]
-                ask, answer, log = (Path(tmp) / f"{w}.{x}" for x in ("request", "reply", "log"))
-                ask.write_text(json.dumps({**request, "items": items}))
-                try:
-                    with open(log, "wb") as out:
-                        proc = subprocess.Popen([sys.executable, "-m", __name__, str(ask), str(answer)], env=env,
-                                                cwd=tmp, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-                except OSError as exc:  # no more processes, no executable: the rest is built here
-                    _log().warning("%s: could not start a plan-build worker (%s); its plans are built here", label, exc)
-                    break
-                procs.append((proc, answer, log, time.monotonic() + START_S + PER_PLAN_S * len(items)))
-            for proc, answer, log, deadline in procs:
-                try:
-                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                    _log().warning("%s: a plan-build worker ran past its time and was stopped; its plans are built "
-                                   "here", label)
-                    continue
-                replies.append(_read_reply(label, proc.returncode, answer, log, request["identity"]))
-        finally:
-            for proc, *_ in procs:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-    return replies
+def workers_for(setting: WorkerSetting, queue: PlanQueue, device: int) -> tuple[int, str]:
+    """How many workers to start for ``queue`` now (0: none) and why."""
+    left = queue.left()
+    if not setting.auto:
+        return min(setting.processes, left), f"{ENV}={setting.processes}"
+    more_s = queue.elapsed() * left / max(queue.kept, 1)  # at the rate so far (none kept yet: at least)
+    if left < 2 or more_s < AUTO_LEFT_S:
+        return 0, f"{left} plans left, about {more_s:.1f} s more here"
+    from .._lib import cuda
 
-
-def _read_reply(label: str, returncode: int, answer: Path, log: Path, wanted: str) -> dict[int, str]:
-    """The plans of one worker's reply; {} (logged with the end of its output) when it failed
-    or rebuilt another graph."""
     try:
-        reply = json.loads(answer.read_text())
-        if returncode:
-            raise ValueError(f"exit status {returncode}")
-    except (OSError, ValueError) as exc:
-        tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
-        _log().warning("%s: a plan-build worker failed (%s%s); its plans are built here", label, exc,
-                       f": {' | '.join(tail)}" if tail else "")
-        return {}
-    if "failed" in reply:
-        _log().warning("%s: a plan-build worker failed (%s); its plans are built here", label, reply["failed"])
-        return {}
-    if reply.get("identity") != wanted:
-        _log().warning("%s: a plan-build worker rebuilt the graph from its JSON as another backend graph; "
-                       "its plans are built here", label)
-        return {}
-    return {int(i): text for i, text in reply.get("plans", {}).items()}
+        cuda.set_device(device)
+        room = cuda.free_memory() // (2 * WORKER_GPU_BYTES)
+    except Exception as exc:  # noqa: BLE001 - no room to be had: build here
+        return 0, f"the GPU's free memory is unknown ({exc})"
+    n = min(setting.processes, left, room)
+    return (n if n >= 2 else 0), (f"{left} plans left, about {more_s:.1f} s more here; "
+                                  f"{setting.processes} cores, room on the GPU for {room}")
+
+
+class Worker:
+    """One worker process and the plan it is building (the pool's thread alone kills it)."""
+
+    def __init__(self, proc: subprocess.Popen[str], log: Path) -> None:
+        self.proc, self.log = proc, log
+        self.lock = threading.Lock()
+        self.ready = False
+        self.busy: int | None = None  # the plan it is finalizing
+        self.deadline = time.monotonic() + START_S
+        self.why_stopped: str | None = None  # why the pool killed it ("": it was not needed)
+        self.built = 0
+
+    def send(self, message: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+
+    def receive(self) -> Any:
+        """The worker's next message; None once it has ended."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        return json.loads(line) if line else None
+
+    def stop(self, why: str, idle_only: bool = False) -> None:
+        """Kill the process (``idle_only``: unless it is building a plan)."""
+        with self.lock:
+            if self.proc.poll() is None and not (idle_only and self.busy is not None):
+                if self.why_stopped is None:
+                    self.why_stopped = why
+                self.proc.kill()
+
+    def why_ended(self) -> str:
+        """Why it ended, with the last lines it wrote."""
+        lines = self.log.read_text(errors="replace").strip().splitlines()[-3:] if self.log.exists() else []
+        return (self.why_stopped or f"exit status {self.proc.poll()}") + (f": {' | '.join(lines)}" if lines else "")
+
+
+class Pool:
+    """Worker processes that take plans of one build from its queue (an `Offload`)."""
+
+    def __init__(self, p: Pipeline, todo: Sequence[Candidate], setting: WorkerSetting) -> None:
+        self.pipeline, self.todo, self.setting = p, list(todo), setting
+        self.label, self.device = p.label, p.device()
+        self.restored = 0
+
+    def run(self, queue: PlanQueue, ended: threading.Event) -> None:
+        if self.setting.auto and ended.wait(self.setting.after_s):
+            return
+        n, why = workers_for(self.setting, queue, self.device)
+        if n == 0:
+            _log().debug("%s: no worker processes: %s", self.label, why)
+            return
+        try:
+            request = {"graph": str(self.pipeline.graph), "device": self.device, "identity": identity(self.pipeline)}
+        except Exception as exc:  # noqa: BLE001 - a node without a JSON form (e.g. a score_mod callable)
+            _log().debug("%s: no worker processes: the graph has no JSON form (%s: %s)", self.label,
+                         type(exc).__name__, exc)
+            return
+        _log().info("%s: %d worker processes join the build (%s)", self.label, n, why)
+        with tempfile.TemporaryDirectory(prefix="cudnn-py-plans-") as tmp:
+            workers: list[Worker] = []
+            drivers: list[threading.Thread] = []
+            try:
+                env = worker_env()
+                for w in range(n):
+                    worker = self._start(Path(tmp), w, env)
+                    if worker is None:
+                        break
+                    workers.append(worker)
+                    drivers.append(threading.Thread(target=self._drive, args=(worker, request, queue),
+                                                    name=f"cudnn-plan-worker-{w}", daemon=True))
+                    drivers[-1].start()
+                while any(d.is_alive() for d in drivers):
+                    now = time.monotonic()
+                    for worker in workers:
+                        if queue.stopped:
+                            worker.stop("the build was stopped")
+                        elif now > worker.deadline:
+                            worker.stop("it ran past its time")
+                        elif ended.is_set():
+                            worker.stop("", idle_only=True)  # nothing left to take (one still starting)
+                    time.sleep(POLL_S)
+            finally:
+                for worker in workers:
+                    worker.stop("")  # every driver has ended: its worker has nothing to do
+                    worker.proc.wait()
+                for d in drivers:
+                    d.join()
+                for worker in workers:
+                    for pipe in (worker.proc.stdin, worker.proc.stdout):
+                        if pipe is not None:
+                            pipe.close()
+            _log().info("%s: %d of %d plans built in %d worker processes", self.label,
+                         sum(w.built for w in workers), len(self.todo), len(workers))
+
+    def _start(self, tmp: Path, w: int, env: dict[str, str]) -> Worker | None:
+        log = tmp / f"{w}.log"
+        try:
+            with open(log, "wb") as err:
+                proc = subprocess.Popen([sys.executable, "-m", __name__], env=env, cwd=tmp, stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=err, text=True, encoding="utf-8")
+        except OSError as exc:  # no more processes, no executable: the rest is built here
+            _log().warning("%s: could not start a plan-build worker (%s); its plans are built here", self.label, exc)
+            return None
+        return Worker(proc, log)
+
+    def _drive(self, worker: Worker, request: dict[str, Any], queue: PlanQueue) -> None:
+        """Feed ``worker`` plans from ``queue`` one at a time until none is left or it ends; each
+        plan it took is kept as `Elsewhere` (to restore) or `RETRY` (to build here)."""
+        try:
+            worker.send(request)
+            hello = worker.receive()
+            if hello is None or hello.get("identity") != request["identity"]:
+                if worker.why_stopped != "":
+                    why = ("failed (" + (hello["failed"] if hello and "failed" in hello else worker.why_ended()) + ")"
+                           if hello is None or "failed" in hello
+                           else "rebuilt the graph from its JSON as another backend graph")
+                    _log().warning("%s: a plan-build worker %s; it built no plans", self.label, why)
+                return
+            while True:
+                with worker.lock:
+                    index = None if worker.proc.poll() is not None else queue.take()
+                    if index is None:
+                        return
+                    worker.busy = index
+                    worker.deadline = time.monotonic() + PER_PLAN_S
+                c = self.todo[index]
+                worker.send({"item": [c.engine_index, sorted(c.knobs.items())]})
+                answer = worker.receive()
+                if answer is None:
+                    raise EOFError("it ended")
+                text = answer.get("plan")
+                queue.keep(index, Elsewhere(partial(self._restore, c, text)) if text else RETRY)
+                worker.built += bool(text)
+                worker.busy = None
+        except (OSError, ValueError, EOFError) as exc:  # ended, a broken pipe, a garbled answer
+            if worker.busy is not None:  # the plan it held is built here
+                queue.keep(worker.busy, RETRY)
+                worker.busy = None
+            if worker.why_stopped != "":
+                _log().warning("%s: lost a plan-build worker (%s: %s; %s); its plans are built here", self.label,
+                               type(exc).__name__, exc, worker.why_ended())
+        finally:
+            if worker.proc.stdin is not None:
+                try:
+                    worker.proc.stdin.close()  # the worker's end of input: it exits
+                except OSError:
+                    pass
+
+    def _restore(self, c: Candidate, text: str) -> Descriptor:
+        """On the caller's thread: the plan a worker built, restored with this process's handle."""
+        plan = backend_plan.plan_from_json(self.pipeline.build_handle_ptr(), text, f"{self.label}: {c.name}",
+                                           retention=c.retention)
+        self.restored += 1
+        return plan
 
 
 def _log() -> Any:
@@ -204,54 +306,71 @@ def _log() -> Any:
 
 # -- the worker --------------------------------------------------------------------------------
 
-def serve(request: dict[str, Any]) -> dict[str, Any]:
-    """In a worker: rebuild the graph of ``request``, and if it lowers to the same backend graph,
-    finalize each requested engine config; the JSON of each plan built, by candidate index."""
-    from .._lib import cuda
-    from .graph import pygraph
+class Server:
+    """In a worker: the graph of the request, rebuilt; finalizes plans of it by engine and knobs."""
 
-    cuda.set_device(int(request["device"]))
-    g: pygraph = pygraph()
-    g.deserialize(request["graph"])
-    g.validate()
-    p = Pipeline(g)
-    reply: dict[str, Any] = {"identity": identity(p), "plans": {}}
-    if reply["identity"] != request["identity"]:
-        return reply
-    handle, op_graph = p.build_handle_ptr(), p.op_graph()
-    for index, engine_index, knobs in request["items"]:
+    def __init__(self, request: dict[str, Any]) -> None:
+        from .._lib import cuda
+        from .graph import pygraph
+
+        cuda.set_device(int(request["device"]))
+        g: pygraph = pygraph()
+        g.deserialize(request["graph"])
+        g.validate()
+        self.graph, self.pipeline = g, Pipeline(g)
+        self.identity = identity(self.pipeline)
+
+    def build(self, engine_index: int, knobs: Sequence[tuple[int, int]]) -> str | None:
+        """cuDNN's JSON of the plan of engine ``engine_index`` with ``knobs``; None if it did not build."""
+        p = self.pipeline
         c: Candidate | None = None
         try:
-            e = eng.engine(op_graph, int(engine_index), g.sm_count, p.label)
+            e = eng.engine(p.op_graph(), int(engine_index), self.graph.sm_count, p.label)
             try:
                 c = Candidate(eng.engine_config(e, {int(k): int(v) for k, v in knobs}, p.label), source="worker")
             except BaseException:
                 e.close()
                 raise
-            reply["plans"][str(index)] = backend_plan.plan_json(c.build(handle, p.label))
+            return backend_plan.plan_json(c.build(p.build_handle_ptr(), p.label))
         except CudnnError:
-            pass  # the caller builds it itself and raises or keeps cuDNN's error there
+            return None  # the caller builds it itself and raises or keeps cuDNN's error there
         finally:
             if c is not None:
                 if c.plan is not None:
                     c.plan.close()
                 assert c.config is not None
                 c.config.close()
-    return reply
 
 
-def main(argv: Sequence[str]) -> int:
-    """``python -m cudnn.graph.plan_workers REQUEST REPLY``: serve the request file into the reply file."""
-    ask, answer = argv
+def serve(requests: IO[str], answers: IO[str]) -> None:
+    """A worker's loop: the graph request, then a plan per item line, until its input ends."""
+
+    def answer(message: Any) -> None:
+        answers.write(json.dumps(message) + "\n")
+        answers.flush()
+
+    line = requests.readline()
+    if not line:
+        return
     try:
-        reply = serve(json.loads(Path(ask).read_text()))
+        server = Server(json.loads(line))
     except Exception as exc:  # noqa: BLE001 - reported to the caller, which builds the plans itself
-        reply = {"failed": f"{type(exc).__name__}: {exc}"}
-    tmp = Path(answer + ".tmp")
-    tmp.write_text(json.dumps(reply))
-    tmp.replace(answer)
+        answer({"failed": f"{type(exc).__name__}: {exc}"})
+        return
+    answer({"identity": server.identity})
+    for line in requests:
+        engine_index, knobs = json.loads(line)["item"]
+        answer({"plan": server.build(engine_index, knobs)})
+
+
+def main() -> int:
+    """``python -m cudnn.graph.plan_workers``: serve requests on stdin, answers on stdout. What
+    else the process prints (cuDNN's or CUDA's messages) goes to stderr, not among the answers."""
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    serve(sys.stdin, answers)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

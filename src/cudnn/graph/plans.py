@@ -7,10 +7,10 @@ their error when they fail, so `check_support` and `build_plans` never do the wo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._lib.enums import build_plan_policy
 from .._lib.errors import CudnnError, cudnnGraphNotSupportedError
@@ -18,6 +18,9 @@ from ..backend import engine as eng
 from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor
 from .errors import GraphStateError
+
+if TYPE_CHECKING:
+    from .parallel import Offload
 
 
 class Candidate:
@@ -351,15 +354,16 @@ class PlanSet:
         raise self.not_supported(self.candidates)
 
     def build(self, handle: int, policy: build_plan_policy, limit: int | None = None,
-              threads: int | None = None) -> None:
+              threads: int | None = None, offload: Callable[[Sequence[Candidate]], Offload | None] | None = None
+              ) -> None:
         """Select the first candidate that builds or (ALL) build every candidate, the first
         ``limit`` of them if given, and keep the selection if it is among those built. ALL
-        finalizes on ``threads`` threads (None: `parallel.build_threads`); the result is the
-        same as one after another."""
+        finalizes on ``threads`` threads (None: `parallel.build_threads`), with the helpers
+        ``offload`` gives (`parallel.build_all`); the result is the same as one after another."""
         if policy == build_plan_policy.ALL:
             from .parallel import build_all
 
-            build_all(self.candidates[:limit], handle, self.label, self.kernel_cache, threads)
+            build_all(self.candidates[:limit], handle, self.label, self.kernel_cache, threads, offload)
             built = [c for c in self.candidates if c.plan is not None]
             if not built:
                 raise self.not_supported(self.candidates)
