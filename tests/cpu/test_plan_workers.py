@@ -142,6 +142,7 @@ def test_when_workers_join_a_build(monkeypatch: pytest.MonkeyPatch) -> None:
     assert workers.workers_for(AUTO, queue_after(2.0, 0, 100), 0)[0] == 0  # room for one: none
 
 
+@pytest.mark.skipif(cuda.device_count() > 0, reason="a machine without a GPU")
 def test_without_a_gpu_no_worker_joins_an_unasked_build() -> None:
     n, why = workers.workers_for(AUTO, queue_after(2.0, 0, 100), 0)
     assert n == 0 and "free memory is unknown" in why
