@@ -147,7 +147,6 @@ class Worker:
     def __init__(self, proc: subprocess.Popen[str], log: Path) -> None:
         self.proc, self.log = proc, log
         self.lock = threading.Lock()
-        self.ready = False
         self.busy: int | None = None  # the plan it is finalizing
         self.deadline = time.monotonic() + START_S
         self.why_stopped: str | None = None  # why the pool killed it ("": it was not needed)
@@ -184,7 +183,6 @@ class Pool:
     def __init__(self, p: Pipeline, todo: Sequence[Candidate], setting: WorkerSetting) -> None:
         self.pipeline, self.todo, self.setting = p, list(todo), setting
         self.label, self.device = p.label, p.device()
-        self.restored = 0
 
     def run(self, queue: PlanQueue, ended: threading.Event) -> None:
         if self.setting.auto and ended.wait(self.setting.after_s):
@@ -276,8 +274,8 @@ class Pool:
                 queue.keep(index, Elsewhere(partial(self._restore, c, text)) if text else RETRY)
                 worker.built += bool(text)
                 worker.busy = None
-        except (OSError, ValueError, EOFError) as exc:  # ended, a broken pipe, a garbled answer
-            if worker.busy is not None:  # the plan it held is built here
+        except Exception as exc:  # noqa: BLE001 - it ended, a broken pipe, a garbled answer: what it held is built here
+            if worker.busy is not None:
                 queue.keep(worker.busy, RETRY)
                 worker.busy = None
             if worker.why_stopped != "":
@@ -292,10 +290,8 @@ class Pool:
 
     def _restore(self, c: Candidate, text: str) -> Descriptor:
         """On the caller's thread: the plan a worker built, restored with this process's handle."""
-        plan = backend_plan.plan_from_json(self.pipeline.build_handle_ptr(), text, f"{self.label}: {c.name}",
+        return backend_plan.plan_from_json(self.pipeline.build_handle_ptr(), text, f"{self.label}: {c.name}",
                                            retention=c.retention)
-        self.restored += 1
-        return plan
 
 
 def _log() -> Any:
