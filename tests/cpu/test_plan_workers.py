@@ -1,9 +1,10 @@
 """Plans built in worker processes beside the threads (graph/plan_workers.py), what needs no GPU:
 the setting and when workers join a build, when a graph is built in this process only, a
 worker's environment, the graph identity a worker must reproduce from the printed JSON, how the
-threads' build keeps what helpers return (restored plans, plans handed back), and real worker
-processes that cannot serve on this machine: their plans are built here, nothing outlives the
-build. The build itself against torch: tests/gpu/test_plan_workers_gpu.py.
+threads' build keeps what helpers return (restored plans, plans handed back), real worker
+processes that cannot serve on this machine, and a stand-in worker process that dies, garbles
+its answer, runs past its time or fails a plan: each time its plans are built here and nothing
+outlives the build. The build itself against torch: tests/gpu/test_plan_workers_gpu.py.
 
 Plans here are the stand-ins of plan_stand_ins.py (the `fake_plans` fixture)."""
 
@@ -281,3 +282,96 @@ def test_a_worker_answers_why_it_cannot_serve(request_line: str, says: str | Non
         assert got == []  # no request: nothing to answer
     else:
         assert len(got) == 1 and set(got[0]) == {"failed"} and got[0]["failed"]
+
+
+FAKE_WORKER = '''#!{python}
+"""A stand-in worker process speaking the pool's protocol: it answers engine e's plan with
+"PLAN e", none for the engines whose plans fail, and for engine 2 does what FAKE_MODE says."""
+import json, os, sys, time
+request = json.loads(sys.stdin.readline())
+print(json.dumps({{"identity": request["identity"]}}), flush=True)
+for line in sys.stdin:
+    engine, knobs = json.loads(line)["item"]
+    mode = os.environ["FAKE_MODE"] if engine == 2 else "builds"
+    if mode == "dies":
+        os._exit(3)
+    if mode == "garbles":
+        print("{{not json", flush=True)
+        continue
+    if mode == "hangs":
+        time.sleep(60)
+    failing = engine in {failing} or mode == "fails there"
+    print(json.dumps({{"plan": None if failing else f"PLAN {{engine}}"}}), flush=True)
+'''
+
+
+@pytest.mark.parametrize("mode, says", [
+    ("builds", None),
+    ("fails there", None),  # no plan: built here, as cuDNN's error would be raised here
+    ("dies", "lost a plan-build worker (EOFError: it ended; exit status 3)"),
+    ("garbles", "lost a plan-build worker (JSONDecodeError: Expecting property name"),
+    ("hangs", "lost a plan-build worker (EOFError: it ended; it ran past its time)"),
+])
+def test_a_worker_process_that_fails_leaves_its_plan_here(fake_plans: list[FakePlan], on_device_0: None,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          caplog: pytest.LogCaptureFixture, mode: str,
+                                                          says: str | None) -> None:
+    """A real process in the worker's place (`FAKE_WORKER`) takes plans 1, 2, ... while this
+    process is held on plan 0; engine 2's plan meets ``mode``. Plans it returned are restored
+    (stand-ins), the rest built here: the serial outcome, and no process or thread left."""
+    script = tmp_path / "fake-worker"
+    script.write_text(FAKE_WORKER.format(python=sys.executable, failing=sorted(FAILING)))
+    script.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(script))
+    monkeypatch.setenv("FAKE_MODE", mode)
+    monkeypatch.setattr(workers, "PER_PLAN_S", 1.0)
+    monkeypatch.setattr(Pipeline, "build_handle_ptr", lambda self: 0x1)
+
+    def restore(handle: int, text: str, label: str, retention: object = None) -> FakePlan:
+        plan = FakePlan(int(text.split()[1]), f"restored {text}")
+        plan.finalized = True
+        return plan
+
+    monkeypatch.setattr(workers.backend_plan, "plan_from_json", restore)
+    serial = candidates()
+    build_all(serial, 0x1, "g", threads=1)
+    pool_done = threading.Event()
+
+    class PoolEnd(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "plans built in 1 worker processes" in record.getMessage():
+                pool_done.set()
+
+    finalize = FakePlan.finalize
+
+    def held(plan: FakePlan) -> FakePlan:
+        if plan.engine == 0:  # this process takes plan 0 and holds it until the worker is done
+            assert pool_done.wait(120)
+        return finalize(plan)
+
+    monkeypatch.setattr(FakePlan, "finalize", held)
+    g = conv_relu()
+    p = Pipeline(g)
+    cands = candidates()
+    before = threading.active_count()
+    handler = PoolEnd()
+    logging.getLogger("cudnn.build").addHandler(handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="cudnn.build"):
+            build_all(cands, 0x1, "g", threads=1, offload=lambda todo: workers.Pool(p, todo, WorkerSetting(1, 0.0)))
+    finally:
+        logging.getLogger("cudnn.build").removeHandler(handler)
+    assert outcome(cands) == outcome(serial)
+    restored = [c.engine_index for c in cands if c.plan is not None and c.plan.label.startswith("restored")]
+    if mode == "builds":  # the worker went on to the end of the queue
+        assert restored == [e for e in range(1, 12) if e not in FAILING]
+    elif mode == "fails there":  # and plan 2 was built here
+        assert restored == [e for e in range(1, 12) if e not in FAILING | {2}]
+    else:
+        assert restored == [1]  # it was lost on plan 2: plan 2 and the rest were built here
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if says is None:
+        assert warned == []
+    else:
+        assert len(warned) == 1 and says in warned[0] and warned[0].endswith("its plans are built here"), warned
+    assert threading.active_count() == before and children() == ""

@@ -174,7 +174,9 @@ class Worker:
     def why_ended(self) -> str:
         """Why it ended, with the last lines it wrote."""
         lines = self.log.read_text(errors="replace").strip().splitlines()[-3:] if self.log.exists() else []
-        return (self.why_stopped or f"exit status {self.proc.poll()}") + (f": {' | '.join(lines)}" if lines else "")
+        code = self.proc.poll()
+        why = self.why_stopped or (f"exit status {code}" if code is not None else "it was running")
+        return why + (f": {' | '.join(lines)}" if lines else "")
 
 
 class Pool:
