@@ -17,7 +17,8 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -54,14 +55,14 @@ def test_the_setting(monkeypatch: pytest.MonkeyPatch, text: str, setting: Worker
     monkeypatch.setenv(workers.ENV, text)
     if setting is not None and setting.auto:  # unset: as many as the cores, later
         setting = WorkerSetting(parallel.available_cores(), setting.after_s)
-    assert workers.build_processes() == setting
+    assert parallel.build_processes() == setting
 
 
 @pytest.mark.parametrize("text, says", [("four", "'four'"), ("-2", "got -2")])
 def test_a_bad_setting_names_the_variable(monkeypatch: pytest.MonkeyPatch, text: str, says: str) -> None:
     monkeypatch.setenv(workers.ENV, text)
     with pytest.raises(ValueError, match=workers.ENV) as err:
-        workers.build_processes()
+        parallel.build_processes()
     assert says in str(err.value)
 
 
@@ -212,6 +213,36 @@ def children() -> str:
     return Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().strip()
 
 
+@contextmanager
+def plan_0_held_until(logged: Callable[[logging.LogRecord], bool], monkeypatch: pytest.MonkeyPatch,
+                      times: int = 1) -> Iterator[None]:
+    """In the block, finalizing the plan of engine 0 in this process waits until ``times``
+    records of the ``cudnn.build`` logger satisfy ``logged`` (the workers take the other plans
+    meanwhile)."""
+    seen = threading.Semaphore(0)
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if logged(record):
+                seen.release()
+
+    finalize = FakePlan.finalize
+
+    def held(plan: FakePlan) -> FakePlan:
+        if plan.engine == 0:
+            assert all(seen.acquire(timeout=120) for _ in range(times))
+        return finalize(plan)
+
+    monkeypatch.setattr(FakePlan, "finalize", held)
+    watch = Watch()
+    logging.getLogger("cudnn.build").addHandler(watch)
+    try:
+        yield
+    finally:
+        logging.getLogger("cudnn.build").removeHandler(watch)
+        monkeypatch.setattr(FakePlan, "finalize", finalize)
+
+
 @pytest.fixture
 def on_device_0(monkeypatch: pytest.MonkeyPatch) -> None:
     """The device a pipeline builds on, which asks CUDA (absent here): device 0."""
@@ -230,28 +261,10 @@ def test_real_workers_that_cannot_serve_leave_their_plans_here(fake_plans: list[
     build_all(serial, 0x1, "g", threads=1)
     before = threading.active_count()
     cands = candidates()
-    answered = threading.Semaphore(0)
-
-    class Answers(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if record.levelno == logging.WARNING:
-                answered.release()
-
-    finalize = FakePlan.finalize
-
-    def after_the_workers_answer(plan: FakePlan) -> FakePlan:
-        if plan.engine == 0:  # the build lasts until both workers said why they cannot serve
-            assert answered.acquire(timeout=120) and answered.acquire(timeout=120)
-        return finalize(plan)
-
-    monkeypatch.setattr(FakePlan, "finalize", after_the_workers_answer)
-    handler = Answers()
-    logging.getLogger("cudnn.build").addHandler(handler)
-    try:
-        with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
-            build_all(cands, 0x1, "g", threads=1, offload=lambda todo: workers.pool(p, todo, WorkerSetting(2, 0.0)))
-    finally:
-        logging.getLogger("cudnn.build").removeHandler(handler)
+    # the build lasts until both workers said why they cannot serve
+    with plan_0_held_until(lambda r: r.levelno == logging.WARNING, monkeypatch, times=2), \
+            caplog.at_level(logging.DEBUG, logger="cudnn.build"):
+        build_all(cands, 0x1, "g", threads=1, offload=lambda todo: workers.pool(p, todo, WorkerSetting(2, 0.0)))
     assert outcome(cands) == outcome(serial)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warned and all("a plan-build worker failed (" in m and "it built no plans" in m for m in warned), warned
@@ -335,32 +348,14 @@ def test_a_worker_process_that_fails_leaves_its_plan_here(fake_plans: list[FakeP
     monkeypatch.setattr(workers.backend_plan, "plan_from_json", restore)
     serial = candidates()
     build_all(serial, 0x1, "g", threads=1)
-    pool_done = threading.Event()
-
-    class PoolEnd(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if "plans built in 1 worker processes" in record.getMessage():
-                pool_done.set()
-
-    finalize = FakePlan.finalize
-
-    def held(plan: FakePlan) -> FakePlan:
-        if plan.engine == 0:  # this process takes plan 0 and holds it until the worker is done
-            assert pool_done.wait(120)
-        return finalize(plan)
-
-    monkeypatch.setattr(FakePlan, "finalize", held)
     g = conv_relu()
     p = Pipeline(g)
     cands = candidates()
     before = threading.active_count()
-    handler = PoolEnd()
-    logging.getLogger("cudnn.build").addHandler(handler)
-    try:
-        with caplog.at_level(logging.INFO, logger="cudnn.build"):
-            build_all(cands, 0x1, "g", threads=1, offload=lambda todo: workers.Pool(p, todo, WorkerSetting(1, 0.0)))
-    finally:
-        logging.getLogger("cudnn.build").removeHandler(handler)
+    # this process takes plan 0 and holds it until the worker is done
+    with plan_0_held_until(lambda r: "plans built in 1 worker processes" in r.getMessage(), monkeypatch), \
+            caplog.at_level(logging.INFO, logger="cudnn.build"):
+        build_all(cands, 0x1, "g", threads=1, offload=lambda todo: workers.Pool(p, todo, WorkerSetting(1, 0.0)))
     assert outcome(cands) == outcome(serial)
     restored = [c.engine_index for c in cands if c.plan is not None and c.plan.label.startswith("restored")]
     if mode == "builds":  # the worker went on to the end of the queue

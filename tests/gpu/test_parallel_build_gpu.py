@@ -67,22 +67,28 @@ def build_all(make: Any, threads: str | None, monkeypatch: pytest.MonkeyPatch) -
         before = threading.active_count()
         g.build_plans(cudnn.build_plan_policy.ALL)
         assert threading.active_count() == before  # no build thread outlives the call
-        rows = {r.name: r for r in g.describe_plans().rows}
-        outputs: dict[str, Any] = {}
-        for i in range(g.get_execution_plan_count()):
-            name = g.get_plan_name_at_index(i)
-            if rows[name].status.startswith(("failed", "not built")):
-                outputs[name] = (rows[name].status, None)
-                continue
-            ws = torch.empty(max(1, g.get_workspace_size_plan_at_index(i)), device="cuda", dtype=torch.uint8)
-            out.fill_(float("nan"))
-            g.execute_plan_at_index(pack, ws, i)
-            torch.cuda.synchronize()
-            torch.testing.assert_close(out.float(), ref, atol=tol, rtol=tol)
-            outputs[name] = ("built", out.clone())
-        return outputs
+        return run_every_plan(g, pack, out, ref, tol)
     finally:
         cudnn.plan_cache.enabled = True
+
+
+def run_every_plan(g: Any, pack: dict[Any, Any], out: torch.Tensor, ref: torch.Tensor, tol: float) -> dict[str, Any]:
+    """Run each plan of ``g`` that built, checking ``out`` against ``ref`` within ``tol``; per
+    plan name its status and its output (None where it did not build)."""
+    rows = {r.name: r for r in g.describe_plans().rows}
+    outputs: dict[str, Any] = {}
+    for i in range(g.get_execution_plan_count()):
+        name = g.get_plan_name_at_index(i)
+        if rows[name].status.startswith(("failed", "not built")):
+            outputs[name] = (rows[name].status, None)
+            continue
+        ws = torch.empty(max(1, g.get_workspace_size_plan_at_index(i)), device="cuda", dtype=torch.uint8)
+        out.fill_(float("nan"))
+        g.execute_plan_at_index(pack, ws, i)
+        torch.cuda.synchronize()
+        torch.testing.assert_close(out.float(), ref, atol=tol, rtol=tol)
+        outputs[name] = ("built", out.clone())
+    return outputs
 
 
 def refuse_plan(victim: str, monkeypatch: pytest.MonkeyPatch) -> None:

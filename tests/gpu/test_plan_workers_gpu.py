@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from test_parallel_build_gpu import refuse_plan
+from test_parallel_build_gpu import refuse_plan, run_every_plan
 
 import cudnn
 from cudnn.backend import Descriptor
@@ -90,20 +90,7 @@ def sweep(processes: str | None, monkeypatch: pytest.MonkeyPatch, threads: str =
                         continue
     g.build_plans(cudnn.build_plan_policy.ALL)
     y = torch.empty_strided(Y.get_dim(), Y.get_stride(), device="cuda", dtype=torch.float16)
-    rows = {r.name: r for r in g.describe_plans().rows}
-    outputs: dict[str, Any] = {}
-    for i in range(g.get_execution_plan_count()):
-        name = g.get_plan_name_at_index(i)
-        if rows[name].status.startswith(("failed", "not built")):
-            outputs[name] = (rows[name].status, None)
-            continue
-        ws = torch.empty(max(1, g.get_workspace_size_plan_at_index(i)), device="cuda", dtype=torch.uint8)
-        y.fill_(float("nan"))
-        g.execute_plan_at_index({X: x, W: w, Y: y}, ws, i)
-        torch.cuda.synchronize()
-        torch.testing.assert_close(y.float(), ref, atol=2e-3, rtol=2e-3)
-        outputs[name] = ("built", y.clone())
-    return outputs, g
+    return run_every_plan(g, {X: x, W: w, Y: y}, y, ref, 2e-3), g
 
 
 def children() -> str:

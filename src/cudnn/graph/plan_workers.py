@@ -52,7 +52,6 @@ from ..backend import plan as backend_plan
 from .parallel import ENV as THREADS_ENV
 from .parallel import PROCESSES_ENV as ENV
 from .parallel import RETRY, Elsewhere, PlanQueue, WorkerSetting
-from .parallel import build_processes as build_processes  # the setting, read where the threads' is
 from .pipeline import Pipeline, lowered_identity
 from .plans import Candidate
 
