@@ -163,7 +163,7 @@ class Descriptor:
         """Set one attribute (a value or a sequence); returns self for chaining."""
         if type(attr) is not Attr:
             attr = _coerce_enum(Attr, attr)
-        ptr = self.ptr
+        ptr = self._ptr if not self._closing else self.ptr  # .ptr raises
         if self.finalized:
             raise DescriptorClosedError(
                 f"{self._what()} is finalized; {attr_label(attr)} can no longer be set")

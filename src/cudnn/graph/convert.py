@@ -54,6 +54,8 @@ def _bool(value: Any) -> bool:
 
 
 def _int(value: Any) -> int:
+    if type(value) is int:  # the common case; bool and enum members are other types
+        return value
     if _cudnn_enum(value) or not hasattr(type(value), "__index__"):
         raise _Refused
     try:
@@ -72,6 +74,10 @@ def _float(value: Any) -> float:
 
 
 def _int_list(value: Any) -> list[int]:
+    if type(value) is list or type(value) is tuple:
+        ints = list(value)
+        if all(type(v) is int for v in ints):  # the common case, as `_int` checks each
+            return ints
     if isinstance(value, (str, bytes, Mapping, Set)) or not hasattr(value, "__iter__"):
         raise _Refused
     return [_int(v) for v in value]

@@ -97,13 +97,14 @@ class Lowering:
         if dtype == NOT_SET:
             raise ValueError(f"tensor {t.label()} reached lowering without a data type")
         self.require(lambda: f"tensor {t.label()}: data type {dtype.name}", _since(_SINCE_DTYPE, dtype))
-        dims, strides = backend_layout(t.get_dim(), t.get_stride())
-        pad = len(dims) - len(t.get_dim())  # leading unit dims backend_layout added
+        user_dims = t.get_dim()
+        dims, strides = backend_layout(user_dims, t.get_stride())
+        pad = len(dims) - len(user_dims)  # leading unit dims backend_layout added
         desc = Descriptor(D.CUDNN_BACKEND_TENSOR_DESCRIPTOR, t.get_name())
         desc.set(A.CUDNN_ATTR_TENSOR_UNIQUE_ID, t.get_uid())
         desc.set(A.CUDNN_ATTR_TENSOR_DIMENSIONS, dims)
         desc.set(A.CUDNN_ATTR_TENSOR_STRIDES, strides)
-        desc.set(A.CUDNN_ATTR_TENSOR_DATA_TYPE, t.get_data_type())
+        desc.set(A.CUDNN_ATTR_TENSOR_DATA_TYPE, dtype)
         desc.set(A.CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, alignment(t))
         desc.set(A.CUDNN_ATTR_TENSOR_IS_VIRTUAL, t.get_is_virtual())
         if t.get_is_pass_by_value():

@@ -228,9 +228,9 @@ def check_layout(node: Node, port: str, t: Tensor) -> None:
     dims, strides = t.get_dim(), t.get_stride()
     if len(strides) != len(dims):
         raise GraphError(f"{node.at(port)}: {len(dims)} dims {dims} but {len(strides)} strides {strides}")
-    if any(d <= 0 for d in dims):
+    if dims and min(dims) <= 0:
         raise GraphError(f"{node.at(port)}: dims must be positive, got {dims}")
-    if any(s < 0 for s in strides):
+    if strides and min(strides) < 0:
         raise GraphError(f"{node.at(port)}: strides must be non-negative, got {strides}")
 
 
