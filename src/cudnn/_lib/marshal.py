@@ -7,8 +7,8 @@ deals in Python values only.
 
 from __future__ import annotations
 
-import array
 import ctypes
+import struct
 import threading
 from enum import IntEnum
 from typing import Any
@@ -120,18 +120,37 @@ def pack(items: list[Any], attr_type: AttrType) -> tuple[Any, int]:
     return (elem * n)(*[int(i) for i in items]), n  # pointers: handles, void pointers, descriptors
 
 
-# the array typecode of the attribute types `set_plain` takes that are not C-int enums
-_TYPECODE = {int(AttrType.CUDNN_TYPE_INT64): "q", int(AttrType.CUDNN_TYPE_BOOLEAN): "B",
-             int(AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR): "Q"}
+# the struct format character of the attribute types `set_plain` takes that are not C-int enums
+_FORMAT = {int(AttrType.CUDNN_TYPE_INT64): "q", int(AttrType.CUDNN_TYPE_BOOLEAN): "B",
+           int(AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR): "Q"}
+_PACKERS: dict[tuple[int, int], Any] = {}  # (attribute type, count) -> struct packer, for counts up to 16
 
 
 def set_plain(ptr: int, attr: int, attr_type: int, values: list[int] | tuple[int, ...]) -> int:
     """Set an attribute of 64-bit ints, bools, descriptor pointers or a C-int enum type from
     Python ints, without the checks of `pack`: the caller has made sure of the values' kind.
-    Raises OverflowError for a value out of the element's range. (An ``array`` is the cheapest
-    buffer to build per call, and most attributes of a graph are these.)"""
-    buffer = array.array(_TYPECODE.get(attr_type, "i"), values)
-    return capi.graph.cudnnBackendSetAttribute(ptr, attr, attr_type, len(buffer), buffer.buffer_info()[0])
+    Raises OverflowError for a value out of the element's range. (The values are packed into
+    bytes by a `struct` packer kept per type and count: the cheapest buffer to make per call,
+    and most attributes of a graph are these.)"""
+    n = len(values)
+    pack = _PACKERS.get((attr_type, n))
+    if pack is None:
+        pack = struct.Struct(f"{n}{_FORMAT.get(attr_type, 'i')}").pack
+        if n <= 16:
+            _PACKERS[attr_type, n] = pack
+    try:
+        data = pack(*values)
+    except struct.error:
+        raise OverflowError(_out_of_range(values, _FORMAT.get(attr_type, "i"))) from None
+    return capi.graph.cudnnBackendSetAttribute(ptr, attr, attr_type, n, data)
+
+
+def _out_of_range(values: list[int] | tuple[int, ...], fmt: str) -> str:
+    """What `set_plain`'s packer refused: the first value out of the element's range."""
+    size = struct.calcsize(fmt)
+    low, high = (0, 1 << (8 * size)) if fmt in "BQ" else (-(1 << (8 * size - 1)), 1 << (8 * size - 1))
+    bad = next((v for v in values if not low <= int(v) < high), None)
+    return f"{bad} is out of the range of a {8 * size}-bit {'unsigned ' if fmt in 'BQ' else ''}int"
 
 
 def create_descriptor(desc_type: int) -> tuple[int, int]:

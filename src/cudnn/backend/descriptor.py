@@ -168,19 +168,17 @@ class Descriptor:
             raise DescriptorClosedError(
                 f"{self._what()} is finalized; {attr_label(attr)} can no longer be set")
         fast = _plain_type(values, attr_type)  # ints, bools, enums, descriptors: most of a graph's attributes
+        if fast == _DESCRIPTOR:
+            return self._set_descriptors(ptr, attr, values if type(values) is list or type(values) is tuple
+                                         else (values,))
         if fast:
-            items = values if type(values) is list or type(values) is tuple else (values,)
             try:
                 status = marshal.set_plain(ptr, attr, fast,  # type: ignore[arg-type]  # an Attr by now
-                                           [d.ptr for d in items] if fast == _DESCRIPTOR else items)
+                                           values if type(values) is list or type(values) is tuple else (values,))
             except OverflowError as exc:
                 raise TypeError(f"{self._context('setting', attr)} as {AttrType(fast).name}: {exc}") from None
             if status:
                 raise_status(status, lambda: self._context("setting", attr))
-            if fast == _DESCRIPTOR:
-                for child in items:
-                    child._holders += 1
-                    self._children.append(child)
             return self
         items = _as_list(values)
         if attr_type is None:
@@ -194,6 +192,16 @@ class Descriptor:
             for child in items:
                 child._holders += 1
                 self._children.append(child)
+        return self
+
+    def _set_descriptors(self, ptr: int, attr: Attr, children: Sequence[Descriptor]) -> Descriptor:
+        """`set`'s fast path for descriptor values: each child is held until this one is released."""
+        status = marshal.set_plain(ptr, attr, _DESCRIPTOR, [d.ptr for d in children])
+        if status:
+            raise_status(status, lambda: self._context("setting", attr))
+        for child in children:
+            child._holders += 1
+            self._children.append(child)
         return self
 
     def get(self, attr: Attr | int | str, attr_type: AttrType | int | str,
