@@ -332,16 +332,23 @@ def first_graph_child() -> None:
     print(json.dumps({"ms": IMPORT_S * 1e3 + (time.perf_counter() - t0) * 1e3, "plan": Y is not None}))
 
 
-def first_graph_ms(env: dict[str, str]) -> float | str:
-    """Median over FIRST_GRAPH_RUNS fresh processes of `first_graph_child`, or why it failed."""
-    times = []
-    for _ in range(FIRST_GRAPH_RUNS):
-        out = subprocess.run([sys.executable, __file__, "--first-graph-child"], env=env, capture_output=True,
-                             text=True, cwd="/")
-        if out.returncode:
-            return f"failed: {out.stderr.strip().splitlines()[-1:]}"
-        times.append(json.loads(out.stdout.strip().splitlines()[-1])["ms"])
-    return statistics.median(times)
+def first_graph_times(envs: dict[str, dict[str, str]], runs: int) -> dict[str, list[float] | str]:
+    """`first_graph_child` in ``runs`` fresh processes per package (``envs``: name -> environment),
+    the order alternating as in `cold_in_processes`: per package its times, or why it failed."""
+    out: dict[str, list[float] | str] = {who: [] for who in envs}
+    names = list(envs)
+    for k in range(runs):
+        for who in names if k % 2 == 0 else names[::-1]:
+            got = out[who]
+            if isinstance(got, str):
+                continue
+            done = subprocess.run([sys.executable, __file__, "--first-graph-child"], env=envs[who],
+                                  capture_output=True, text=True, cwd="/")
+            if done.returncode:
+                out[who] = f"failed: {done.stderr.strip().splitlines()[-1:]}"
+                continue
+            got.append(json.loads(done.stdout.strip().splitlines()[-1])["ms"])
+    return out
 
 
 def uncompiled_modules() -> list[str]:
@@ -361,14 +368,18 @@ def first_graph_rows(other: str | None) -> None:
         print(f"\nnote: {len(missing)} of cudnn-py's modules have no bytecode here: every new process compiles "
               "them, which an installed package does not (`python -m compileall src` first)")
     here = str(Path(__file__).resolve().parent.parent / "src")
-    ours_env = {**os.environ, "PYTHONPATH": here, "CUDNN_PY_PLAN_CACHE": "0"}
-    ours, theirs = first_graph_ms(ours_env), first_graph_ms(_official_env(other))
-    print(f"\n{FIRST_GRAPH} (median of {FIRST_GRAPH_RUNS} processes):")
-    ours_text = f"{ours:.1f} ms" if isinstance(ours, float) else ours
-    theirs_text = f"{theirs:.1f} ms" if isinstance(theirs, float) else theirs
-    print(f"  cudnn-py {ours_text}; official {theirs_text}", end="")
-    if isinstance(ours, float) and isinstance(theirs, float):
-        print(f"; ratio official / cudnn-py {theirs / ours:.2f}x (above 1: cudnn-py is faster)")
+    envs = {"ours": {**os.environ, "PYTHONPATH": here, "CUDNN_PY_PLAN_CACHE": "0"}, "official": _official_env(other)}
+    times = first_graph_times(envs, FIRST_GRAPH_RUNS)
+    print(f"\n{FIRST_GRAPH} (median [range] of {FIRST_GRAPH_RUNS} processes per package, the order alternating):")
+
+    def text(got: list[float] | str) -> str:
+        return got if isinstance(got, str) else f"{statistics.median(got):.1f} ms [{min(got):.1f}-{max(got):.1f}]"
+
+    ours, theirs = times["ours"], times["official"]
+    print(f"  cudnn-py {text(ours)}; official {text(theirs)}", end="")
+    if isinstance(ours, list) and isinstance(theirs, list):
+        ratio = statistics.median(theirs) / statistics.median(ours)
+        print(f"; ratio official / cudnn-py {ratio:.2f}x (above 1: cudnn-py is faster)")
     else:
         print()
 
