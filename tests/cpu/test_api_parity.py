@@ -13,6 +13,7 @@ import pytest
 
 import cudnn
 from cudnn._lib import enums
+from cudnn.backend import attr_label
 from cudnn.backend import descriptor as backend_descriptor
 from cudnn.graph import pipeline as pipeline_module
 from cudnn.graph.lower import Lowering
@@ -41,9 +42,9 @@ class FakeDesc:
     def set(self, attr: Any, value: Any, attr_type: Any = None) -> FakeDesc:
         items = value if isinstance(value, list) else [value]
         if not all(isinstance(i, FakeDesc) for i in items):  # the value must be settable as the real one
-            backend_descriptor._to_array(items, attr_type or backend_descriptor._infer_type(items, attr.name),
-                                         attr.name)
-        self.attrs[attr.name.removeprefix("CUDNN_ATTR_")] = value
+            backend_descriptor._to_array(items, attr_type or backend_descriptor._infer_type(items, attr_label(attr)),
+                                         attr_label(attr))
+        self.attrs[attr_label(attr).removeprefix("CUDNN_ATTR_")] = value
         return self
 
     def finalize(self) -> FakeDesc:

@@ -173,6 +173,44 @@ def test_heur_mode_opensource_is_a_frontend_member() -> None:
     assert str(opensource) == "heur_mode.OPENSOURCE"
 
 
+def test_attribute_names_are_ints_and_their_enum_is_built_only_for_a_reader() -> None:
+    """Every node module and the lowering name attributes by the ints of `cudnn._lib.attributes`;
+    a descriptor takes an attribute as an int, a member or a member name, and refuses one the
+    headers do not have by its enum's name, all without building that enum."""
+    import subprocess
+    import sys
+
+    code = (
+        "import cudnn, cudnn._lib.enums as e\n"
+        "from cudnn.graph import oplib\n"
+        "oplib.load_all()\n"
+        "import cudnn.graph.lower, cudnn.backend.engine, cudnn.backend.plan, cudnn.backend.kernel_cache\n"
+        "from cudnn.backend import Descriptor, attr_label\n"
+        "from cudnn._lib.attributes import A\n"
+        "d = Descriptor('CUDNN_BACKEND_TENSOR_DESCRIPTOR', 't')\n"
+        "d.set(A.CUDNN_ATTR_TENSOR_DIMENSIONS, [2, 3, 4]).set('CUDNN_ATTR_TENSOR_STRIDES', [12, 4, 1])\n"
+        "refused = []\n"
+        "for bad in (10**6, 'CUDNN_ATTR_NO_SUCH', 2.0):\n"
+        "    try:\n"
+        "        d.set(bad, 1)\n"
+        "    except (TypeError, ValueError) as exc:\n"
+        "        refused.append(f'{type(exc).__name__}: {exc}')\n"
+        "out = {'built': 'cudnnBackendAttributeName_t' in vars(e), 'label': attr_label(A.CUDNN_ATTR_TENSOR_STRIDES),\n"
+        "       'kind': type(A.CUDNN_ATTR_TENSOR_DIMENSIONS).__name__, 'refused': refused}\n"
+        "out['member'] = d.set(e.cudnnBackendAttributeName_t.CUDNN_ATTR_TENSOR_UNIQUE_ID, 7) is d  # a member\n"
+        "print(repr(out))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    got = eval(out)  # noqa: S307 - a dict printed by the child above
+    assert got["built"] is False and got["kind"] == "int"
+    assert got["label"] == "CUDNN_ATTR_TENSOR_STRIDES"
+    assert got["refused"] == ["ValueError: 1000000 is not a valid cudnnBackendAttributeName_t",
+                              "ValueError: unknown cudnnBackendAttributeName_t name 'CUDNN_ATTR_NO_SUCH'",
+                              "TypeError: an attribute is an int, a cudnnBackendAttributeName_t member or a member "
+                              "name, got float"]
+    assert got["member"] is True
+
+
 def test_descriptor_import_builds_no_enum_tables() -> None:
     import subprocess
     import sys
@@ -181,5 +219,6 @@ def test_descriptor_import_builds_no_enum_tables() -> None:
             "print(sorted(n for n in vars(e) if n in e.C_ENUMS or n in e.PUBLIC_ENUMS))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     built = eval(out)  # noqa: S307 - a list of names printed by the child above
-    # only the three the module names itself; the value enums of ~30 attribute types wait for use
-    assert built == ["cudnnBackendAttributeName_t", "cudnnBackendAttributeType_t", "cudnnBackendDescriptorType_t"]
+    # only the two the module names itself; the value enums of ~30 attribute types wait for use, and
+    # attribute names are ints (cudnn._lib.attributes): their ~400-member enum is built for who reads it
+    assert built == ["cudnnBackendAttributeType_t", "cudnnBackendDescriptorType_t"]

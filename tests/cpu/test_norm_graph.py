@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph.pipeline import all_tensors, assign_uids
 from cudnn._lib.enums import cudnnBackendDescriptorType_t as D
 from cudnn._lib.errors import FeatureUnavailableError
+from cudnn.backend import attr_label
 from cudnn.backend import descriptor as backend_descriptor
 from cudnn.graph.expand import expand
 from cudnn.graph.lower import Lowering
+from cudnn.graph.pipeline import all_tensors, assign_uids
 
 dt = cudnn.data_type
 TRAIN, INFER = cudnn.norm_forward_phase.TRAINING, cudnn.norm_forward_phase.INFERENCE
@@ -470,9 +471,9 @@ class FakeDesc:
     def set(self, attr: Any, value: Any, attr_type: Any = None) -> FakeDesc:
         items = value if isinstance(value, list) else [value]
         if not all(isinstance(i, FakeDesc) for i in items):
-            t = attr_type or backend_descriptor._infer_type(items, attr.name)
-            backend_descriptor._to_array(items, t, attr.name)
-        self.attrs[attr.name.removeprefix("CUDNN_ATTR_").removeprefix("OPERATION_")] = value
+            t = attr_type or backend_descriptor._infer_type(items, attr_label(attr))
+            backend_descriptor._to_array(items, t, attr_label(attr))
+        self.attrs[attr_label(attr).removeprefix("CUDNN_ATTR_").removeprefix("OPERATION_")] = value
         return self
 
     def finalize(self) -> FakeDesc:

@@ -18,6 +18,7 @@ from fake_backend import Backend, Pack
 
 import cudnn
 from cudnn._lib import release
+from cudnn.backend import attr_label
 from cudnn.graph import pipeline as pipeline_module
 from cudnn.graph.execute import Runner
 from cudnn.graph.lower import Lowering
@@ -303,7 +304,7 @@ class FakeDesc:
         self.attrs: dict[str, Any] = {}
 
     def set(self, attr: Any, value: Any, attr_type: Any = None) -> FakeDesc:
-        self.attrs[attr.name.removeprefix("CUDNN_ATTR_OPERATION_")] = value
+        self.attrs[attr_label(attr).removeprefix("CUDNN_ATTR_OPERATION_")] = value
         return self
 
     def finalize(self) -> FakeDesc:

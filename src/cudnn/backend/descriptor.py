@@ -14,14 +14,16 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from enum import IntEnum
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
-from .._lib import capi, enums, marshal, release
-from .._lib.enums import cudnnBackendAttributeName_t as Attr
+from .._lib import attributes, capi, enums, marshal, release
 from .._lib.enums import cudnnBackendAttributeType_t as AttrType
 from .._lib.enums import cudnnBackendDescriptorType_t as DescType
 from .._lib.errors import DescriptorClosedError, raise_status
 from .._lib.marshal import Fraction
+
+if TYPE_CHECKING:  # at run time attributes are ints (`attributes`): the enum is built only for who reads it
+    from .._lib.enums import cudnnBackendAttributeName_t as Attr
 
 # Public enum name -> the attribute type its values are set with (the C enums' are in
 # marshal.ELEMENT).
@@ -73,10 +75,7 @@ def type_label(desc_type: DescType) -> str:
 
 
 def attr_label(attr: Attr | int) -> str:
-    try:
-        return Attr(attr).name
-    except ValueError:
-        return f"attribute {int(attr)}"
+    return attributes.name(attr) or f"attribute {int(attr)}"
 
 
 def _coerce_enum(cls: type[IntEnum], value: Any) -> IntEnum:
@@ -161,8 +160,8 @@ class Descriptor:
     def set(self, attr: Attr | int | str, values: Value | Sequence[Value],
             attr_type: AttrType | int | str | None = None) -> Descriptor:
         """Set one attribute (a value or a sequence); returns self for chaining."""
-        if type(attr) is not Attr:
-            attr = _coerce_enum(Attr, attr)
+        if type(attr) is not int or attr not in attributes.VALUES:
+            attr = attributes.attribute_id(attr)  # raises for an attribute the headers do not have
         ptr = self._ptr if not self._closing else self.ptr  # .ptr raises
         if self.finalized:
             raise DescriptorClosedError(
@@ -173,7 +172,7 @@ class Descriptor:
                                          else (values,))
         if fast:
             try:
-                status = marshal.set_plain(ptr, attr, fast,  # type: ignore[arg-type]  # an Attr by now
+                status = marshal.set_plain(ptr, attr, fast,
                                            values if type(values) is list or type(values) is tuple else (values,))
             except OverflowError as exc:
                 raise TypeError(f"{self._context('setting', attr)} as {AttrType(fast).name}: {exc}") from None
@@ -194,7 +193,7 @@ class Descriptor:
                 self._children.append(child)
         return self
 
-    def _set_descriptors(self, ptr: int, attr: Attr, children: Sequence[Descriptor]) -> Descriptor:
+    def _set_descriptors(self, ptr: int, attr: int, children: Sequence[Descriptor]) -> Descriptor:
         """`set`'s fast path for descriptor values: each child is held until this one is released."""
         status = marshal.set_plain(ptr, attr, _DESCRIPTOR, [d.ptr for d in children])
         if status:
@@ -218,7 +217,7 @@ class Descriptor:
         Descriptor-valued attributes need ``descriptor_type``: cuDNN fills descriptors the
         caller created, which come back as new Descriptor objects.
         """
-        attr = _coerce_enum(Attr, attr)
+        attr = attributes.attribute_id(attr)
         attr_type = _coerce_enum(AttrType, attr_type)
         ptr = self.ptr
 
@@ -256,7 +255,7 @@ class Descriptor:
         are offered; with ``grow``, for attributes whose length the backend does not report (an
         engine's knobs, a config's knob choices), twice as many again while all come back.
         The elements are read into bare descriptors that are reused by every such read."""
-        attr = _coerce_enum(Attr, attr)
+        attr = attributes.attribute_id(attr)
         desc_type = _coerce_enum(DescType, descriptor_type)
         ptr = self.ptr
         with _scratch_lock:

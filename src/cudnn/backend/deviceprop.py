@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from .._lib import loader
-from .._lib.enums import cudnnBackendAttributeName_t as A
+from .._lib.attributes import A
 from .._lib.enums import cudnnBackendAttributeType_t as T
 from .._lib.enums import cudnnBackendDescriptorType_t as D
 from .._lib.errors import FeatureUnavailableError

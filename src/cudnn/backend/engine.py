@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from .._lib.attributes import A
 from .._lib.enums import C_ENUMS, cudnnBackendBehaviorNote_t, cudnnBackendNumericalNote_t, knob_type
-from .._lib.enums import cudnnBackendAttributeName_t as A
 from .._lib.enums import cudnnBackendAttributeType_t as T
 from .._lib.enums import cudnnBackendDescriptorType_t as D
 from .descriptor import Descriptor

@@ -11,7 +11,7 @@ import ctypes
 from collections.abc import Sequence
 
 from .._lib import capi
-from .._lib.enums import cudnnBackendAttributeName_t as A
+from .._lib.attributes import A
 from .._lib.enums import cudnnBackendAttributeType_t as T
 from .._lib.enums import cudnnBackendDescriptorType_t as D
 from .._lib.errors import raise_status

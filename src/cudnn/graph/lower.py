@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._lib import enums
-from .._lib.enums import cudnnBackendAttributeName_t as A
+from .._lib import attributes, enums
+from .._lib.attributes import A
 from .._lib.enums import cudnnBackendAttributeType_t as T
 from .._lib.enums import cudnnBackendDescriptorType_t as D
 from .._lib.errors import FeatureUnavailableError
@@ -29,12 +29,16 @@ _SINCE_OF: dict[tuple[int, type, Any], int | None] = {}
 
 
 def _since(table: dict[str, int], member: Any) -> int | None:
-    """The header's @since version of an enum member (None when it has always been there)."""
+    """The header's @since version of an enum member, or of an attribute (an int, see
+    `attributes`); None when it has always been there."""
     key = (id(table), type(member), member)
     try:
         return _SINCE_OF[key]
     except KeyError:
-        name = member.name if table is not _SINCE_DTYPE else f"CUDNN_DATA_{member.name}"
+        if table is _SINCE_ATTR:
+            name = attributes.name(member) or ""
+        else:
+            name = member.name if table is not _SINCE_DTYPE else f"CUDNN_DATA_{member.name}"
         since = _SINCE_OF[key] = table.get(name)
         return since
 
@@ -83,9 +87,9 @@ class Lowering:
         self.require(lambda: f"{label}: {type_label(desc_type)}", _since(_SINCE_TYPE, desc_type))
         return Descriptor(desc_type, label)
 
-    def set(self, desc: Descriptor, attr: A, value: Any, attr_type: T | None = None) -> Descriptor:
-        """``desc.set`` with the attribute gated on the loaded version."""
-        self.require(lambda: f"{desc.label}: {attr.name}", _since(_SINCE_ATTR, attr))
+    def set(self, desc: Descriptor, attr: int, value: Any, attr_type: T | None = None) -> Descriptor:
+        """``desc.set`` with the attribute (an ``A.`` value) gated on the loaded version."""
+        self.require(lambda: f"{desc.label}: {attributes.name(attr)}", _since(_SINCE_ATTR, attr))
         return desc.set(attr, value, attr_type)
 
     def tensor(self, t: Tensor) -> Descriptor:

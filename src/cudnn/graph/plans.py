@@ -193,7 +193,7 @@ class Filters:
 
 
 def _config_workspace(config: Descriptor) -> int | None:
-    from .._lib.enums import cudnnBackendAttributeName_t as A
+    from .._lib.attributes import A
     from .._lib.enums import cudnnBackendAttributeType_t as T
 
     try:

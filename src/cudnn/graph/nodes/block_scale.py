@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..._lib import enums
-from ..._lib.enums import cudnnBackendAttributeName_t as A
+from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, tensor_reordering

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from ..._lib.attributes import A
 from ..._lib.enums import convolution_mode
-from ..._lib.enums import cudnnBackendAttributeName_t as A
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ...backend.descriptor import Descriptor
 from ..convert import as_int_list
@@ -37,7 +37,7 @@ class _Conv(Node):
     w_port: ClassVar[str]
     y_port: ClassVar[str]
     op_type: ClassVar[D]
-    attrs: ClassVar[tuple[A, A, A, A, A, A]]  # alpha, beta, conv desc, x, w, y
+    attrs: ClassVar[tuple[int, int, int, int, int, int]]  # alpha, beta, conv desc, x, w, y
 
     def __init__(self, name: str, inputs: dict[str, Tensor], padding: Sequence[int] | None,
                  stride: Sequence[int] | None, dilation: Sequence[int] | None, convolution_mode: Any,

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._lib.attributes import A
 from ..._lib.enums import C_ENUMS, data_type
-from ..._lib.enums import cudnnBackendAttributeName_t as A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.errors import FeatureUnavailableError

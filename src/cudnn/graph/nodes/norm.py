@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..._lib.enums import cudnnBackendAttributeName_t as A
+from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, norm_forward_phase, norm_mode
 from ...backend.descriptor import Descriptor
@@ -273,7 +273,7 @@ class NormNode(Node):
         twin.outputs = {port: tensors[port] for port in self.outputs}
         return [*parts, twin]
 
-    def emit(self, lw: Lowering, desc_type: D, ports: dict[str, A], attrs: dict[A, Any], peers_attr: A
+    def emit(self, lw: Lowering, desc_type: D, ports: dict[str, int], attrs: dict[int, Any], peers_attr: int
              ) -> list[Descriptor]:
         """The operation descriptor: ``attrs`` (mode, phase), each port's tensor through the
         ``ports`` table, the peer statistics as one list (ports as expand left them)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._lib.enums import cudnnBackendAttributeName_t as A
+from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import cudnnBnFinalizeStatsMode_t, data_type, norm_mode
 from ...backend.descriptor import Descriptor

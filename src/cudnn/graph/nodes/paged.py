@@ -7,7 +7,7 @@ attention composite feeds it to its matmuls (Kᵀ in [b, h, d, s] layout for the
 
 from __future__ import annotations
 
-from ..._lib.enums import cudnnBackendAttributeName_t as A
+from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type
 from ...backend.descriptor import Descriptor

@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from ..._lib.enums import cudnnBackendAttributeName_t as A
+from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, pointwise_mode

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..._lib.enums import cudnnBackendAttributeName_t as A
+from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, rng_distribution

@@ -9,7 +9,7 @@ does not build yet, so those calls take the composite lowering.
 
 from __future__ import annotations
 
-from ..._lib.enums import cudnnBackendAttributeName_t as A
+from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type
 from ..._lib.errors import version_string
