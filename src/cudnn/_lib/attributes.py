@@ -11,6 +11,7 @@ reads it.
 
 from __future__ import annotations
 
+import operator
 from types import SimpleNamespace
 from typing import Any
 
@@ -42,10 +43,12 @@ def attribute_id(attr: Any) -> int:
         if found is None:
             raise ValueError(f"unknown {ENUM} name {attr!r}")
         return found
-    elif isinstance(attr, int):  # a member of the enum (or another int type)
-        value = int(attr)
     else:
-        raise TypeError(f"an attribute is an int, a {ENUM} member or a member name, got {type(attr).__name__}")
+        try:
+            value = operator.index(attr)  # a member of the enum, or another integer type (numpy's)
+        except TypeError:
+            raise TypeError(f"an attribute is an int, a {ENUM} member or a member name, "
+                            f"got {type(attr).__name__}") from None
     if value not in VALUES:
         raise ValueError(f"{value} is not a valid {ENUM}")
     return value
