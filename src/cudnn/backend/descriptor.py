@@ -167,13 +167,12 @@ class Descriptor:
             raise DescriptorClosedError(
                 f"{self._what()} is finalized; {attr_label(attr)} can no longer be set")
         fast = _plain_type(values, attr_type)  # ints, bools, enums, descriptors: most of a graph's attributes
-        if fast == _DESCRIPTOR:
-            return self._set_descriptors(ptr, attr, values if type(values) is list or type(values) is tuple
-                                         else (values,))
         if fast:
+            items = values if type(values) is list or type(values) is tuple else (values,)
+            if fast == _DESCRIPTOR:
+                return self._set_descriptors(ptr, attr, items)
             try:
-                status = marshal.set_plain(ptr, attr, fast,
-                                           values if type(values) is list or type(values) is tuple else (values,))
+                status = marshal.set_plain(ptr, attr, fast, items)
             except OverflowError as exc:
                 raise TypeError(f"{self._context('setting', attr)} as {AttrType(fast).name}: {exc}") from None
             if status:
