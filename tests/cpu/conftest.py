@@ -13,9 +13,15 @@ FAKE_HANDLES = (0x1, 0x1000, 0x1234)  # what the fake backends' tests pass as ha
 
 
 @pytest.fixture(autouse=True)
-def fake_handles() -> Iterator[None]:
+def fake_handles(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Make the fake handles live ones, as ``cudnn.legacy.cudnnCreate`` registers its handles
-    (an int no handle was made for is refused before cuDNN reads it), then forget them."""
+    (an int no handle was made for is refused before cuDNN reads it), then forget them. A
+    build's release point asks cuDNN for its handle's stream: for a fake handle it does nothing
+    (cuDNN would read whatever memory the int points at)."""
+    from cudnn.graph import pipeline
+
+    real = pipeline.release_point
+    monkeypatch.setattr(pipeline, "release_point", lambda handle: None if handle in FAKE_HANDLES else real(handle))
     for address in FAKE_HANDLES:
         note_raw(address, True)
     yield

@@ -247,7 +247,6 @@ def fake_backend(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(pipeline_module.loader, "report", lambda: types.SimpleNamespace(version=state["version"]))
     monkeypatch.setattr(pipeline_module, "Lowering", FakeLowering)
     monkeypatch.setattr(pipeline_module.eng, "operation_graph", lambda *args, **kw: "OPGRAPH")
-    monkeypatch.setattr(pipeline_module, "release_point", lambda handle: None)  # asks cuDNN for the stream
     return state
 
 
