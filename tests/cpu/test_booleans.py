@@ -7,7 +7,6 @@ is BYTE_BOOLEAN.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Iterator
 
@@ -27,7 +26,7 @@ def cudnn_version(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     real = loader.report()
 
     def set_version(version: int) -> None:
-        monkeypatch.setattr(loader, "_report", dataclasses.replace(real, version=version))
+        monkeypatch.setattr(loader, "_report", real.replace(version=version))
         dtypes.pre_byte_booleans.cache_clear()
 
     yield set_version

@@ -7,7 +7,6 @@ real (libcudnn takes their attributes; nothing is finalized)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -33,7 +32,7 @@ def version(monkeypatch: pytest.MonkeyPatch) -> Any:
     real = pipeline_module.loader.report()
 
     def set_version(v: int) -> None:
-        monkeypatch.setattr(pipeline_module.loader, "report", lambda: dataclasses.replace(real, version=v))
+        monkeypatch.setattr(pipeline_module.loader, "report", lambda: real.replace(version=v))
     monkeypatch.delenv("CUDNN_CUDA_GRAPH_RETENTION", raising=False)
     return set_version
 

@@ -16,11 +16,11 @@ import os
 import sys
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from . import release
 from .errors import CudaUnavailableError, install_gpu_check, install_hint
+from .record import Record
 
 
 class CudaError(RuntimeError):
@@ -91,20 +91,22 @@ _NEEDS_GPU = ("cuDNN needs an NVIDIA GPU and its driver; graphs can be declared,
               "without one (graph.validate(), print(graph))")
 
 
-@dataclass(frozen=True)
-class GpuDiagnosis:
+class GpuDiagnosis(Record):
     """Why no GPU is usable (``reason`` empty when one is), from the CUDA runtime's answers.
 
     ``reason``: ``"no_driver"`` (libcuda missing), ``"driver_too_old"``, ``"no_device"``,
     ``"cuda_error"`` (another initialization failure) or ``"no_bindings"``. ``detail`` is one
-    line saying what was found, ``advice`` what to do. Versions are CUDA's (12040 is 12.4)."""
+    line saying what was found, ``advice`` what to do. Versions are CUDA's (12040 is 12.4):
+    ``driver_version`` the CUDA version the driver supports (0 without a driver),
+    ``runtime_version`` the CUDA runtime of cuda-bindings (and of libcudnn once loaded)."""
 
-    reason: str
-    detail: str
-    advice: str
-    driver_version: int  # the CUDA version the driver supports; 0 without a driver
-    runtime_version: int  # the CUDA runtime of cuda-bindings (and of libcudnn once loaded)
-    device_count: int
+    __slots__ = ("reason", "detail", "advice", "driver_version", "runtime_version", "device_count")
+    frozen = True
+
+    def __init__(self, reason: str, detail: str, advice: str, driver_version: int, runtime_version: int,
+                 device_count: int) -> None:
+        self.reason, self.detail, self.advice = reason, detail, advice
+        self.driver_version, self.runtime_version, self.device_count = driver_version, runtime_version, device_count
 
 
 def cuda_version_string(version: int) -> str:
@@ -206,13 +208,16 @@ def free_memory() -> int:
     return int(free)
 
 
-@dataclass(frozen=True)
-class DeviceInfo:
-    index: int
-    name: str
-    compute_capability: tuple[int, int]
-    sm_count: int
-    total_memory: int
+class DeviceInfo(Record):
+    """A device's name, compute capability, SM count and memory in bytes."""
+
+    __slots__ = ("index", "name", "compute_capability", "sm_count", "total_memory")
+    frozen = True
+
+    def __init__(self, index: int, name: str, compute_capability: tuple[int, int], sm_count: int,
+                 total_memory: int) -> None:
+        self.index, self.name, self.compute_capability = index, name, compute_capability
+        self.sm_count, self.total_memory = sm_count, total_memory
 
 
 @functools.cache
@@ -310,12 +315,15 @@ def _free(ptr: int) -> None:
         pass
 
 
-@dataclass(frozen=True)
-class PointerInfo:
-    device: int  # -1 for host memory
-    is_device: bool
-    base: int
-    size: int  # bytes from base; 0 when unknown
+class PointerInfo(Record):
+    """Where a pointer lives: ``device`` (-1 for host memory) and its allocation's ``base`` and
+    ``size`` in bytes (0 when unknown)."""
+
+    __slots__ = ("device", "is_device", "base", "size")
+    frozen = True
+
+    def __init__(self, device: int, is_device: bool, base: int, size: int) -> None:
+        self.device, self.is_device, self.base, self.size = device, is_device, base, size
 
     @property
     def end(self) -> int:

@@ -10,9 +10,9 @@ the name would free twice.
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any
+
+from .record import Record
 
 CAPSULE = b"dltensor"
 CAPSULE_VERSIONED = b"dltensor_versioned"
@@ -23,8 +23,10 @@ FLAG_IS_COPIED = 1 << 1
 FLAG_IS_SUBBYTE_TYPE_PADDED = 1 << 2
 
 
-class DLDeviceType(IntEnum):
-    """``DLDeviceType`` codes; a producer may report others from newer DLPack minors."""
+# The two C enums are plain int constants (a producer may report codes newer DLPack minors add).
+
+class DLDeviceType:
+    """``DLDeviceType`` codes."""
 
     kDLCPU = 1
     kDLCUDA = 2
@@ -44,7 +46,7 @@ class DLDeviceType(IntEnum):
     kDLTrn = 18
 
 
-class DLDataTypeCode(IntEnum):
+class DLDataTypeCode:
     """``DLDataTypeCode`` values (DLPack 1.1)."""
 
     kDLInt = 0
@@ -112,19 +114,19 @@ class DLManagedTensorVersioned(ctypes.Structure):
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class DLPackView:
-    """What a capsule said, copied out into Python values (the capsule may be gone)."""
+class DLPackView(Record):
+    """What a capsule said, copied out into Python values (the capsule may be gone): ``data`` is
+    DLTensor.data (``byte_offset`` not applied), ``dtype`` (code, bits, lanes), ``strides`` in
+    elements (None: packed row-major), ``version`` None for a legacy capsule."""
 
-    data: int  # DLTensor.data (byte_offset NOT applied)
-    byte_offset: int
-    device_type: int
-    device_id: int
-    dtype: tuple[int, int, int]  # (code, bits, lanes)
-    shape: tuple[int, ...]
-    strides: tuple[int, ...] | None  # in elements; None means packed row-major
-    version: tuple[int, int] | None  # None for a legacy capsule
-    flags: int
+    __slots__ = ("data", "byte_offset", "device_type", "device_id", "dtype", "shape", "strides", "version", "flags")
+    frozen = True
+
+    def __init__(self, *, data: int, byte_offset: int, device_type: int, device_id: int,
+                 dtype: tuple[int, int, int], shape: tuple[int, ...], strides: tuple[int, ...] | None,
+                 version: tuple[int, int] | None, flags: int) -> None:
+        self.data, self.byte_offset, self.device_type, self.device_id = data, byte_offset, device_type, device_id
+        self.dtype, self.shape, self.strides, self.version, self.flags = dtype, shape, strides, version, flags
 
 
 # Private prototypes (not ctypes.pythonapi's shared function objects, whose argtypes others may set).

@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import (
@@ -26,6 +25,7 @@ from .errors import (
     make_last_error_reader,
     version_string,
 )
+from .record import Record
 
 ENV_VAR = "CUDNN_PY_LIBRARY"
 MIN_VERSION = 90000
@@ -34,15 +34,15 @@ _SONAME = "cudnn64_9.dll" if sys.platform == "win32" else "libcudnn.so.9"
 _DEPENDENCIES = ("nvrtc", "cublasLt", "cublas")
 
 
-@dataclass
-class LoadReport:
+class LoadReport(Record):
     """Where libcudnn came from and what was opened beside it (`cudnn.library_info()`)."""
 
-    path: str
-    found_via: str
-    version: int
-    cudart_version: int
-    dependencies: dict[str, str] = field(default_factory=dict)  # name -> path or error
+    __slots__ = ("path", "found_via", "version", "cudart_version", "dependencies")
+
+    def __init__(self, path: str, found_via: str, version: int, cudart_version: int,
+                 dependencies: dict[str, str] | None = None) -> None:
+        self.path, self.found_via, self.version, self.cudart_version = path, found_via, version, cudart_version
+        self.dependencies: dict[str, str] = {} if dependencies is None else dependencies  # name -> path or error
 
     def __str__(self) -> str:
         lines = [

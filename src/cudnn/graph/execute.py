@@ -46,13 +46,13 @@ import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from .._lib import capi, cuda, release
 from .._lib.enums import data_type
 from .._lib.errors import raise_status
 from .._lib.host import HostScalar
+from .._lib.record import Record
 from ..backend import plan as backend_plan
 from ..backend.handle import as_handle_ptr, closed_error, get_stream, unknown_handle_error
 from ..backend.handle import is_live as is_live_handle
@@ -87,16 +87,17 @@ def execute_checks() -> str:
     return mode
 
 
-@dataclass
-class Binding:
-    """A non-virtual tensor of the built graph: what a buffer for it must look like."""
+class Binding(Record):
+    """A non-virtual tensor of the built graph: what a buffer for it must look like. ``node`` and
+    ``port`` name it in messages (``conv_fprop 'conv2d'``, ``X``); ``constant`` is a graph-carried
+    by-value constant; ``user`` the user's tensor, where ``tensor`` is the graph's copy of one
+    that graphs share."""
 
-    uid: int
-    tensor: Tensor
-    node: str  # 'conv_fprop 'conv2d'' - for messages
-    port: str
-    constant: HostScalar | None = None  # graph-carried by-value constant
-    user: Tensor | None = None  # the user's tensor, where ``tensor`` is the graph's copy of one graphs share
+    __slots__ = ("uid", "tensor", "node", "port", "constant", "user", "__dict__")  # __dict__: cached properties
+
+    def __init__(self, uid: int, tensor: Tensor, node: str, port: str, constant: HostScalar | None = None,
+                 user: Tensor | None = None) -> None:
+        self.uid, self.tensor, self.node, self.port, self.constant, self.user = uid, tensor, node, port, constant, user
 
     @property
     def label(self) -> str:
@@ -132,15 +133,15 @@ class Binding:
         return dims, strides, _squeezed(dims, strides)
 
 
-@dataclass(frozen=True)
-class ScratchSlot:
-    """A scratch tensor's place in the workspace, and what to write there before each execute."""
+class ScratchSlot(Record):
+    """A scratch tensor's place in the workspace, and what to write there before each execute:
+    ``fill``'s host bytes, a memset to 0 (``zero``), or nothing."""
 
-    uid: int
-    offset: int
-    nbytes: int
-    fill: bytes | None = None  # host bytes to copy
-    zero: bool = False  # memset to 0
+    __slots__ = ("uid", "offset", "nbytes", "fill", "zero", "__dict__")  # __dict__: cached properties
+    frozen = True
+
+    def __init__(self, uid: int, offset: int, nbytes: int, fill: bytes | None = None, zero: bool = False) -> None:
+        self.uid, self.offset, self.nbytes, self.fill, self.zero = uid, offset, nbytes, fill, zero
 
     @functools.cached_property
     def unit(self) -> tuple[int, int] | None:

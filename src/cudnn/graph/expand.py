@@ -13,24 +13,24 @@ Helpers for composites: `swapped` (a transposed ``Tensor.view``, same uid: K see
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from .._lib.enums import data_type
+from .._lib.record import Record
 from .node import Context, Node, row_major
 from .tensor import Tensor, constant
 
 
-@dataclass
-class Scratch:
+class Scratch(Record):
     """A non-virtual tensor of an expansion that lives in the workspace, not in a user buffer.
 
     ``fill`` is copied from the host before every execute (e.g. ALiBi slopes); ``zero`` asks
     for a memset to 0 instead; with neither the memory is left as it is."""
 
-    tensor: Tensor
-    fill: bytes | None = None
-    zero: bool = False
+    __slots__ = ("tensor", "fill", "zero")
+
+    def __init__(self, tensor: Tensor, fill: bytes | None = None, zero: bool = False) -> None:
+        self.tensor, self.fill, self.zero = tensor, fill, zero
 
 
 def swapped(t: Tensor, i: int = 2, j: int = 3) -> Tensor:

@@ -10,11 +10,11 @@ never built or run; if no candidate is left, the build fails with the rule's rea
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from math import prod
 from typing import TYPE_CHECKING
 
 from .._lib.enums import behavior_note, data_type
+from .._lib.record import Record
 from .node import stride_order
 
 if TYPE_CHECKING:
@@ -26,13 +26,15 @@ if TYPE_CHECKING:
 REVISION = 3  # enters plan-cache keys: plans cached before a rule existed are not reused
 
 
-@dataclass(frozen=True)
-class Rule:
+class Rule(Record):
     """Engines (``engine``) that compute graphs matching ``pattern`` wrongly."""
 
-    why: str
-    pattern: Callable[[Sequence[Node]], bool]
-    engine: Callable[[Candidate], bool]
+    __slots__ = ("why", "pattern", "engine")
+    frozen = True
+
+    def __init__(self, why: str, pattern: Callable[[Sequence[Node]], bool],
+                 engine: Callable[[Candidate], bool]) -> None:
+        self.why, self.pattern, self.engine = why, pattern, engine
 
 
 def channels_last(t: Tensor) -> bool:

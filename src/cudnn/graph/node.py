@@ -8,11 +8,11 @@ op-specific JSON. Errors name the node and port: ``conv_fprop 'conv2d': W ...``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from .._lib.enums import data_type
 from .._lib.layout import row_major
+from .._lib.record import Record
 from .errors import GraphError
 from .tensor import NOT_SET, Tensor, as_data_type
 
@@ -22,13 +22,16 @@ if TYPE_CHECKING:
     from .lower import Lowering
 
 
-@dataclass
-class Context:
+class Context(Record):
     """Graph-wide defaults: what unset data types of tensors and nodes resolve to."""
 
-    io_data_type: data_type = NOT_SET
-    intermediate_data_type: data_type = NOT_SET
-    compute_data_type: data_type = NOT_SET
+    __slots__ = ("io_data_type", "intermediate_data_type", "compute_data_type")
+
+    def __init__(self, io_data_type: data_type = NOT_SET, intermediate_data_type: data_type = NOT_SET,
+                 compute_data_type: data_type = NOT_SET) -> None:
+        self.io_data_type = io_data_type
+        self.intermediate_data_type = intermediate_data_type
+        self.compute_data_type = compute_data_type
 
 
 # Accumulator type a node computes in when neither the node nor the graph names one.

@@ -26,10 +26,10 @@ import importlib
 import inspect
 import numbers
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .._lib.enums import data_type
+from .._lib.record import Record
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -111,15 +111,17 @@ def register(name: str, fn: F) -> F:
 
 # -- 1.32's positional order -----------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Order:
+class Order(Record):
     """1.32's positional order of one op (op_specs.txt: tensor inputs, then attributes), and
     the rules that make a reading of a call incoherent (two arguments that exclude each other,
     two that come only as a pair)."""
 
-    names: tuple[str, ...]
-    exclusive: tuple[tuple[str, str], ...] = ()
-    paired: tuple[tuple[str, str], ...] = ()
+    __slots__ = ("names", "exclusive", "paired")
+    frozen = True
+
+    def __init__(self, names: tuple[str, ...], exclusive: tuple[tuple[str, str], ...] = (),
+                 paired: tuple[tuple[str, str], ...] = ()) -> None:
+        self.names, self.exclusive, self.paired = names, exclusive, paired
 
 
 _NORM_FWD = Order(("input", "scale", "bias", "epsilon", "norm_forward_phase"))

@@ -11,11 +11,11 @@ from __future__ import annotations
 import builtins
 import inspect
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._lib.enums import convolution_mode, data_type
 from .._lib.enums import reshape_mode as reshape_mode_enum
+from .._lib.record import Record
 from .nodes.conv import ConvDgrad, ConvFprop, ConvWgrad
 from .nodes.matmul import Matmul
 from .nodes.pointwise import REQUIRED, TABLE, Pointwise, Spec
@@ -37,16 +37,17 @@ def _at(graph: pygraph, op: str, name: Any) -> str:
 
 # -- convolution ------------------------------------------------------------------------
 
-@dataclass
-class _ConvArgs:
-    padding: Any
-    stride: Any
-    dilation: Any
-    convolution_mode: Any
-    compute_data_type: Any
-    name: Any
-    pre_padding: Any
-    post_padding: Any
+class _ConvArgs(Record):
+    """A convolution call's arguments, read in 1.32's or v1.23's positional order."""
+
+    __slots__ = ("padding", "stride", "dilation", "convolution_mode", "compute_data_type", "name", "pre_padding",
+                 "post_padding")
+
+    def __init__(self, padding: Any, stride: Any, dilation: Any, convolution_mode: Any, compute_data_type: Any,
+                 name: Any, pre_padding: Any, post_padding: Any) -> None:
+        self.padding, self.stride, self.dilation, self.convolution_mode = padding, stride, dilation, convolution_mode
+        self.compute_data_type, self.name = compute_data_type, name
+        self.pre_padding, self.post_padding = pre_padding, post_padding
 
     def node_args(self) -> tuple[Any, ...]:
         return (self.padding, self.stride, self.dilation, self.convolution_mode, self.compute_data_type,

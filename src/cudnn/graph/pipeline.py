@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._lib import enums, loader
@@ -25,6 +24,7 @@ from .._lib.errors import (
     version_string,
 )
 from .._lib.host import HostScalar
+from .._lib.record import Record
 from ..backend import engine as eng
 from ..backend.descriptor import Descriptor
 from ..backend.handle import Handle, as_handle_ptr, default_handle, release_point
@@ -76,17 +76,18 @@ def without_frontend_engines(modes: list[Any]) -> list[Any]:
     return kept
 
 
-@dataclass
-class Lowered:
-    """The validated graph as the backend sees it: primitive nodes, bindings and scratch."""
+class Lowered(Record):
+    """The validated graph as the backend sees it: primitive nodes, bindings and scratch.
+    ``unused``: tensors of the user's nodes the expansion does not read; ``chosen``: the
+    lowerings composites chose (e.g. attention_implementation.UNIFIED); ``alternatives``: the
+    ones they could have chosen instead."""
 
-    nodes: list[Node]
-    bindings: list[Binding]
-    slots: list[ScratchSlot]
-    scratch_bytes: int
-    unused: list[Binding]  # tensors of the user's nodes the expansion does not read
-    chosen: tuple[Any, ...] = ()  # lowerings composites chose (e.g. attention_implementation.UNIFIED)
-    alternatives: tuple[Any, ...] = ()  # lowerings they could have chosen instead
+    __slots__ = ("nodes", "bindings", "slots", "scratch_bytes", "unused", "chosen", "alternatives")
+
+    def __init__(self, nodes: list[Node], bindings: list[Binding], slots: list[ScratchSlot], scratch_bytes: int,
+                 unused: list[Binding], chosen: tuple[Any, ...] = (), alternatives: tuple[Any, ...] = ()) -> None:
+        self.nodes, self.bindings, self.slots, self.scratch_bytes = nodes, bindings, slots, scratch_bytes
+        self.unused, self.chosen, self.alternatives = unused, chosen, alternatives
 
 
 class Pipeline:

@@ -8,12 +8,12 @@ their error when they fail, so `check_support` and `build_plans` never do the wo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from .._lib.enums import build_plan_policy
 from .._lib.errors import CudnnError, cudnnGraphNotSupportedError
+from .._lib.record import Record
 from ..backend import engine as eng
 from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor
@@ -158,16 +158,21 @@ def candidate_from_config(config: Descriptor, source: str) -> Candidate:
     return Candidate(config, source=source)
 
 
-@dataclass
-class Filters:
+class Filters(Record):
     """What the user asked to keep or drop; applied to heuristics' candidates in order."""
 
-    numeric_select: set[int] = field(default_factory=set)
-    numeric_deselect: set[int] = field(default_factory=set)
-    behavior_select: set[int] = field(default_factory=set)
-    behavior_deselect: set[int] = field(default_factory=set)
-    engines_deselect: set[str] = field(default_factory=set)
-    max_workspace: int | None = None
+    __slots__ = ("numeric_select", "numeric_deselect", "behavior_select", "behavior_deselect", "engines_deselect",
+                 "max_workspace")
+
+    def __init__(self, numeric_select: set[int] | None = None, numeric_deselect: set[int] | None = None,
+                 behavior_select: set[int] | None = None, behavior_deselect: set[int] | None = None,
+                 engines_deselect: set[str] | None = None, max_workspace: int | None = None) -> None:
+        self.numeric_select: set[int] = set() if numeric_select is None else numeric_select
+        self.numeric_deselect: set[int] = set() if numeric_deselect is None else numeric_deselect
+        self.behavior_select: set[int] = set() if behavior_select is None else behavior_select
+        self.behavior_deselect: set[int] = set() if behavior_deselect is None else behavior_deselect
+        self.engines_deselect: set[str] = set() if engines_deselect is None else engines_deselect
+        self.max_workspace = max_workspace
 
     def keeps(self, c: Candidate) -> bool:
         """Whether ``c`` passes every filter set (a candidate's notes and name are read only

@@ -11,12 +11,12 @@ binds from the record alone. A record from another cuDNN or GPU is refused, neve
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .._lib import loader
 from .._lib.enums import data_type
 from .._lib.errors import version_string
+from .._lib.record import Record
 from .errors import SerializationError, SerializationNotSupportedError
 from .tensor import Tensor, constant
 
@@ -24,21 +24,23 @@ FORMAT = "cudnn-py-plan"
 FORMAT_VERSION = 1
 
 
-@dataclass
-class TensorRecord:
-    uid: int
-    name: str
-    dim: list[int]
-    stride: list[int]
-    data_type: str
-    is_pass_by_value: bool
-    value: float | int | None
-    node: str
-    port: str
-    ragged_offset_uid: int | None = None  # the uid of its ragged offset (a packed THD tensor)
-    window_uid: int | None = None  # a slice read in place: the uid of the tensor whose buffer it is in
-    window_offset: int = 0  # ... and its byte offset there (`Tensor.make_window`)
-    unused: bool = False  # a tensor of the graph the plan does not read: accepted at execute, not given
+class TensorRecord(Record):
+    """A non-virtual tensor of a plan: what binds and checks its buffer. ``ragged_offset_uid`` is
+    the uid of its ragged offset (a packed THD tensor); a slice read in place is a window
+    ``window_offset`` bytes into the buffer of the tensor ``window_uid`` (`Tensor.make_window`);
+    an ``unused`` tensor is one of the graph the plan does not read (accepted at execute, not given)."""
+
+    __slots__ = ("uid", "name", "dim", "stride", "data_type", "is_pass_by_value", "value", "node", "port",
+                 "ragged_offset_uid", "window_uid", "window_offset", "unused")
+
+    def __init__(self, uid: int, name: str, dim: list[int], stride: list[int], data_type: str,
+                 is_pass_by_value: bool, value: float | int | None, node: str, port: str,
+                 ragged_offset_uid: int | None = None, window_uid: int | None = None, window_offset: int = 0,
+                 unused: bool = False) -> None:
+        self.uid, self.name, self.dim, self.stride, self.data_type = uid, name, dim, stride, data_type
+        self.is_pass_by_value, self.value, self.node, self.port = is_pass_by_value, value, node, port
+        self.ragged_offset_uid, self.window_uid, self.window_offset = ragged_offset_uid, window_uid, window_offset
+        self.unused = unused
 
     def tensor(self) -> Tensor:
         t = constant(self.name, self.value) if self.value is not None else Tensor(self.name)
@@ -64,37 +66,42 @@ def record_tensors(records: list[TensorRecord]) -> list[Tensor]:
     return tensors
 
 
-@dataclass
-class ScratchRecord:
+class ScratchRecord(Record):
     """A scratch tensor's place in the workspace and what is written there before each execute
     (`execute.ScratchSlot`): host bytes (hex) to copy, or zeros."""
 
-    uid: int
-    offset: int
-    nbytes: int
-    fill: str | None = None
-    zero: bool = False
+    __slots__ = ("uid", "offset", "nbytes", "fill", "zero")
+
+    def __init__(self, uid: int, offset: int, nbytes: int, fill: str | None = None, zero: bool = False) -> None:
+        self.uid, self.offset, self.nbytes, self.fill, self.zero = uid, offset, nbytes, fill, zero
 
 
-@dataclass
-class PlanRecord:
-    plan_name: str
-    plan_json: str
-    workspace: int
-    tensors: list[TensorRecord]
-    cudnn_version: int
-    device_name: str
-    compute_capability: list[int]
-    autotuned: bool = False
-    graph_key: str = ""
-    format: str = FORMAT
-    format_version: int = FORMAT_VERSION
-    extra: dict[str, Any] = field(default_factory=dict)
-    scratch: list[ScratchRecord] = field(default_factory=list)  # in workspace order
-    scratch_bytes: int = 0  # the workspace the scratch takes, before the plan's own
+class PlanRecord(Record):
+    """A built plan: its name, cuDNN's JSON of it and its workspace, the tensors and scratch it
+    binds (scratch in workspace order; ``scratch_bytes`` is the workspace the scratch takes,
+    before the plan's own), and the cuDNN and GPU it was made by."""
+
+    __slots__ = ("plan_name", "plan_json", "workspace", "tensors", "cudnn_version", "device_name",
+                 "compute_capability", "autotuned", "graph_key", "format", "format_version", "extra", "scratch",
+                 "scratch_bytes")
+
+    def __init__(self, plan_name: str, plan_json: str, workspace: int, tensors: list[TensorRecord],
+                 cudnn_version: int, device_name: str, compute_capability: list[int], autotuned: bool = False,
+                 graph_key: str = "", format: str = FORMAT, format_version: int = FORMAT_VERSION,
+                 extra: dict[str, Any] | None = None, scratch: list[ScratchRecord] | None = None,
+                 scratch_bytes: int = 0) -> None:
+        self.plan_name, self.plan_json, self.workspace, self.tensors = plan_name, plan_json, workspace, tensors
+        self.cudnn_version, self.device_name, self.compute_capability = cudnn_version, device_name, compute_capability
+        self.autotuned, self.graph_key, self.format, self.format_version = autotuned, graph_key, format, format_version
+        self.extra: dict[str, Any] = {} if extra is None else extra
+        self.scratch: list[ScratchRecord] = [] if scratch is None else scratch
+        self.scratch_bytes = scratch_bytes
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True).encode()
+        raw = self.as_dict()
+        raw["tensors"] = [t.as_dict() for t in self.tensors]
+        raw["scratch"] = [s.as_dict() for s in self.scratch]
+        return json.dumps(raw, sort_keys=True).encode()
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | str | list[int]) -> PlanRecord:

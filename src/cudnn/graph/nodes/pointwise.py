@@ -9,13 +9,13 @@ signature.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, pointwise_mode
+from ..._lib.record import Record
 from ...backend.descriptor import Descriptor
 from ..convert import as_float, as_int
 from ..errors import GraphError
@@ -38,17 +38,21 @@ _ATTRS: dict[str, tuple[str, A, T]] = {
 _JSON_KEYS = sorted({key for key, _, _ in _ATTRS.values()})
 
 
-@dataclass(frozen=True)
-class Spec:
-    """One pointwise method of the documented API."""
+class Spec(Record):
+    """One pointwise method of the documented API: its backend ``mode``, its ``tensors``
+    (parameter names in positional order -> IN_0, IN_1, IN_2), ``attrs`` after them
+    ((parameter, default or REQUIRED)), ``compute_first`` (swish_backward: compute_data_type
+    comes before the attributes), keyword-only ``keyword_attrs`` beyond the documented API, and
+    a ``note`` added to the method's docstring."""
 
-    method: str
-    mode: pointwise_mode
-    tensors: tuple[str, ...]  # parameter names, in positional order -> IN_0, IN_1, IN_2
-    attrs: tuple[tuple[str, Any], ...] = ()  # (parameter, default or REQUIRED), after the tensors
-    compute_first: bool = False  # swish_backward: compute_data_type comes before the attributes
-    keyword_attrs: tuple[tuple[str, Any], ...] = ()  # keyword-only extras beyond the documented API
-    note: str = ""  # added to the method's docstring
+    __slots__ = ("method", "mode", "tensors", "attrs", "compute_first", "keyword_attrs", "note")
+    frozen = True
+
+    def __init__(self, method: str, mode: pointwise_mode, tensors: tuple[str, ...],
+                 attrs: tuple[tuple[str, Any], ...] = (), compute_first: bool = False,
+                 keyword_attrs: tuple[tuple[str, Any], ...] = (), note: str = "") -> None:
+        self.method, self.mode, self.tensors, self.attrs = method, mode, tensors, attrs
+        self.compute_first, self.keyword_attrs, self.note = compute_first, keyword_attrs, note
 
     @property
     def backward(self) -> bool:
