@@ -1,4 +1,5 @@
-"""A fresh process on the GPU: building a graph from plain dims imports no framework, and every
+"""A fresh process on the GPU: building a graph from plain dims imports no framework; the first graph
+of a process whose CUDA is live builds on the handle made while the graph layer imported; and every
 case of benchmarks/bench_startup.py (matmul + bias, layer norm, dynamic-shape conv) built from
 the disk cache in a new process gives PyTorch's result (bf16 matmul atol 5e-1 rtol 2e-2 over
 1024-term sums of unit normals; layer norm bf16 atol 1e-1 rtol 4e-2; fp16 conv atol 2e-1
@@ -75,3 +76,73 @@ def test_bench_cases_from_the_disk_cache_in_a_new_process(tmp_path: Path) -> Non
             assert res[case][0], (case, res[case])
     assert (runs[0]["disk_hits"], runs[1]["disk_hits"]) == (0, 3)
     assert runs[1]["kernel_hits"] == 1  # the dynamic-shape conv's kernels came from disk
+
+
+PREFETCH = """
+import json, threading
+import torch
+import cudnn._lib.marshal as marshal
+real, made = marshal.create_handle, []
+def counted():  # the real cudnnCreate, each call's thread noted
+    made.append(threading.current_thread().name)
+    return real()
+marshal.create_handle = counted
+torch.manual_seed(0)
+x = torch.randn(8, 64, 28, 28, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+{before}
+import cudnn
+from cudnn.backend.handle import live_handle_count
+dt = cudnn.data_type
+g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT{handle})
+X, W = g.tensor_like(x), g.tensor_like(w)
+Y = g.relu(g.conv_fprop(X, W, padding=[1, 1])).set_output(True)
+g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+y = torch.empty_like(x)
+g.execute({{X: x, W: w, Y: y}}, torch.empty(g.get_workspace_size(), device="cuda", dtype=torch.uint8))
+ref = torch.relu(torch.nn.functional.conv2d(x.float(), w.float(), padding=1))
+print(json.dumps({{"made": made, "handles": live_handle_count(), "ok": bool(torch.allclose(y.float(), ref, atol=2e-1, rtol=2e-2)),
+                  "err": float((y.float() - ref).abs().max())}}))
+"""
+
+
+def _prefetch_child(before: str = "", handle: str = "") -> dict[str, object]:
+    out = subprocess.run([sys.executable, "-c", PREFETCH.format(before=before, handle=handle)],
+                         env={**os.environ, "PYTHONPATH": SRC}, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+@pytest.mark.gpu
+def test_the_first_graph_builds_on_the_handle_made_while_the_graph_layer_imported() -> None:
+    """CUDA is live (torch made its context) when the graph layer is first imported: cudnnCreate
+    runs once, on the helper, and the graph runs on that handle (fp16 conv, atol 2e-1 rtol 2e-2
+    against an fp32 reference on the same inputs)."""
+    res = _prefetch_child()
+    assert res["ok"], res
+    assert res["made"] == ["cudnn-py handle"] and res["handles"] == 1
+
+
+@pytest.mark.gpu
+def test_a_process_that_made_its_handle_gets_no_second_one() -> None:
+    """The official samples' way: a handle first, then the graph on it. No helper, one cudnnCreate."""
+    res = _prefetch_child(before="import cudnn\nh = cudnn.create_handle()", handle=", handle=h")
+    assert res["ok"], res
+    assert res["made"] == ["MainThread"] and res["handles"] == 1
+
+
+NO_CONTEXT = """
+import json, threading, torch, cudnn
+cudnn.pygraph
+g = cudnn.pygraph()
+print(json.dumps({"initialized": torch.cuda.is_initialized(), "threads": [t.name for t in threading.enumerate()]}))
+"""
+
+
+@pytest.mark.gpu
+def test_declaring_a_graph_before_cuda_starts_initialises_nothing() -> None:
+    out = subprocess.run([sys.executable, "-c", NO_CONTEXT], env={**os.environ, "PYTHONPATH": SRC},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["initialized"] is False and "cudnn-py handle" not in res["threads"]

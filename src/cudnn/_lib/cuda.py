@@ -198,6 +198,44 @@ def _ctx_get_device() -> Any:
     return fn
 
 
+def live_context() -> int | None:
+    """The calling thread's current CUDA context, or None when it has none, without loading the
+    driver library or initialising CUDA: only a process whose driver is already loaded and
+    initialised (by a framework, or by cudnn-py) answers with a context."""
+    fns = _context_calls()
+    if fns is None:
+        return None
+    ctx = ctypes.c_void_p()
+    if fns[0](ctypes.byref(ctx)) != 0:  # CUDA_ERROR_NOT_INITIALIZED before cuInit
+        return None
+    return ctx.value or None
+
+
+def make_current(context: int) -> bool:
+    """Make ``context`` (from `live_context`) the calling thread's current context."""
+    fns = _context_calls()
+    return fns is not None and fns[1](context) == 0
+
+
+def _context_calls() -> tuple[Any, Any] | None:
+    """The driver's cuCtxGetCurrent and cuCtxSetCurrent once this process has the driver
+    library open (RTLD_NOLOAD: this never opens it), else None (asked again next time)."""
+    if _CONTEXT_CALLS:
+        return _CONTEXT_CALLS[0]
+    try:
+        drv = ctypes.CDLL(_LIBCUDA, mode=os.RTLD_NOLOAD)
+    except (OSError, AttributeError):  # not open yet; AttributeError: no RTLD_NOLOAD (Windows)
+        return None
+    get, put = drv.cuCtxGetCurrent, drv.cuCtxSetCurrent
+    get.restype, get.argtypes = ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p)]
+    put.restype, put.argtypes = ctypes.c_int, [ctypes.c_void_p]
+    _CONTEXT_CALLS.append((get, put))
+    return get, put
+
+
+_CONTEXT_CALLS: list[tuple[Any, Any]] = []
+
+
 def set_device(device: int) -> None:
     _rt("cudaSetDevice", runtime().cudaSetDevice(device))
 

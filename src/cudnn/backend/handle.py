@@ -3,6 +3,8 @@
 A handle belongs to the device that was current when it was created; work issued through it
 runs there. ``default_handle()`` gives each (device, thread) its own lazily created handle
 for APIs called with ``handle=None``, since a handle must not be used by two threads at once.
+cudnnCreate takes tens of milliseconds; `prefetch_default_handle` starts it on a helper thread
+when a graph is about to be declared, so that it runs while Python imports the graph layer.
 """
 
 from __future__ import annotations
@@ -39,10 +41,20 @@ class Handle:
         if status:
             where = "the current device" if device is None else f"device {device}"
             raise_status(status, f"creating a cuDNN handle on {where}")
+        self._own(ptr, cuda.current_device() if device is None else device)
+
+    @classmethod
+    def _adopt(cls, ptr: int, device: int) -> Handle:
+        """A Handle owning ``ptr``, a cudnnHandle_t created on ``device`` elsewhere (`_Prefetch`)."""
+        h = cls.__new__(cls)
+        h._own(ptr, device)
+        return h
+
+    def _own(self, ptr: int, device: int) -> None:
         self.address: int = ptr
         self._finalizer = weakref.finalize(self, release.later, _destroy, ptr)
         self.last_stream = 0
-        self.device = cuda.current_device() if device is None else device
+        self.device = device
         _live.add(self)
         _by_address[ptr] = self
         _created[0] = True
@@ -140,6 +152,8 @@ def _after_fork_in_child() -> None:
     _alive[0] = 0  # the parent's handles are not this process's to destroy
     _by_address.clear()
     _raw.clear()
+    for p in list(_prefetches):
+        p.disown()
     for h in list(_live):
         h._finalizer.detach()  # never cudnnDestroy the parent's handle
         h.address = 0
@@ -224,7 +238,8 @@ _local = threading.local()
 
 
 def default_handle(device: int | None = None) -> Handle:
-    """This thread's handle for ``device`` (the current device when None), created once."""
+    """This thread's handle for ``device`` (the current device when None), created once (or
+    taken from `prefetch_default_handle`)."""
     if _forked[0]:
         raise fork_error()
     dev = cuda.current_device() if device is None else device
@@ -233,8 +248,94 @@ def default_handle(device: int | None = None) -> Handle:
         handles = _local.handles = {}
     h = handles.get(dev)
     if h is None or h.closed:
-        h = handles[dev] = Handle(dev)
+        prefetch: _Prefetch | None = getattr(_local, "prefetch", None)
+        if prefetch is not None and prefetch.device == dev:
+            _local.prefetch = None
+            h = prefetch.take()
+        handles[dev] = h = h if h is not None and not h.closed else Handle(dev)
     return h
+
+
+def prefetch_default_handle() -> None:
+    """Start making this thread's default handle for its current device on a helper thread,
+    when the process has no cuDNN handle yet and this thread has a current CUDA context (a
+    framework made one); `default_handle` takes it. Once a process at most; never initialises
+    CUDA, never raises: a handle that failed is made again, with its error, where it is needed.
+
+    A process that made a handle already (``cudnn.create_handle()``, as the official samples
+    do before declaring a graph) is not about to wait for one, so none is made for it."""
+    if _prefetched[0] or _alive[0] or _forked[0]:
+        return
+    try:
+        context = cuda.live_context()
+        if context is None:
+            return
+        device = cuda.current_device()
+        capi.graph.cudnnCreate  # noqa: B018 - binds it (opening libcudnn) here, on the calling thread
+    except Exception:  # noqa: BLE001 - no library or no CUDA: the handle is made (and fails) when needed
+        return
+    _prefetched[0] = True
+    _created[0] = True  # CUDA is live in this process: a forked child cannot use it
+    _local.prefetch = _Prefetch(context, device)
+
+
+_prefetched = [False]  # prefetch_default_handle started its one helper
+
+
+class _Prefetch:
+    """A cudnnHandle_t being created on a helper thread, in the context of the thread that asked.
+
+    The helper only calls cudnnCreate (ctypes releases the GIL there); the asking thread wraps
+    the result in a `Handle` when it takes it. One never taken (its thread ended first, or a
+    fork) is destroyed at the next release point, as a collected Handle is."""
+
+    __slots__ = ("context", "device", "status", "ptr", "_thread", "_finalizer", "__weakref__")
+
+    def __init__(self, context: int, device: int) -> None:
+        self.context, self.device = context, device
+        self.status, self.ptr = -1, 0
+        self._finalizer: weakref.finalize | None = None
+        _prefetches.add(self)
+        self._thread = threading.Thread(target=self._create, name="cudnn-py handle", daemon=True)
+        self._thread.start()
+
+    def _create(self) -> None:
+        try:
+            if cuda.make_current(self.context):
+                status, ptr = marshal.create_handle()
+                if not status and ptr:
+                    self._finalizer = weakref.finalize(self, release.later, _destroy_raw, ptr)
+                self.status, self.ptr = status, ptr
+        except Exception:  # noqa: BLE001 - the asking thread makes its handle itself, and reports why it fails
+            pass
+
+    def take(self) -> Handle | None:
+        """The handle, owned by a `Handle` now; None when it failed or the asking thread's current
+        context is no longer the one it was made in."""
+        self._thread.join()
+        finalizer, self._finalizer = self._finalizer, None
+        if finalizer is None or finalizer.detach() is None:
+            return None
+        if cuda.live_context() != self.context:
+            release.later(_destroy_raw, self.ptr)
+            return None
+        return Handle._adopt(self.ptr, self.device)
+
+    def disown(self) -> None:
+        """After fork(): the handle is the parent's, never to be destroyed here."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+
+
+_prefetches: weakref.WeakSet[_Prefetch] = weakref.WeakSet()
+
+
+def _destroy_raw(ptr: int) -> None:
+    """A prefetched cudnnHandle_t that no Handle took."""
+    try:
+        capi.graph.cudnnDestroy(ptr)
+    except Exception:  # noqa: BLE001 - a release must not raise (interpreter shutdown)
+        pass
 
 
 # -- the documented module-level functions ------------------------------------------------

@@ -1,7 +1,17 @@
-"""The graph builder (``cudnn.pygraph``) and its tensors (``cudnn.tensor``)."""
+"""The graph builder (``cudnn.pygraph``) and its tensors (``cudnn.tensor``).
 
-from .cache import PlanCache, plan_cache
-from .errors import (
+A graph is about to be declared: before the rest of the graph layer is imported, this thread's
+default cuDNN handle starts being made on a helper thread (when the thread has a CUDA context
+already; `backend.handle.prefetch_default_handle`), so that cudnnCreate overlaps the imports.
+"""
+
+from ..backend.handle import prefetch_default_handle
+
+prefetch_default_handle()
+
+# the graph layer, imported after the prefetch started
+from .cache import PlanCache, plan_cache  # noqa: E402
+from .errors import (  # noqa: E402
     ExecutionInputError,
     ExecutionInputWarning,
     GraphError,
@@ -11,8 +21,8 @@ from .errors import (
     SerializationError,
     SerializationNotSupportedError,
 )
-from .graph import pygraph
-from .tensor import Tensor
+from .graph import pygraph  # noqa: E402
+from .tensor import Tensor  # noqa: E402
 
 __all__ = ["ExecutionInputError", "ExecutionInputWarning", "GraphError", "GraphNotImplementedError",
            "GraphNotSupportedError", "GraphStateError", "PlanCache", "SerializationError",

@@ -27,7 +27,7 @@ from .._lib.errors import FeatureUnavailableError, cudnnGraphNotSupportedError, 
 from .._version import __version__
 from ..backend import engine as eng
 from ..backend.deviceprop import as_device_properties
-from ..backend.handle import Handle, as_handle_ptr
+from ..backend.handle import Handle, as_handle_ptr, prefetch_default_handle
 from . import hygiene, oplib, ops, plan_store  # noqa: F401 - ops registers its methods in oplib
 from .convert import as_bool, as_int, as_int_list, optional
 from .errors import GraphError, GraphNotImplementedError, GraphStateError
@@ -90,6 +90,8 @@ class pygraph:  # the documented name
                                as_data_type(compute_data_type, "compute_data_type"))
         if handle is not None:
             as_handle_ptr(handle)  # type check now; a closed Handle is refused at build
+        elif device_property is None:
+            prefetch_default_handle()  # the build takes this thread's default handle: make it meanwhile
         self.handle = handle
         self.sm_count = sm_count
         self.kernel_cache = kernel_cache
