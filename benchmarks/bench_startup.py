@@ -6,6 +6,7 @@ PyTorch and the official nvidia-cudnn-frontend (when it can be imported).
         [--other SITE_DIR]   # where the official frontend is installed (it is also named cudnn)
         [--profile 15]   # also cProfile the cold and the disk builds (top 15 by own time)
         [--cold-runs 3]   # fresh processes per package for each case's cold build
+        [--first-graph-only] [--first-graph-runs 5]   # only the first-graph rows, over N processes per package
 
 cold: first build of the graph in a process whose cuDNN is already initialised (another graph
 built first), plan cache off: the median over ``--cold-runs`` fresh processes per package, the
@@ -361,7 +362,7 @@ def uncompiled_modules() -> list[str]:
     return [f for f in files if f.endswith(".py") and not os.path.exists(importlib.util.cache_from_source(f))]
 
 
-def first_graph_rows(other: str | None) -> None:
+def first_graph_rows(other: str | None, runs: int = FIRST_GRAPH_RUNS) -> None:
     """The first graph of a new process, cudnn-py (plan cache off) beside the official, and the ratio."""
     missing = uncompiled_modules()
     if missing:
@@ -369,8 +370,8 @@ def first_graph_rows(other: str | None) -> None:
               "them, which an installed package does not (`python -m compileall src` first)")
     here = str(Path(__file__).resolve().parent.parent / "src")
     envs = {"ours": {**os.environ, "PYTHONPATH": here, "CUDNN_PY_PLAN_CACHE": "0"}, "official": _official_env(other)}
-    times = first_graph_times(envs, FIRST_GRAPH_RUNS)
-    print(f"\n{FIRST_GRAPH} (median [range] of {FIRST_GRAPH_RUNS} processes per package, the order alternating):")
+    times = first_graph_times(envs, runs)
+    print(f"\n{FIRST_GRAPH} (median [range] of {runs} processes per package, the order alternating):")
 
     def text(got: list[float] | str) -> str:
         return got if isinstance(got, str) else f"{statistics.median(got):.1f} ms [{min(got):.1f}-{max(got):.1f}]"
@@ -394,6 +395,10 @@ def main() -> None:
     ap.add_argument("--cold-child")
     ap.add_argument("--cold-runs", type=int, default=COLD_RUNS, metavar="N",
                     help="fresh processes per package for each case's cold build (alternating)")
+    ap.add_argument("--first-graph-only", action="store_true",
+                    help="only the first-graph rows (import + first graph of a new process)")
+    ap.add_argument("--first-graph-runs", type=int, default=FIRST_GRAPH_RUNS, metavar="N",
+                    help="fresh processes per package for the first-graph rows (alternating)")
     ap.add_argument("--other", metavar="SITE_DIR", help="where the official frontend (also named cudnn) is installed")
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="print the N functions with the most own time of the cold and the disk builds")
@@ -409,6 +414,9 @@ def main() -> None:
         return
     if args.cold_child:
         cold_child(args.cold_child)
+        return
+    if args.first_graph_only:
+        first_graph_rows(args.other, args.first_graph_runs)
         return
     theirs = official(args.other)  # first: its child process has the GPU to itself
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-startup-"))
@@ -455,7 +463,7 @@ def main() -> None:
         t_cold, t_warm = ms(torch_call), ms(torch_call)
         print(f"{'':40s} {'torch':8s} {t_cold:8.2f} {t_warm:8.3f} {'':8s} {'':9s} "
               f"{host_us(torch_call):8.1f} {gpu_us(torch_call):8.1f}")
-    first_graph_rows(args.other)
+    first_graph_rows(args.other, args.first_graph_runs)
 
 
 if __name__ == "__main__":
