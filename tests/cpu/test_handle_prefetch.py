@@ -123,6 +123,16 @@ def test_a_prefetch_never_taken_is_released_when_its_thread_ends(fake: FakeCuda)
     assert fake.destroyed == [0x5000]
 
 
+def test_destroy_all_handles_destroys_one_made_ahead_and_not_taken(fake: FakeCuda) -> None:
+    handle.prefetch_default_handle()
+    assert handle.destroy_all_handles() == 1 and fake.destroyed == [0x5000]
+    h = handle.default_handle()  # the thread's first build after that makes a new one
+    try:
+        assert h.ptr == 0x5001 and [name for name, _ in fake.creates][1] == threading.current_thread().name
+    finally:
+        h.close()
+
+
 def _fresh(code: str) -> Any:
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": SRC}, capture_output=True,
                          text=True, timeout=120, check=False)

@@ -169,7 +169,8 @@ def destroy_all_handles() -> int:
     handles = [h for h in list(_live) if not h.closed]
     for h in handles:
         h.close()
-    return len(handles)
+    made = sum(p.discard() for p in list(_prefetches))  # made ahead and never taken
+    return len(handles) + made
 
 
 def live_handle_count() -> int:
@@ -320,6 +321,15 @@ class _Prefetch:
             release.later(_destroy_raw, self.ptr)
             return None
         return Handle._adopt(self.ptr, self.device)
+
+    def discard(self) -> bool:
+        """Destroy the handle now, unless it failed or was taken (`destroy_all_handles`)."""
+        self._thread.join()
+        finalizer, self._finalizer = self._finalizer, None
+        if finalizer is None or finalizer.detach() is None:
+            return False
+        _destroy_raw(self.ptr)
+        return True
 
     def disown(self) -> None:
         """After fork(): the handle is the parent's, never to be destroyed here."""
