@@ -106,6 +106,18 @@ def test_no_helper_without_a_context_or_once_a_handle_exists(fake: FakeCuda, mon
     assert fake.creates == []
 
 
+def test_the_first_graph_declared_is_the_last_try(fake: FakeCuda) -> None:
+    """The graph layer's import asks, and so does the first pygraph(): later graphs do not pay
+    for asking the driver again."""
+    fake.current.clear()
+    handle.prefetch_default_handle()  # the import: no context yet, asked again later
+    handle.prefetch_default_handle(last_try=True)  # the first pygraph(): still none
+    fake.current[threading.get_ident()] = CONTEXT
+    handle.prefetch_default_handle(last_try=True)
+    handle.prefetch_default_handle()
+    assert fake.creates == []
+
+
 def test_a_prefetch_never_taken_is_released_when_its_thread_ends(fake: FakeCuda) -> None:
     def declare_only() -> None:
         fake.current[threading.get_ident()] = CONTEXT

@@ -257,16 +257,20 @@ def default_handle(device: int | None = None) -> Handle:
     return h
 
 
-def prefetch_default_handle() -> None:
+def prefetch_default_handle(last_try: bool = False) -> None:
     """Start making this thread's default handle for its current device on a helper thread,
     when the process has no cuDNN handle yet and this thread has a current CUDA context (a
     framework made one); `default_handle` takes it. Once a process at most; never initialises
     CUDA, never raises: a handle that failed is made again, with its error, where it is needed.
+    ``last_try``: whatever the answer, later calls do nothing (asking costs tens of
+    microseconds where the driver library is not open, too much for every graph declared).
 
     A process that made a handle already (``cudnn.create_handle()``, as the official samples
     do before declaring a graph) is not about to wait for one, so none is made for it."""
     if _prefetched[0] or _alive[0] or _forked[0]:
         return
+    if last_try:
+        _prefetched[0] = True
     try:
         context = cuda.live_context()
         if context is None:
@@ -280,7 +284,7 @@ def prefetch_default_handle() -> None:
     _local.prefetch = _Prefetch(context, device)
 
 
-_prefetched = [False]  # prefetch_default_handle started its one helper
+_prefetched = [False]  # prefetch_default_handle started its one helper, or had its last try
 
 
 class _Prefetch:

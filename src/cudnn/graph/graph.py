@@ -91,7 +91,7 @@ class pygraph:  # the documented name
         if handle is not None:
             as_handle_ptr(handle)  # type check now; a closed Handle is refused at build
         elif device_property is None:
-            prefetch_default_handle()  # the build takes this thread's default handle: make it meanwhile
+            prefetch_default_handle(last_try=True)  # the build takes this thread's default handle: make it now
         self.handle = handle
         self.sm_count = sm_count
         self.kernel_cache = kernel_cache
