@@ -1,8 +1,9 @@
 """The graph builder (``cudnn.pygraph``) and its tensors (``cudnn.tensor``).
 
-A graph is about to be declared: before the rest of the graph layer is imported, this thread's
-default cuDNN handle starts being made on a helper thread (when the thread has a CUDA context
-already; `backend.handle.prefetch_default_handle`), so that cudnnCreate overlaps the imports.
+Importing it means a graph is about to be declared. So before the rest of the graph layer is
+imported, a process with no cuDNN handle yet starts making this thread's default handle on a
+helper thread, when the thread has a CUDA context already (`backend.handle.prefetch_default_handle`):
+cudnnCreate then runs while Python imports the modules below.
 """
 
 from ..backend.handle import prefetch_default_handle
