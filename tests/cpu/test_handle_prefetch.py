@@ -75,6 +75,20 @@ def test_the_helper_makes_the_handle_that_default_handle_takes(fake: FakeCuda) -
     assert fake.destroyed == [0x5000] and handle.live_handle_count() == 0
 
 
+def test_create_handle_takes_the_handle_made_ahead_and_the_default_is_made_later(fake: FakeCuda) -> None:
+    """The graph layer imported, then ``cudnn.create_handle()`` (to pass as ``handle=``): the
+    handle made ahead is that one, not a second handle beside it."""
+    handle.prefetch_default_handle()
+    mine = handle.create_handle()
+    later = handle.default_handle()
+    try:
+        assert mine.ptr == 0x5000 and later.ptr == 0x5001 and later is not mine
+        assert [name for name, _ in fake.creates] == ["cudnn-py handle", threading.current_thread().name]
+    finally:
+        mine.close()
+        later.close()
+
+
 def test_a_context_changed_before_the_build_gets_a_handle_of_its_own(fake: FakeCuda) -> None:
     handle.prefetch_default_handle()
     fake.current[threading.get_ident()] = 0xC1  # e.g. the caller made another context current

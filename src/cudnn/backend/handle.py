@@ -240,7 +240,7 @@ _local = threading.local()
 
 def default_handle(device: int | None = None) -> Handle:
     """This thread's handle for ``device`` (the current device when None), created once (or
-    taken from `prefetch_default_handle`)."""
+    the one `prefetch_default_handle` made)."""
     if _forked[0]:
         raise fork_error()
     dev = cuda.current_device() if device is None else device
@@ -355,7 +355,14 @@ def _destroy_raw(ptr: int) -> None:
 # -- the documented module-level functions ------------------------------------------------
 
 def create_handle() -> Handle:
-    """A new cuDNN handle on the current device."""
+    """A new cuDNN handle on the current device (the one `prefetch_default_handle` made for this
+    thread, when it is there for the current context and no default handle took it)."""
+    prefetch: _Prefetch | None = getattr(_local, "prefetch", None)
+    if prefetch is not None and prefetch.device == cuda.current_device():
+        _local.prefetch = None
+        made = prefetch.take()
+        if made is not None:
+            return made
     return Handle()
 
 
