@@ -181,10 +181,7 @@ def live_handle_count() -> int:
 def _destroy(ptr: int) -> None:
     """A Handle's release: by close(), or by `release.drain` once the Handle was collected."""
     _alive[0] -= 1
-    try:
-        capi.graph.cudnnDestroy(ptr)
-    except Exception:  # noqa: BLE001 - a finalizer must not raise (interpreter shutdown)
-        pass
+    _destroy_raw(ptr)
 
 
 def as_handle_ptr(handle: Handle | int | None) -> int:
@@ -249,12 +246,18 @@ def default_handle(device: int | None = None) -> Handle:
         handles = _local.handles = {}
     h = handles.get(dev)
     if h is None or h.closed:
-        prefetch: _Prefetch | None = getattr(_local, "prefetch", None)
-        if prefetch is not None and prefetch.device == dev:
-            _local.prefetch = None
-            h = prefetch.take()
-        handles[dev] = h = h if h is not None and not h.closed else Handle(dev)
+        h = handles[dev] = _take_prefetched(dev) or Handle(dev)
     return h
+
+
+def _take_prefetched(device: int) -> Handle | None:
+    """The handle `prefetch_default_handle` made for this thread, if it was for ``device`` (and
+    is usable here: `_Prefetch.take`); it is then no longer this thread's to take."""
+    prefetch: _Prefetch | None = getattr(_local, "prefetch", None)
+    if prefetch is None or prefetch.device != device:
+        return None
+    _local.prefetch = None
+    return prefetch.take()
 
 
 def prefetch_default_handle(last_try: bool = False) -> None:
@@ -291,14 +294,14 @@ class _Prefetch:
     """A cudnnHandle_t being created on a helper thread, in the context of the thread that asked.
 
     The helper only calls cudnnCreate (ctypes releases the GIL there); the asking thread wraps
-    the result in a `Handle` when it takes it. One never taken (its thread ended first, or a
-    fork) is destroyed at the next release point, as a collected Handle is."""
+    the result in a `Handle` when it takes it. One never taken (its thread ended first) is
+    destroyed at the next release point, as a collected Handle is; a forked child never
+    destroys it. The finalizer is the ownership: whoever detaches it owns ``ptr``."""
 
-    __slots__ = ("context", "device", "status", "ptr", "_thread", "_finalizer", "__weakref__")
+    __slots__ = ("context", "device", "ptr", "_thread", "_finalizer", "__weakref__")
 
     def __init__(self, context: int, device: int) -> None:
-        self.context, self.device = context, device
-        self.status, self.ptr = -1, 0
+        self.context, self.device, self.ptr = context, device, 0
         self._finalizer: weakref.finalize | None = None
         _prefetches.add(self)
         self._thread = threading.Thread(target=self._create, name="cudnn-py handle", daemon=True)
@@ -309,17 +312,21 @@ class _Prefetch:
             if cuda.make_current(self.context):
                 status, ptr = marshal.create_handle()
                 if not status and ptr:
+                    self.ptr = ptr
                     self._finalizer = weakref.finalize(self, release.later, _destroy_raw, ptr)
-                self.status, self.ptr = status, ptr
         except Exception:  # noqa: BLE001 - the asking thread makes its handle itself, and reports why it fails
             pass
+
+    def _claim(self) -> bool:
+        """Wait for the helper, then own ``ptr``: False when it failed or was claimed before."""
+        self._thread.join()
+        finalizer, self._finalizer = self._finalizer, None
+        return finalizer is not None and finalizer.detach() is not None
 
     def take(self) -> Handle | None:
         """The handle, owned by a `Handle` now; None when it failed or the asking thread's current
         context is no longer the one it was made in."""
-        self._thread.join()
-        finalizer, self._finalizer = self._finalizer, None
-        if finalizer is None or finalizer.detach() is None:
+        if not self._claim():
             return None
         if cuda.live_context() != self.context:
             release.later(_destroy_raw, self.ptr)
@@ -328,9 +335,7 @@ class _Prefetch:
 
     def discard(self) -> bool:
         """Destroy the handle now, unless it failed or was taken (`destroy_all_handles`)."""
-        self._thread.join()
-        finalizer, self._finalizer = self._finalizer, None
-        if finalizer is None or finalizer.detach() is None:
+        if not self._claim():
             return False
         _destroy_raw(self.ptr)
         return True
@@ -345,7 +350,7 @@ _prefetches: weakref.WeakSet[_Prefetch] = weakref.WeakSet()
 
 
 def _destroy_raw(ptr: int) -> None:
-    """A prefetched cudnnHandle_t that no Handle took."""
+    """cudnnDestroy, for a Handle's release and a prefetched cudnnHandle_t that no Handle took."""
     try:
         capi.graph.cudnnDestroy(ptr)
     except Exception:  # noqa: BLE001 - a release must not raise (interpreter shutdown)
@@ -357,10 +362,8 @@ def _destroy_raw(ptr: int) -> None:
 def create_handle() -> Handle:
     """A new cuDNN handle on the current device (the one `prefetch_default_handle` made for this
     thread, when it is there for the current context and no default handle took it)."""
-    prefetch: _Prefetch | None = getattr(_local, "prefetch", None)
-    if prefetch is not None and prefetch.device == cuda.current_device():
-        _local.prefetch = None
-        made = prefetch.take()
+    if getattr(_local, "prefetch", None) is not None:
+        made = _take_prefetched(cuda.current_device())
         if made is not None:
             return made
     return Handle()
