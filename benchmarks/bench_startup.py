@@ -317,25 +317,30 @@ FIRST_GRAPH_RUNS = 5  # fresh processes per side
 COLD_RUNS = 3  # fresh processes per package for each case's cold build
 
 
-def first_graph_child() -> None:
+def first_graph_child(own_handle: bool = False) -> None:
     """In a fresh process (CUDA already initialised by torch, no graph built yet, no plan cache):
     the time of ``import cudnn`` plus declaring and building the first graph, cuDNN's own start
-    included (each frontend loads what it needs at import or on first use); prints JSON."""
+    included (each frontend loads what it needs at import or on first use); prints JSON.
+    ``own_handle``: the official samples' way, a handle made first (``cudnn.create_handle()``,
+    timed too) and passed to the graph."""
     x = torch.randn(8, 64, 56, 56, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
     w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
     b = torch.randn(1, 64, 1, 1, device="cuda", dtype=torch.float16)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    handle = {"handle": cudnn.create_handle()} if own_handle else {}
+    g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT, **handle)
     X, W, B = g.tensor_like(x), g.tensor_like(w), g.tensor_like(b)
     Y = g.relu(g.bias(g.conv_fprop(X, W, padding=[1, 1], stride=[1, 1], dilation=[1, 1]), B)).set_output(True)
     g.build(HEUR)
     print(json.dumps({"ms": IMPORT_S * 1e3 + (time.perf_counter() - t0) * 1e3, "plan": Y is not None}))
 
 
-def first_graph_times(envs: dict[str, dict[str, str]], runs: int) -> dict[str, list[float] | str]:
+def first_graph_times(envs: dict[str, dict[str, str]], runs: int, own_handle: bool = False,
+                      ) -> dict[str, list[float] | str]:
     """`first_graph_child` in ``runs`` fresh processes per package (``envs``: name -> environment),
     the order alternating as in `cold_in_processes`: per package its times, or why it failed."""
+    argv = [sys.executable, __file__, "--first-graph-child"] + (["own-handle"] if own_handle else [])
     out: dict[str, list[float] | str] = {who: [] for who in envs}
     names = list(envs)
     for k in range(runs):
@@ -343,8 +348,7 @@ def first_graph_times(envs: dict[str, dict[str, str]], runs: int) -> dict[str, l
             got = out[who]
             if isinstance(got, str):
                 continue
-            done = subprocess.run([sys.executable, __file__, "--first-graph-child"], env=envs[who],
-                                  capture_output=True, text=True, cwd="/")
+            done = subprocess.run(argv, env=envs[who], capture_output=True, text=True, cwd="/")
             if done.returncode:
                 out[who] = f"failed: {done.stderr.strip().splitlines()[-1:]}"
                 continue
@@ -370,19 +374,21 @@ def first_graph_rows(other: str | None, runs: int = FIRST_GRAPH_RUNS) -> None:
               "them, which an installed package does not (`python -m compileall src` first)")
     here = str(Path(__file__).resolve().parent.parent / "src")
     envs = {"ours": {**os.environ, "PYTHONPATH": here, "CUDNN_PY_PLAN_CACHE": "0"}, "official": _official_env(other)}
-    times = first_graph_times(envs, runs)
-    print(f"\n{FIRST_GRAPH} (median [range] of {runs} processes per package, the order alternating):")
 
     def text(got: list[float] | str) -> str:
         return got if isinstance(got, str) else f"{statistics.median(got):.1f} ms [{min(got):.1f}-{max(got):.1f}]"
 
-    ours, theirs = times["ours"], times["official"]
-    print(f"  cudnn-py {text(ours)}; official {text(theirs)}", end="")
-    if isinstance(ours, list) and isinstance(theirs, list):
-        ratio = statistics.median(theirs) / statistics.median(ours)
-        print(f"; ratio official / cudnn-py {ratio:.2f}x (above 1: cudnn-py is faster)")
-    else:
-        print()
+    for own_handle in (False, True):
+        times = first_graph_times(envs, runs, own_handle)
+        how = ", a handle made first (cudnn.create_handle(), passed as handle=)" if own_handle else ""
+        print(f"\n{FIRST_GRAPH}{how} (median [range] of {runs} processes per package, the order alternating):")
+        ours, theirs = times["ours"], times["official"]
+        print(f"  cudnn-py {text(ours)}; official {text(theirs)}", end="")
+        if isinstance(ours, list) and isinstance(theirs, list):
+            ratio = statistics.median(theirs) / statistics.median(ours)
+            print(f"; ratio official / cudnn-py {ratio:.2f}x (above 1: cudnn-py is faster)")
+        else:
+            print()
 
 
 def main() -> None:
@@ -391,7 +397,7 @@ def main() -> None:
     ap.add_argument("--child")
     ap.add_argument("--first-use", action="store_true")
     ap.add_argument("--official-child", action="store_true")
-    ap.add_argument("--first-graph-child", action="store_true")
+    ap.add_argument("--first-graph-child", nargs="?", const="default", choices=["default", "own-handle"])
     ap.add_argument("--cold-child")
     ap.add_argument("--cold-runs", type=int, default=COLD_RUNS, metavar="N",
                     help="fresh processes per package for each case's cold build (alternating)")
@@ -410,7 +416,7 @@ def main() -> None:
         official_child()
         return
     if args.first_graph_child:
-        first_graph_child()
+        first_graph_child(args.first_graph_child == "own-handle")
         return
     if args.cold_child:
         cold_child(args.cold_child)

@@ -1,5 +1,5 @@
 """`backend.handle.prefetch_default_handle` without a GPU: when it starts a helper, what the helper
-does (cudnnCreate in the asking thread's context, nothing else) and how `default_handle` takes,
+does (cudnnCreate in the asking thread's context, then cuDNN's engine libraries opened) and how `default_handle` takes,
 refuses or replaces what it made. cudnnCreate and the CUDA context calls are stand-ins that
 record their calls (the real ones run in tests/gpu/test_startup_gpu.py); nothing here reaches
 cuDNN or CUDA."""
@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import cudnn
 from cudnn._lib import cuda, marshal, release
 from cudnn._lib.errors import CudnnError
 from cudnn.backend import handle
@@ -33,11 +34,14 @@ class FakeCuda:
         self.current: dict[int, int | None] = {threading.get_ident(): CONTEXT}
         self.creates: list[tuple[str, int | None]] = []
         self.destroyed: list[int] = []
+        self.opened: list[str] = []  # the threads that opened cuDNN's engine libraries
         self.status = status
         monkeypatch.setattr(cuda, "live_context", lambda: self.current.get(threading.get_ident()))
         monkeypatch.setattr(cuda, "make_current", self.make_current)
         monkeypatch.setattr(cuda, "current_device", lambda: 0)
         monkeypatch.setattr(marshal, "create_handle", self.create)
+        monkeypatch.setattr(handle, "_open_engine_libraries",
+                            lambda: self.opened.append(threading.current_thread().name))
         graph_calls = SimpleNamespace(cudnnCreate=object(), cudnnDestroy=self.destroyed.append)
         monkeypatch.setattr(handle, "capi", SimpleNamespace(graph=graph_calls))
         # a process of its own: no handle made yet, no prefetch, no default handles
@@ -66,6 +70,7 @@ def test_the_helper_makes_the_handle_that_default_handle_takes(fake: FakeCuda) -
     h = handle.default_handle()
     try:
         assert fake.creates == [("cudnn-py handle", CONTEXT)]  # on the helper, in the asker's context
+        assert fake.opened == ["cudnn-py handle"]  # then the engine libraries, there too
         assert h.ptr == 0x5000 and h.device == 0 and handle.live_handle_count() == 1
         assert handle.default_handle() is h  # kept as this thread's default handle
         handle.prefetch_default_handle()  # a process with a handle: no second helper
@@ -107,7 +112,7 @@ def test_a_failed_prefetch_is_made_again_where_it_is_needed_with_its_error(monke
     with pytest.raises(CudnnError, match="creating a cuDNN handle"):
         handle.default_handle()
     assert [name for name, _ in fake.creates] == ["cudnn-py handle", threading.current_thread().name]
-    assert fake.destroyed == []
+    assert fake.destroyed == [] and fake.opened == []  # no handle, so no libraries opened ahead either
 
 
 def test_no_helper_without_a_context_or_once_a_handle_exists(fake: FakeCuda, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -176,3 +181,38 @@ def test_a_process_without_cuda_starts_no_helper_and_opens_no_library() -> None:
     )
     assert "cudnn-py handle" not in result["threads"]
     assert result["libcudnn"] is False
+
+
+def _libcudnn_loads() -> bool:
+    try:
+        cudnn.backend_version()
+    except cudnn.LibraryNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _libcudnn_loads(), reason="libcudnn cannot be loaded here")
+def test_opening_the_engine_libraries_finalizes_one_tensor_and_destroys_it() -> None:
+    """The helper's second step against the real libcudnn (no GPU here, so cuDNN fails to open
+    the libraries and the finalize reports it): a float tensor of dims [1, 1, 1, 1] is finalized,
+    then destroyed, and nothing is raised."""
+    result = _fresh(
+        "import json, logging, cudnn\n"
+        "records = []\n"
+        "class Keep(logging.Handler):\n"
+        "    def emit(self, record): records.append(record.getMessage())\n"
+        "logging.getLogger('cudnn.libcudnn').addHandler(Keep())\n"
+        "cudnn.set_log_level('INFO')\n"
+        "from cudnn.backend import handle\n"
+        "cudnn.backend_version(); records.clear()\n"
+        "handle._open_engine_libraries()\n"
+        "calls = [m.split('function ', 1)[1].split('(', 1)[0] for m in records if 'function ' in m]\n"
+        "final = [m for m in records if 'cudnnBackendFinalize' in m]\n"
+        "print(json.dumps({'calls': calls, 'final': final[0] if final else ''}))\n"
+    )
+    calls = [c for c in result["calls"] if c.startswith("cudnnBackend")]
+    assert calls[0] == "cudnnBackendCreateDescriptor" and calls[-1] == "cudnnBackendDestroyDescriptor"
+    assert calls.count("cudnnBackendSetAttribute") >= 5 and "cudnnBackendFinalize" in calls
+    final = result["final"]
+    assert "CUDNN_BACKEND_TENSOR_DESCRIPTOR" in final and "CUDNN_DATA_FLOAT" in final
+    assert "dimA: type=int; val=[1,1,1,1]" in final and "uid: type=int64_t; val=1" in final

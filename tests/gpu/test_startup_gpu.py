@@ -131,6 +131,36 @@ def test_a_process_that_made_its_handle_gets_no_second_one() -> None:
     assert res["made"] == ["MainThread"] and res["handles"] == 1
 
 
+@pytest.mark.gpu
+def test_a_handle_made_after_the_graph_layer_imported_is_the_one_made_ahead() -> None:
+    """The graph layer imported with CUDA live, then a handle made to pass as ``handle=``:
+    create_handle takes the handle made ahead, so one cudnnCreate in all (on the helper)."""
+    res = _prefetch_child(before="import cudnn\ncudnn.pygraph\nh = cudnn.create_handle()", handle=", handle=h")
+    assert res["ok"], res
+    assert res["made"] == ["cudnn-py handle"] and res["handles"] == 1
+
+
+ENGINES_AHEAD = """
+import json, threading, torch
+torch.zeros(1, device="cuda")
+import cudnn
+cudnn.pygraph  # the graph layer, CUDA live: the helper starts
+for t in threading.enumerate():
+    if t.name == "cudnn-py handle":
+        t.join()
+maps = open("/proc/self/maps").read().splitlines()
+print(json.dumps(sorted({line.rsplit("/", 1)[-1] for line in maps if "libcudnn_engines" in line})))
+"""
+
+
+@pytest.mark.gpu
+def test_the_helper_opens_the_engine_libraries_before_any_graph_is_lowered() -> None:
+    out = subprocess.run([sys.executable, "-c", ENGINES_AHEAD], env={**os.environ, "PYTHONPATH": SRC},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]), "no libcudnn_engines_* library open after the helper"
+
+
 NO_CONTEXT = """
 import json, threading, torch, cudnn
 cudnn.pygraph

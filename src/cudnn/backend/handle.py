@@ -3,8 +3,9 @@
 A handle belongs to the device that was current when it was created; work issued through it
 runs there. ``default_handle()`` gives each (device, thread) its own lazily created handle
 for APIs called with ``handle=None``, since a handle must not be used by two threads at once.
-cudnnCreate takes tens of milliseconds; `prefetch_default_handle` starts it on a helper thread
-when a graph is about to be declared, so that it runs while Python imports the graph layer.
+cudnnCreate takes tens of milliseconds, and so does cuDNN's opening of its engine libraries at a
+process's first finalized descriptor; `prefetch_default_handle` starts both on a helper thread
+when a graph is about to be declared, so that they run while Python imports the graph layer.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import threading
 import weakref
 
-from .._lib import capi, cuda, marshal, release
+from .._lib import attributes, capi, cuda, enums, marshal, release
 from .._lib.errors import CudnnInitError, DescriptorClosedError, raise_status
 
 
@@ -293,10 +294,10 @@ _prefetched = [False]  # prefetch_default_handle started its one helper, or had 
 class _Prefetch:
     """A cudnnHandle_t being created on a helper thread, in the context of the thread that asked.
 
-    The helper only calls cudnnCreate (ctypes releases the GIL there); the asking thread wraps
-    the result in a `Handle` when it takes it. One never taken (its thread ended first) is
-    destroyed at the next release point, as a collected Handle is; a forked child never
-    destroys it. The finalizer is the ownership: whoever detaches it owns ``ptr``."""
+    The helper calls cudnnCreate, then `_open_engine_libraries` (ctypes releases the GIL in
+    both); the asking thread wraps the handle in a `Handle` when it takes it. One never taken
+    (its thread ended first) is destroyed at the next release point, as a collected Handle is; a
+    forked child never destroys it. The finalizer is the ownership: whoever detaches it owns ``ptr``."""
 
     __slots__ = ("context", "device", "ptr", "_thread", "_finalizer", "__weakref__")
 
@@ -314,6 +315,7 @@ class _Prefetch:
                 if not status and ptr:
                     self.ptr = ptr
                     self._finalizer = weakref.finalize(self, release.later, _destroy_raw, ptr)
+                    _open_engine_libraries()
         except Exception:  # noqa: BLE001 - the asking thread makes its handle itself, and reports why it fails
             pass
 
@@ -347,6 +349,30 @@ class _Prefetch:
 
 
 _prefetches: weakref.WeakSet[_Prefetch] = weakref.WeakSet()
+
+
+def _open_engine_libraries() -> None:
+    """Finalize one tensor descriptor, then destroy it: cuDNN opens its engine libraries when a
+    process finalizes its first descriptor, which the first graph's lowering would otherwise wait
+    for. Plain table values only: the enums may be being built on the importing thread meanwhile.
+    A failure is left for the graph's own lowering to meet and report."""
+    c = enums.C_ENUMS
+    kind, a = c["cudnnBackendAttributeType_t"], attributes.A
+    status, ptr = marshal.create_descriptor(c["cudnnBackendDescriptorType_t"]["CUDNN_BACKEND_TENSOR_DESCRIPTOR"])
+    if status:
+        return
+    try:
+        for attr, attr_type, values in (
+                (a.CUDNN_ATTR_TENSOR_UNIQUE_ID, "CUDNN_TYPE_INT64", (1,)),
+                (a.CUDNN_ATTR_TENSOR_DIMENSIONS, "CUDNN_TYPE_INT64", (1, 1, 1, 1)),
+                (a.CUDNN_ATTR_TENSOR_STRIDES, "CUDNN_TYPE_INT64", (1, 1, 1, 1)),
+                (a.CUDNN_ATTR_TENSOR_DATA_TYPE, "CUDNN_TYPE_DATA_TYPE", (c["cudnnDataType_t"]["CUDNN_DATA_FLOAT"],)),
+                (a.CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, "CUDNN_TYPE_INT64", (16,))):
+            if marshal.set_plain(ptr, attr, kind[attr_type], values):
+                return
+        capi.graph.cudnnBackendFinalize(ptr)
+    finally:
+        capi.graph.cudnnBackendDestroyDescriptor(ptr)
 
 
 def _destroy_raw(ptr: int) -> None:
