@@ -154,6 +154,16 @@ def test_the_driver_bindings_are_initialised_when_the_launch_calls_are_bound(mon
     assert calls == ["version"]
 
 
+def test_asking_whether_a_stream_is_captured_imports_no_cuda_bindings() -> None:
+    """A release point asks the driver whether the stream is being captured. That is one ctypes
+    call (here, with no driver library, the answer is False), not an import of cuda-bindings'
+    driver module, which costs a process's first release point tens of milliseconds."""
+    code = ("import sys\nfrom cudnn._lib import cuda\n"
+            "print(cuda.stream_capturing(0), 'cuda.bindings.driver' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
 @pytest.mark.parametrize("call", [
     "cudnn.destroy_handle(12345)",
     "cudnn.get_stream(12345)",

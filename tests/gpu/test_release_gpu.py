@@ -162,3 +162,29 @@ def test_a_captured_conv_holds_only_kernels_and_memsets() -> None:
     assert seen[0] and set(seen[0]) <= cuda.REPLAYABLE_NODES, seen[0]
     torch.testing.assert_close(y.float(), torch.nn.functional.conv2d(x.float(), w.float(), padding=1),
                                atol=5e-2, rtol=1e-2)
+
+
+def test_stream_capturing_answers_as_the_driver_does_under_a_torch_capture() -> None:
+    """`cuda.stream_capturing`, which decides whether a release point may release: False outside
+    a capture, True for the stream torch is capturing (and for the legacy stream meanwhile, which
+    a global-mode capture makes unusable), False again once it ended."""
+    import torch
+
+    from cudnn._lib import cuda
+
+    side = torch.cuda.Stream()
+    assert cuda.stream_capturing(side.cuda_stream) is False
+    graph = torch.cuda.CUDAGraph()
+    x = torch.zeros(16, device="cuda")
+    seen = []
+    with torch.cuda.stream(side):
+        graph.capture_begin()
+        x.add_(1)
+        seen.append(cuda.stream_capturing(side.cuda_stream))
+        seen.append(cuda.stream_capturing(0))
+        graph.capture_end()
+    seen.append(cuda.stream_capturing(side.cuda_stream))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert seen == [True, True, False]
+    assert float(x.sum()) == 16.0

@@ -490,12 +490,13 @@ _CAPTURE_THREAD_LOCAL = 1  # CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
 @functools.cache
 def _driver_holding_gil() -> ctypes.PyDLL:
     """The driver's stream-capture calls through ctypes.PyDLL, which keeps the GIL during a call
-    (cuda-bindings releases it)."""
+    (cuda-bindings releases it); OSError without a driver library."""
     drv = ctypes.PyDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
     p = ctypes.c_void_p
     for name, args in (("cuStreamBeginCapture_v2", [p, ctypes.c_int]), ("cuStreamEndCapture", [p, p]),
                        ("cuGraphInstantiateWithFlags", [p, p, ctypes.c_ulonglong]), ("cuGraphDestroy", [p]),
-                       ("cuGraphGetNodes", [p, p, p]), ("cuGraphNodeGetType", [p, p])):
+                       ("cuGraphGetNodes", [p, p, p]), ("cuGraphNodeGetType", [p, p]),
+                       ("cuStreamIsCapturing", [p, p])):
         fn = getattr(drv, name)
         fn.restype, fn.argtypes = ctypes.c_int, args
     return drv
@@ -512,12 +513,16 @@ def destroy_graph_exec(executable: int) -> None:
 
 def stream_capturing(stream: int) -> bool:
     """Whether ``stream`` is being captured (the legacy stream: whether a capture makes using it
-    an error); True too when the driver refuses the question, False with no usable driver."""
+    an error); True too when the driver refuses the question, False with no usable driver.
+    One driver call through ctypes: the first release point of a process would otherwise import
+    cuda-bindings' driver module (tens of milliseconds) for it."""
     try:
-        err, status = driver().cuStreamIsCapturing(stream)
-    except Exception:  # noqa: BLE001 - cuda-bindings' error without libcuda: nothing is being captured
+        drv = _driver_holding_gil()
+    except OSError:  # no driver library: nothing is being captured
         return False
-    return bool(err) or bool(status)
+    status = ctypes.c_int(0)
+    err = drv.cuStreamIsCapturing(stream, ctypes.byref(status))
+    return bool(err) or bool(status.value)
 
 
 def release_unless_capturing(stream: int) -> int:
