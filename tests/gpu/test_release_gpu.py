@@ -165,26 +165,30 @@ def test_a_captured_conv_holds_only_kernels_and_memsets() -> None:
 
 
 def test_stream_capturing_answers_as_the_driver_does_under_a_torch_capture() -> None:
-    """`cuda.stream_capturing`, which decides whether a release point may release: False outside
-    a capture, True for the stream torch is capturing (and for the legacy stream meanwhile, which
-    a global-mode capture makes unusable), False again once it ended."""
+    """`cuda.stream_capturing`, which decides whether a release point may release, gives
+    cuda-bindings' answer (err or status of cuStreamIsCapturing): False outside a capture, True
+    for the stream torch is capturing, False again once it ended."""
     import torch
+    from cuda.bindings import driver
 
     from cudnn._lib import cuda
 
+    def both(stream: int) -> tuple[bool, bool]:
+        err, status = driver.cuStreamIsCapturing(stream)
+        return cuda.stream_capturing(stream), bool(int(err)) or bool(int(status))
+
     side = torch.cuda.Stream()
-    assert cuda.stream_capturing(side.cuda_stream) is False
+    seen = [both(side.cuda_stream)]
     graph = torch.cuda.CUDAGraph()
     x = torch.zeros(16, device="cuda")
-    seen = []
     with torch.cuda.stream(side):
         graph.capture_begin()
         x.add_(1)
-        seen.append(cuda.stream_capturing(side.cuda_stream))
-        seen.append(cuda.stream_capturing(0))
+        seen.append(both(side.cuda_stream))
         graph.capture_end()
-    seen.append(cuda.stream_capturing(side.cuda_stream))
+    seen.append(both(side.cuda_stream))
     graph.replay()
     torch.cuda.synchronize()
-    assert seen == [True, True, False]
+    assert all(ours == theirs for ours, theirs in seen), seen
+    assert [ours for ours, _ in seen] == [False, True, False], seen
     assert float(x.sum()) == 16.0
