@@ -6,7 +6,7 @@ PyTorch and the official nvidia-cudnn-frontend (when it can be imported).
         [--other SITE_DIR]   # where the official frontend is installed (it is also named cudnn)
         [--profile 15]   # also cProfile the cold and the disk builds (top 15 by own time)
         [--cold-runs 3]   # fresh processes per package for each case's cold build
-        [--first-graph-only] [--first-graph-runs 5]   # only the first-graph rows, over N processes per package
+        [--first-graph-only] [--first-graph-runs 5]   # only the first-graph rows (default handle; a handle made first), N processes per package
 
 cold: first build of the graph in a process whose cuDNN is already initialised (another graph
 built first), plan cache off: the median over ``--cold-runs`` fresh processes per package, the
