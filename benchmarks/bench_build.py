@@ -196,7 +196,7 @@ CASES = {
     "layernorm bf16 16384x4096 fp32 scale/bias": lambda: layer_norm(16384, 4096),
     "  same, lowering='affine_epilogue' (opt-in)": lambda: layer_norm(16384, 4096, "affine_epilogue"),
     "sdpa bf16 causal b4 h16 s2048 d128": lambda: attention(4, 16, 2048, 128),
-    # the SDPA build cases of issue 36 (a backward's forward is built before the timed build)
+    # the SDPA forward, backward and decode build cases (a backward's forward is built before the timed build)
     "sdpa fwd bf16 b8 h16 s1024 d64": lambda: sdpa_forward(8, 16, 1024, 64, False),
     "sdpa bwd bf16 b8 h16 s1024 d64": lambda: sdpa_backward(8, 16, 1024, 64, False),
     "sdpa bwd bf16 causal b4 h16 s4096 d128": lambda: sdpa_backward(4, 16, 4096, 128, True),
@@ -512,7 +512,7 @@ def main() -> None:
               f"{row['cold'] / mine['cold']:5.2f}x {row['gpu_us']:15.1f} {mine['gpu_us']:15.1f} "
               f"{gpu_flag(mine['gpu_us'] / row['gpu_us'])}")
     print("ratio: official cold build / cudnn-py cold build (above 1: cudnn-py builds faster); "
-          "GPU ratio: cudnn-py's chosen plan / the official's (issue 36 wants at most 1.03)")
+          "GPU ratio: cudnn-py's chosen plan / the official's (the aim: at most 1.03)")
 
 
 PAIRS = 3  # --cold-only: pairs of processes per case (one per package), alternating which goes first
@@ -580,7 +580,7 @@ def side_by_side_cold(pairs: int) -> None:
 def cold_row(name: str, mine: dict[str, float], row: dict[str, Any] | str) -> None:
     """One case of --cold-only: ratios official / cudnn-py (above 1: cudnn-py builds faster),
     [pairs] the rebuild ratio of each pair of processes, the GPU ratio cudnn-py / official
-    (issue 36 wants at most 1.03); cudnn-py's figures alone where the official has none."""
+    (the aim: at most 1.03); cudnn-py's figures alone where the official has none."""
     if isinstance(row, str):
         print(f"{name:46s} {'':15s} {mine['first']:9.1f} {'':6s}   {'':17s} {mine['cold']:9.2f} {'':20s}   "
               f"{'':16s} {mine['gpu_us']:9.1f}   ({row})", flush=True)

@@ -12,7 +12,7 @@ keyword names (../shared/reference/official-python-api.md, Appendix A and sectio
   default); they may stand anywhere after the positional ones.
 
 Attention and low-precision families (sdpa*, fp8, mxfp8) have their own table in
-test_sdpa_graph.py. ``PENDING`` lists official names that other work items add; each is
+test_sdpa_graph.py. ``PENDING`` lists official names cudnn-py does not have yet; each is
 checked as soon as it exists.
 """
 
@@ -193,8 +193,7 @@ PYGRAPH: dict[str, Sig] = {
     "swish_backward": Sig([("loss", R), ("input", R), CD, ("swish_beta", None), NAME]),
 }
 
-# Official pygraph methods that other work items of issue 14 (or other issues) add; checked
-# as soon as they exist.
+# Official pygraph methods cudnn-py does not have yet; checked as soon as they exist.
 PENDING_PYGRAPH: dict[str, Sig] = {
     "block_scale_quantize": Sig([("input", R), ("block_size", R), ("axis", None), ("transpose", False), CD, NAME]),
     "block_scale_dequantize": Sig([("input", R), ("descale", R), ("block_size", R), ("is_negative_scale", False),

@@ -1,4 +1,4 @@
-"""What the official API's calls do, without a GPU (issue 14: signatures in use, missing names,
+"""What the official API's calls do, without a GPU (signatures in use, missing names,
 graph JSON round trips, build() with no arguments, the 1.32 keywords). cuDNN's part of each
 step is stood in for where it would need a device."""
 

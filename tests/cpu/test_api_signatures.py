@@ -113,7 +113,7 @@ def test_pygraph_method_signature(method: str) -> None:
 def test_pending_pygraph_method_signature(method: str) -> None:
     fn = getattr(GRAPH, method, None)
     if fn is None:
-        pytest.skip(f"pygraph.{method} is not implemented yet (another work item)")
+        pytest.skip(f"pygraph.{method} is not implemented yet")
     assert mismatches(f"pygraph.{method}", fn, PENDING_PYGRAPH[method]) == []
 
 
@@ -144,7 +144,7 @@ def test_top_level_signature(name: str) -> None:
 def test_pending_top_level_signature(name: str) -> None:
     fn = getattr(cudnn, name, None)
     if fn is None:
-        pytest.skip(f"cudnn.{name} is not implemented yet (another work item)")
+        pytest.skip(f"cudnn.{name} is not implemented yet")
     assert mismatches(name, fn, PENDING_TOP_LEVEL[name]) == []
 
 

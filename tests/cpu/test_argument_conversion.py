@@ -1,4 +1,4 @@
-"""Arguments are converted as the official bindings convert them (issue 34, cause 1).
+"""Arguments are converted as the official bindings convert them.
 
 The types are the official 1.32.0 wheel's declared ones (its compiled module's signatures, read
 with ``inspect``; sdpa's bounds and lengths are declared ``object`` and checked to be ints by the

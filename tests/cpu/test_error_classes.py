@@ -1,4 +1,4 @@
-"""The official package's exception classes (issue 34, cause 2), without a GPU.
+"""The official package's exception classes, without a GPU.
 
 Callers written for the official catch ``cudnn.cudnnGraphNotSupportedError`` to skip or fall back
 when a valid graph is not supported here, expect a ``RuntimeError`` (or ``ValueError``, by cause)

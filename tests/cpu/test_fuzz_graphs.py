@@ -1,4 +1,4 @@
-"""Property-based fuzzing of pygraph on CPU (issue 18, item 1): random graphs, well-formed and
+"""Property-based fuzzing of pygraph on CPU: random graphs, well-formed and
 deliberately malformed, through ``validate()``, ``str(graph)`` and ``json.loads``.
 
 Every op family that validates without a GPU takes part: convolution forward / dgrad / wgrad

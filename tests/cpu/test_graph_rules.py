@@ -1,4 +1,4 @@
-"""Graph rules that hold for every node (issue 33): a tensor has one writer, and a tensor the graph
+"""Graph rules that hold for every node: a tensor has one writer, and a tensor the graph
 reads as an input is not also written by it, outputs the caller passes in (attention's score_max,
 score_sum_exp, rng_dump, dBias, dSink_token) included; and integer attributes out of range are
 refused at the call or at validate(), naming the node and the argument, not in a node the user

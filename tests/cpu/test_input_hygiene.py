@@ -1,4 +1,4 @@
-"""Input hygiene (issue 18, item 6): tensor names unique in a graph, no tensor produced by
+"""Input hygiene: tensor names unique in a graph, no tensor produced by
 another graph, no Python number where a tensor is needed; every refusal names the node."""
 
 from __future__ import annotations

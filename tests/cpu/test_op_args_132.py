@@ -30,7 +30,7 @@ def node_json(g: Any) -> list[dict[str, Any]]:
     return [n.to_json() for n in g.nodes]
 
 
-# -- unknown keywords (issue 37) ------------------------------------------------------------------
+# -- unknown keywords -----------------------------------------------------------------------------
 
 def test_unknown_keyword_names_the_closest_argument() -> None:
     g = graph()

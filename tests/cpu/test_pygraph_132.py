@@ -1,6 +1,6 @@
-"""1.32's graph-object surface without a GPU (issue 35): constructor keywords, heuristics= beside
+"""1.32's graph-object surface without a GPU: constructor keywords, heuristics= beside
 heur_modes=, chaining, plan introspection on stand-in candidates, graph inspection, cudnn.Tensor's
-plain attributes, cudnn.Node / NodeType, the top-level helpers, and generated node names (issue 37).
+plain attributes, cudnn.Node / NodeType, the top-level helpers, and generated node names.
 The same on a GPU against torch: tests/gpu/test_pygraph_132_gpu.py."""
 
 from __future__ import annotations
@@ -362,7 +362,7 @@ def test_scalars_say_their_scalar_type() -> None:
     assert s.scalar_type in (cudnn.scalar_type.RUNTIME_PARAM, None)
 
 
-# -- generated node names (issue 37) --------------------------------------------------------------------
+# -- generated node names -------------------------------------------------------------------------------
 
 def test_generated_names_never_take_a_name_the_user_gave() -> None:
     g = cudnn.pygraph(io_data_type=HALF)

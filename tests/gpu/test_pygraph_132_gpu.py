@@ -1,4 +1,4 @@
-"""1.32's graph-object surface on the GPU (issue 35): a conv+bias+relu and an attention graph,
+"""1.32's graph-object surface on the GPU: a conv+bias+relu and an attention graph,
 whose plans(), select_plan(), selected_engine, get_engine_and_knobs_at_index(),
 backend_plan_entries() agree with each other and with get_plan_name_at_index; select_plan(i)
 then execute matches torch; chaining through build; heuristics= builds; DeviceInfo's facts."""
