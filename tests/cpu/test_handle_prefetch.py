@@ -16,8 +16,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from libcudnn_marks import needs_libcudnn
 
-import cudnn
 from cudnn._lib import cuda, marshal, release
 from cudnn._lib.errors import CudnnError
 from cudnn.backend import handle
@@ -183,15 +183,7 @@ def test_a_process_without_cuda_starts_no_helper_and_opens_no_library() -> None:
     assert result["libcudnn"] is False
 
 
-def _libcudnn_loads() -> bool:
-    try:
-        cudnn.backend_version()
-    except cudnn.LibraryNotFoundError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _libcudnn_loads(), reason="libcudnn cannot be loaded here")
+@needs_libcudnn
 def test_opening_the_engine_libraries_finalizes_one_tensor_and_destroys_it() -> None:
     """The helper's second step against the real libcudnn (no GPU here, so cuDNN fails to open
     the libraries and the finalize reports it): a float tensor of dims [1, 1, 1, 1] is finalized,

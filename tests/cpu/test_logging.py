@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from libcudnn_marks import needs_libcudnn
 
 import cudnn
 from cudnn import log
@@ -18,16 +19,6 @@ from cudnn._lib.capi import SEV_ERROR_EN, SEV_INFO_EN, SEV_WARNING_EN
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
-
-def _cudnn_loads() -> bool:
-    try:
-        cudnn.backend_version()
-    except cudnn.LibraryNotFoundError:
-        return False
-    return True
-
-
-needs_libcudnn = pytest.mark.skipif(not _cudnn_loads(), reason="libcudnn cannot be loaded here")
 
 # Run in a fresh interpreter (the callback and the logger levels are process-wide): records of
 # `cudnn.libcudnn` are collected by a handler; `bad_set()` makes cuDNN fail one call (an error

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from libcudnn_marks import needs_libcudnn
 
 import cudnn
 from cudnn._lib import cuda
@@ -14,17 +15,6 @@ from cudnn._lib import cuda
 NO_GPU = cuda.why_no_gpu()
 no_gpu = pytest.mark.skipif(not NO_GPU, reason="a GPU is usable here")
 no_driver = pytest.mark.skipif(not cuda._libcuda_error(), reason="an NVIDIA driver (libcuda) is installed here")
-
-
-def _cudnn_loads() -> bool:
-    try:
-        cudnn.backend_version()
-    except cudnn.LibraryNotFoundError:
-        return False
-    return True
-
-
-needs_libcudnn = pytest.mark.skipif(not _cudnn_loads(), reason="libcudnn cannot be loaded here")
 
 
 def _conv_graph() -> Any:

@@ -41,7 +41,7 @@ class Record:
         return type(self)(**{**self.as_dict(), **changes})
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Record) or other.__class__ is not self.__class__:
+        if other.__class__ is not self.__class__:
             return NotImplemented
         return self._field_values() == other._field_values()
 

@@ -3,7 +3,8 @@
 Importing it means a graph is about to be declared. So before the rest of the graph layer is
 imported, a process with no cuDNN handle yet starts making this thread's default handle on a
 helper thread, when the thread has a CUDA context already (`backend.handle.prefetch_default_handle`):
-cudnnCreate then runs while Python imports the modules below.
+cudnnCreate, and cuDNN's opening of its engine libraries, then run while Python imports the
+modules below.
 """
 
 from ..backend.handle import prefetch_default_handle
