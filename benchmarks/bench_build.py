@@ -8,7 +8,9 @@ autotuned vs heuristic GPU time.
 autotuned columns): the side-by-side comparison with the official, in a fraction of the time,
 each package measured the same way, in new processes per case: ``--pairs N`` (default 3) pairs
 of processes, one of each package, the first pair cudnn-py's first, the next the official's
-first, and so on; each figure is the median over a package's processes.
+first, and so on; each figure is the median over a package's processes, and each ratio is given
+twice: of those medians, and as the median of the per-pair ratios (with their range), the one
+to read when the machine's speed drifts between pairs.
 ``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
 ``--no-kernel-cfg`` leaves out the KERNEL_CFG workload, ``--kernel-cfg-runs N`` runs it in N
 processes per mode (default 3; modes: one thread, threads alone, the default (threads, joined
@@ -574,25 +576,32 @@ def side_by_side_cold(pairs: int) -> None:
     """The header of --cold-only's table (`cold_row` prints each case as it is measured)."""
     print(f"\nbuild ms, cudnn-py beside the official frontend: each package in {pairs} new processes per case, "
           "the order alternating; medians over processes")
-    print(f"{'case':46s} {'first: official':>15s} {'cudnn-py':>9s} {'ratio':>6s} {'[pairs]':>11s}   {'rebuild: official':>17s} "
-          f"{'cudnn-py':>9s} {'ratio':>6s} {'[pairs]':>13s}   {'GPU us: official':>16s} {'cudnn-py':>9s} "
-          f"{'ratio':>9s}", flush=True)
+    print(f"{'case':46s} {'first: official':>15s} {'cudnn-py':>9s} {'ratio':>6s} {'pairs: median [range]':>22s}   "
+          f"{'rebuild: official':>17s} {'cudnn-py':>9s} {'ratio':>6s} {'pairs: median [range]':>22s}   "
+          f"{'GPU us: official':>16s} {'cudnn-py':>9s} {'ratio':>9s}", flush=True)
 
 
 def cold_row(name: str, mine: dict[str, float], row: dict[str, Any] | str) -> None:
-    """One case of --cold-only: ratios official / cudnn-py (above 1: cudnn-py builds faster),
-    [pairs] the lowest and highest ratio over the pairs of processes, the GPU ratio cudnn-py / official
-    (the aim: at most 1.03); cudnn-py's figures alone where the official has none."""
+    """One case of --cold-only: ratios official / cudnn-py (above 1: cudnn-py builds faster): of
+    the medians, and per pair of processes (their median, lowest and highest); the GPU ratio
+    cudnn-py / official (the aim: at most 1.03); cudnn-py's figures alone where the official has none.
+
+    The per-pair median is the figure to read where both packages spend the build in the same
+    cuDNN finalize: the machine's speed drifts between pairs (a build of the same plan takes 0.7 s
+    in one pair and 1.1 s in the next, for both packages), and the two processes of a pair, run
+    one after the other, see the same state."""
     if isinstance(row, str):
-        print(f"{name:46s} {'':15s} {mine['first']:9.1f} {'':18s}   {'':17s} {mine['cold']:9.2f} {'':20s}   "
+        print(f"{name:46s} {'':15s} {mine['first']:9.1f} {'':29s}   {'':17s} {mine['cold']:9.2f} {'':29s}   "
               f"{'':16s} {mine['gpu_us']:9.1f}   ({row})", flush=True)
         return
+
     def spread(ratios: list[float]) -> str:
-        return f"[{min(ratios):.2f}-{max(ratios):.2f}]"
+        return f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]"
 
     print(f"{name:46s} {row['first']:15.1f} {mine['first']:9.1f} {row['first'] / mine['first']:5.2f}x "
-          f"{spread(row['first_pair_ratios']):>11s}   "
-          f"{row['cold']:17.2f} {mine['cold']:9.2f} {row['cold'] / mine['cold']:5.2f}x {spread(row['pair_ratios']):>13s}   "
+          f"{spread(row['first_pair_ratios']):>22s}   "
+          f"{row['cold']:17.2f} {mine['cold']:9.2f} {row['cold'] / mine['cold']:5.2f}x "
+          f"{spread(row['pair_ratios']):>22s}   "
           f"{row['gpu_us']:16.1f} {mine['gpu_us']:9.1f} {gpu_flag(mine['gpu_us'] / row['gpu_us'])}", flush=True)
 
 
