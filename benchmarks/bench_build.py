@@ -587,9 +587,9 @@ def cold_row(name: str, mine: dict[str, float], row: dict[str, Any] | str) -> No
     cudnn-py / official (the aim: at most 1.03); cudnn-py's figures alone where the official has none.
 
     The per-pair median is the figure to read where both packages spend the build in the same
-    cuDNN finalize: the machine's speed drifts between pairs (a build of the same plan takes 0.7 s
-    in one pair and 1.1 s in the next, for both packages), and the two processes of a pair, run
-    one after the other, see the same state."""
+    cuDNN finalize: the machine's speed drifts between pairs (the same plan can take half as long
+    again to build in one pair as in the next, for both packages), and the two processes of a
+    pair, run one after the other, see the same state."""
     if isinstance(row, str):
         print(f"{name:46s} {'':15s} {mine['first']:9.1f} {'':29s}   {'':17s} {mine['cold']:9.2f} {'':29s}   "
               f"{'':16s} {mine['gpu_us']:9.1f}   ({row})", flush=True)
