@@ -197,6 +197,28 @@ def test_backward_scratch_softmax_sum_and_dq_accum() -> None:
     assert [n.op for n in nodes].count("reduction") >= 3  # rowsum, dK and dV head-group sums
 
 
+def test_backward_lowers_to_the_officials_tensors() -> None:
+    """The backward's primitive graph has the tensors of the official's: one by-value scale for
+    the scores and for dS, K's view for dQ in the intermediate type, and dO * O with the strides
+    the official gives it (cuDNN compiles the same kernel from the same graph)."""
+    g = graph()
+    q, k, v = qkv(g, hk=8, sq=64, skv=64)
+    o, do = (g.tensor(dim=[2, 8, 64, 64], data_type=H) for _ in range(2))
+    st = g.tensor(dim=[2, 8, 64, 1], data_type=F)
+    outs = g.sdpa_backward(q, k, v, o, do, st, attn_scale=0.125, use_causal_mask=True, name="bwd")
+    for t in outs:
+        t.set_output(True)
+    nodes, _ = ops_of(g)
+    by_name = {n.name.split(".", 1)[1]: n for n in nodes}
+    scale = by_name["attn_scale"].inputs["IN_1"]
+    assert scale.get_value() == 0.125 and by_name["mul_dS_attn_scale"].inputs["IN_1"] is scale
+    assert by_name["reshape_k"].outputs["Y"].get_data_type() == F
+    prod = by_name["mul_dO_O"].outputs["OUT_0"]
+    assert prod.get_dim() == [2, 8, 64, 64] and prod.get_stride() == [8 * 64 * 64, 64 * 64, 8 * 64, 1]
+    tensors = {id(t): t for n in nodes for t in (*n.inputs.values(), *n.outputs.values())}
+    assert sum(t.get_is_pass_by_value() for t in tensors.values()) == 3  # the scale, one, -inf
+
+
 def test_deterministic_backward_writes_dq_directly() -> None:
     g = graph()
     q, k, v = qkv(g, hk=8)

@@ -93,9 +93,11 @@ def sweep(processes: str | None, monkeypatch: pytest.MonkeyPatch, threads: str =
     return run_every_plan(g, {X: x, W: w, Y: y}, y, ref, 2e-3), g
 
 
-def children() -> str:
-    """The processes this thread started that are still there (reaped ones are not)."""
-    return Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().strip()
+def children() -> set[str]:
+    """The processes this thread started that are still there (reaped ones are not). Other tests
+    of the session may leave some (torch.compile's worker pool), so tests compare with what was
+    there before them."""
+    return set(Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().split())
 
 
 @pytest.fixture(autouse=True)
@@ -123,12 +125,12 @@ def same_plans(here: dict[str, Any], there: dict[str, Any]) -> None:
 
 def test_the_same_plans_as_built_here_and_some_come_from_the_workers(monkeypatch: pytest.MonkeyPatch,
                                                                       caplog: pytest.LogCaptureFixture) -> None:
+    before = children()
     here, _ = sweep("0", monkeypatch)
-    assert children() == ""
     slow_here(monkeypatch)
     with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
         there, _ = sweep("2", monkeypatch)
-    assert children() == ""  # every worker has ended and been reaped
+    assert children() <= before  # every worker has ended and been reaped
     same_plans(here, there)
     assert "2 worker processes join the build (CUDNN_PY_BUILD_PROCESSES=2)" in caplog.text
     assert from_workers(caplog.text, 2) >= 1
@@ -138,11 +140,12 @@ def test_unasked_workers_join_a_long_build(monkeypatch: pytest.MonkeyPatch, capl
     """CUDNN_PY_BUILD_PROCESSES unset: the build runs on its threads, and after a couple of
     seconds, with most of it left, workers join it (as many as the cores, the plans left and
     the GPU's memory allow); same plans as this process alone builds."""
+    before = children()
     here, _ = sweep("0", monkeypatch)
     slow_here(monkeypatch, 1.0)  # a second a plan here: still most of the build left after two seconds
     with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
         there, _ = sweep(None, monkeypatch, threads="2")
-    assert children() == ""
+    assert children() <= before
     same_plans(here, there)
     joined = re.findall(r"(\d+) worker processes join the build \((\d+) plans left", caplog.text)
     assert len(joined) == 1, caplog.text[-2000:]
@@ -167,6 +170,7 @@ def test_a_candidate_that_fails_here_fails_alone(monkeypatch: pytest.MonkeyPatch
 
 
 def test_descriptors_return_to_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = children()
     sweep("0", monkeypatch)
     gc.collect()
     cudnn.release_pending()
@@ -176,4 +180,4 @@ def test_descriptors_return_to_baseline(monkeypatch: pytest.MonkeyPatch) -> None
         gc.collect()
         cudnn.release_pending()
         assert live_count() == descriptors, f"{live_count() - descriptors} descriptors left"
-    assert children() == ""
+    assert children() <= before

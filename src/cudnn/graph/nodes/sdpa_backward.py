@@ -98,6 +98,10 @@ def composite_backward(node: SDPABackward, ex: Expander) -> list[Node]:
         # cuDNN <= 9.15.0 needs a padding mask when s_kv % 128 != 0: lengths of our own, in scratch.
         seq_q, seq_kv = (_lengths(ex, f"{node.name}::{n}", p.b, s) for n, s in (("seq_q", p.s_q), ("seq_kv", p.s_kv)))
         node = _with_padding(node, seq_q, seq_kv)
+    if o.attn_scale_value is not None and "Attn_scale" not in ins:
+        # one by-value scale for the scores and for dS, as the official's graph has it
+        node = _with_inputs(node, Attn_scale=bld.const(o.attn_scale_value, FLOAT, "attn_scale_value"))
+    ins = node.inputs
     kt, vt = swapped(k), swapped(v)
     use_dp_workspace = "dBias" in outs or o.deterministic
     mask = scale = scale_inv = None
@@ -112,6 +116,8 @@ def composite_backward(node: SDPABackward, ex: Expander) -> list[Node]:
     # softmax_sum = rowsum(dO * O) (* Philox dropout's 1 - p), FLOAT scratch
     row = [p.b, p.h_q, p.s_q, 1]
     prod = bld.pw("mul", d_o, ins["O"], name="mul_dO_O")
+    prod.set_dim([p.b, p.h_q, p.s_q, p.d_v]).set_stride(  # the official's strides for this virtual product
+        [p.h_q * p.s_q * p.d_v, p.s_q * p.d_v, p.h_q * p.d_v, 1])
     total = bld.reduce(prod, reduction_mode.ADD, "reduce_dO_O", row)
     if "DSINK_TOKEN" in outs:
         e = bld.pw("exp", bld.pw("sub", ins["SINK_TOKEN"], stats, name="sub_sink"), name="exp_sink")
@@ -153,11 +159,9 @@ def composite_backward(node: SDPABackward, ex: Expander) -> list[Node]:
         bld.append(nodes)
     if "Attn_scale" in ins:
         ds = bld.pw("mul", ds, ins["Attn_scale"], name="mul_dS_attn_scale")
-    elif o.attn_scale_value is not None:
-        ds = bld.pw("mul", ds, bld.const(o.attn_scale_value, FLOAT, "attn_scale_value"), name="mul_dS_attn_scale")
     dst = bld.reshape(ds, "reshape_dS", [p.b, p.h_q, p.s_kv, p.s_q], transposed, io)
     _grad(bld, dst, q, outs["dK"], p.h_k, p.h_q, "matmul_dST_Q", "red_dK_head", seq_kv, seq_q, io)
-    k_view = bld.reshape(kt, "reshape_k", k.get_dim(), k.get_stride(), k.get_data_type())
+    k_view = bld.reshape(kt, "reshape_k", k.get_dim(), k.get_stride(), bld.inter)  # typed as the official's
     if use_dp_workspace:
         bld.matmul(ds, k_view, "matmul_dS_K", out=outs["dQ"], m=seq_q, k=seq_kv)
     else:
@@ -189,10 +193,16 @@ def _lengths(ex: Expander, name: str, b: int, value: int) -> Tensor:
 
 def _with_padding(node: SDPABackward, seq_q: Tensor, seq_kv: Tensor) -> SDPABackward:
     """A shallow copy of ``node`` with a padding mask over the given lengths (9.15 workaround)."""
+    twin = _with_inputs(node, SEQ_LEN_Q=seq_q, SEQ_LEN_KV=seq_kv)
+    twin.opts.padding = True
+    return twin
+
+
+def _with_inputs(node: SDPABackward, **inputs: Tensor) -> SDPABackward:
+    """A shallow copy of ``node`` (its options copied too) with ``inputs`` added to its own."""
     import copy
 
     twin = copy.copy(node)
     twin.opts = copy.copy(node.opts)
-    twin.opts.padding = True
-    twin.inputs = {**node.inputs, "SEQ_LEN_Q": seq_q, "SEQ_LEN_KV": seq_kv}
+    twin.inputs = {**node.inputs, **inputs}
     return twin
