@@ -3,6 +3,7 @@ autotuned vs heuristic GPU time.
 
     PYTHONPATH=src python benchmarks/bench_build.py [--other SITE_DIR] [--cold-only] [--pairs N]
         [--cases TEXT] [--no-kernel-cfg]
+    PYTHONPATH=src python benchmarks/bench_build.py --other SITE_DIR --interleaved [--rounds N] [--cases TEXT]
 
 ``--cold-only`` measures the cold build and the GPU time of its plan only (no warm, disk or
 autotuned columns): the side-by-side comparison with the official, in a fraction of the time,
@@ -16,6 +17,16 @@ to read when the machine's speed drifts between pairs.
 processes per mode (default 3; modes: one thread, threads alone, the default (threads, joined
 by worker processes once the build proves long), and worker processes from the start with
 ``CUDNN_PY_BUILD_PROCESSES`` set to the cores this process may use).
+
+``--interleaved`` measures rebuilds only, both packages in one process per case: the official
+imported as ``cudnn``, cudnn-py loaded beside it under another name (its imports are relative),
+both on the same libcudnn. After two untimed builds of each, ``--rounds N`` (default
+INTERLEAVED_ROUNDS) rounds each build a fresh graph with one package, then with the other, the
+order alternating between rounds; each ratio is given of the two medians and as the median of
+the per-round ratios. A rebuild spends nearly all its time in cuDNN's plan finalize, whose speed
+drifts between processes by more than the two packages differ; within one process, builds a few
+milliseconds apart see the same machine. A first build cannot be measured so (the first package
+to build a graph compiles the kernels the other then reuses): ``--cold-only`` gives those.
 
 Build = validate -> plans ready to execute (``pygraph.build``), timed with the GPU idle and the
 graphs dropped before already released (`build_ms`). "cold" runs with the plan
@@ -389,6 +400,89 @@ def child(case: str) -> None:
     print(json.dumps({"ms": t, "disk_hits": cudnn.plan_cache.disk_hits}))
 
 
+INTERLEAVED_ROUNDS = 15  # --interleaved: rounds of one fresh build per package
+OURS_DIR = "BENCH_CUDNN_PY_DIR"  # --interleaved: the child loads cudnn-py from this package directory
+
+
+def use(package: Any) -> None:
+    """Switch every case to ``package`` (either frontend): the cases read it, and the values
+    taken from it, from this module's globals ``cudnn``, ``HEUR``, ``HALF`` and ``FLOAT``."""
+    global cudnn, HEUR, HALF, FLOAT
+    cudnn = package
+    HEUR = [package.heur_mode.A, package.heur_mode.FALLBACK]
+    HALF, FLOAT = package.data_type.HALF, package.data_type.FLOAT
+
+
+def load_beside(name: str, package_dir: str) -> Any:
+    """The package in ``package_dir`` (cudnn-py) imported as ``name``, beside the ``cudnn`` already
+    imported (the official)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(package_dir, "__init__.py"),
+                                                  submodule_search_locations=[package_dir])
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"no package in {package_dir}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def interleaved_child(rounds: int) -> None:
+    """In a process of its own whose ``cudnn`` is the official: per case, the rebuild times of
+    both packages, alternating (see the module docstring); one JSON object on stdout."""
+    packages = {"official": cudnn, "cudnn-py": load_beside("cudnn_py", os.environ[OURS_DIR])}
+    packages["cudnn-py"].plan_cache.enabled = False
+    out: dict[str, dict[str, list[float]] | str] = {}
+    for name, make in CASES.items():
+        if name in OURS_ONLY:
+            continue
+        try:
+            times: dict[str, list[float]] = {who: [] for who in packages}
+            for package in packages.values():  # untimed: kernels compiled, plans of both made once
+                use(package)
+                build_ms(make)
+                build_ms(make)
+            for k in range(rounds):
+                for who in list(packages)[:: 1 if k % 2 == 0 else -1]:
+                    use(packages[who])
+                    times[who].append(build_ms(make))
+            out[name] = times
+        except Exception as exc:  # noqa: BLE001 - reported in the table, the other cases still run
+            out[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
+    print(json.dumps({"version": getattr(packages["official"], "__version__", "?"), "cases": out}))
+
+
+def interleaved_rows(official_env: dict[str, str], rounds: int) -> None:
+    """--interleaved: a new process per case (`interleaved_child`), a row per case: rebuild ms of
+    each package (medians), the ratio official / cudnn-py of the medians (above 1: cudnn-py builds
+    faster), and the median [lowest-highest] of the per-round ratios."""
+    env = official_env | {OURS_DIR: os.path.dirname(os.path.abspath(cudnn.__file__)), "CUDNN_PY_PLAN_CACHE": "0"}
+    print(f"\nrebuild ms, both packages in one process per case, {rounds} rounds of one fresh build each, "
+          "the order alternating")
+    print(f"{'case':46s} {'official':>9s} {'cudnn-py':>9s} {'ratio':>6s} {'rounds: median [range]':>23s}")
+    version = "?"
+    for name in CASES:
+        if name in OURS_ONLY:
+            continue
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--interleaved-child", "--case", name,
+                               "--rounds", str(rounds)], env=env, capture_output=True, text=True,
+                              cwd=tempfile.gettempdir())
+        if done.returncode:
+            print(f"{name:46s} failed: {done.stderr.strip().splitlines()[-1:]}", flush=True)
+            continue
+        got = json.loads(done.stdout.strip().splitlines()[-1])
+        version, row = got["version"], got["cases"][name]
+        if isinstance(row, str):
+            print(f"{name:46s} failed: {row}", flush=True)
+            continue
+        theirs, mine = (statistics.median(row[who]) for who in ("official", "cudnn-py"))
+        ratios = [t / m for t, m in zip(row["official"], row["cudnn-py"])]
+        spread = f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]"
+        print(f"{name:46s} {theirs:9.2f} {mine:9.2f} {theirs / mine:5.2f}x {spread:>23s}", flush=True)
+    print(f"official: nvidia-cudnn-frontend {version}")
+
+
 def select_cases(argv: list[str]) -> None:
     """Keep the cases named by ``--cases TEXT`` (a substring of the name), or the one case
     ``--case NAME`` names exactly, in this process."""
@@ -450,10 +544,20 @@ def main() -> None:
     if sys.argv[1:] == ["--kernel-cfg-child"]:
         print(json.dumps(kernel_cfg_workload()))
         return
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else INTERLEAVED_ROUNDS
+    if sys.argv[1:2] == ["--interleaved-child"]:
+        interleaved_child(rounds)
+        return
     other = sys.argv[sys.argv.index("--other") + 1] if "--other" in sys.argv else None
     cold_only = "--cold-only" in sys.argv
     pairs = int(sys.argv[sys.argv.index("--pairs") + 1]) if "--pairs" in sys.argv else PAIRS
     print(f"device: {torch.cuda.get_device_name()}  cuDNN {cudnn.backend_version_string()}")
+    if "--interleaved" in sys.argv:
+        unavailable = official_available(other)
+        if unavailable:
+            raise SystemExit(f"--interleaved: official nvidia-cudnn-frontend {unavailable}")
+        interleaved_rows(_official_env(other), rounds)
+        return
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-bench-"))
     cudnn.plan_cache.directory = cache_dir
     ours: dict[str, dict[str, float]] = {}

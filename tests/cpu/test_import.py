@@ -273,3 +273,31 @@ def test_a_graph_json_holding_a_lazy_family_is_rebuilt_in_a_fresh_interpreter() 
     result = _fresh(f"import cudnn\ng = cudnn.pygraph()\ng.deserialize({str(g)!r})\n"
                     "result = {'ops': [n.op for n in g.nodes]}")
     assert result["ops"] == ["moe_grouped_matmul"]
+
+
+def test_the_graph_builder_imports_nothing_by_the_package_name() -> None:
+    """Loaded under another name, beside another package called ``cudnn`` (the official frontend,
+    as bench_build --interleaved runs them), cudnn-py builds and lowers graphs through its own
+    modules only: every import on that path is relative."""
+    result = _fresh(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('cudnn_py', {SRC!r} + '/cudnn/__init__.py', "
+        f"submodule_search_locations=[{SRC!r} + '/cudnn'])\n"
+        "cp = importlib.util.module_from_spec(spec); sys.modules['cudnn_py'] = cp; spec.loader.exec_module(cp)\n"
+        "bf16, f32 = cp.data_type.BFLOAT16, cp.data_type.FLOAT\n"
+        "g = cp.pygraph(io_data_type=bf16, intermediate_data_type=f32, compute_data_type=f32)\n"
+        "q, k, v, o, do = (g.tensor(dim=[2, 4, 64, 64], stride=[16384, 4096, 64, 1], data_type=bf16)\n"
+        "                  for _ in range(5))\n"
+        "st = g.tensor(dim=[2, 4, 64, 1], stride=[256, 64, 1, 1], data_type=f32)\n"
+        "outs = g.sdpa_backward(q, k, v, o, do, st, attn_scale=0.125, use_causal_mask=True)\n"
+        "[t.set_output(True) for t in outs]\n"
+        "x = g.tensor(dim=[8, 64, 32, 32], stride=[65536, 1, 2048, 64], data_type=bf16)\n"
+        "w = g.tensor(dim=[64, 64, 3, 3], stride=[576, 1, 192, 64], data_type=bf16)\n"
+        "g.relu(input=g.conv_fprop(x, w, padding=[1, 1], stride=[1, 1], dilation=[1, 1])).set_output(True)\n"
+        "g.validate()\n"
+        "from cudnn_py.graph.expand import expand\n"
+        "nodes, _ = expand(g.nodes, g.context, 91900)\n"
+        "result = {'ops': len(nodes)}\n"
+    )
+    assert result["ops"] > 10
+    assert [m for m in result["new_modules"] if m == "cudnn" or m.startswith("cudnn.")] == []
