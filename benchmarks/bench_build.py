@@ -20,7 +20,7 @@ by worker processes once the build proves long), and worker processes from the s
 
 ``--interleaved`` measures rebuilds only, both packages in one process per case: the official
 imported as ``cudnn``, cudnn-py loaded beside it under another name (its imports are relative),
-both on the same libcudnn. After two untimed builds of each, ``--rounds N`` (default
+both on the libcudnn torch loaded (the footer names the libcudnn files mapped). After two untimed builds of each, ``--rounds N`` (default
 INTERLEAVED_ROUNDS) rounds each build a fresh graph with one package, then with the other, the
 order alternating between rounds; each ratio is given of the two medians and as the median of
 the per-round ratios. A rebuild spends nearly all its time in cuDNN's plan finalize, whose speed
@@ -450,7 +450,14 @@ def interleaved_child(rounds: int) -> None:
             out[name] = times
         except Exception as exc:  # noqa: BLE001 - reported in the table, the other cases still run
             out[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
-    print(json.dumps({"version": getattr(packages["official"], "__version__", "?"), "cases": out}))
+    print(json.dumps({"version": getattr(packages["official"], "__version__", "?"), "cases": out,
+                      "libcudnn": libcudnn_mapped()}))
+
+
+def libcudnn_mapped() -> list[str]:
+    """The libcudnn.so files this process has mapped (one, when both packages share it)."""
+    with open("/proc/self/maps") as maps:
+        return sorted({line.split()[-1] for line in maps if "/libcudnn.so" in line})
 
 
 def interleaved_rows(official_env: dict[str, str], rounds: int) -> None:
@@ -461,7 +468,7 @@ def interleaved_rows(official_env: dict[str, str], rounds: int) -> None:
     print(f"\nrebuild ms, both packages in one process per case, {rounds} rounds of one fresh build each, "
           "the order alternating")
     print(f"{'case':46s} {'official':>9s} {'cudnn-py':>9s} {'ratio':>6s} {'rounds: median [range]':>23s}")
-    version = "?"
+    version, libraries = "?", set()
     for name in CASES:
         if name in OURS_ONLY:
             continue
@@ -473,6 +480,7 @@ def interleaved_rows(official_env: dict[str, str], rounds: int) -> None:
             continue
         got = json.loads(done.stdout.strip().splitlines()[-1])
         version, row = got["version"], got["cases"][name]
+        libraries.update(got["libcudnn"])
         if isinstance(row, str):
             print(f"{name:46s} failed: {row}", flush=True)
             continue
@@ -480,7 +488,8 @@ def interleaved_rows(official_env: dict[str, str], rounds: int) -> None:
         ratios = [t / m for t, m in zip(row["official"], row["cudnn-py"])]
         spread = f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}]"
         print(f"{name:46s} {theirs:9.2f} {mine:9.2f} {theirs / mine:5.2f}x {spread:>23s}", flush=True)
-    print(f"official: nvidia-cudnn-frontend {version}")
+    print(f"official: nvidia-cudnn-frontend {version}; libcudnn: {', '.join(sorted(libraries))}"
+          + ("  (more than one: the packages did not share cuDNN)" if len(libraries) > 1 else ""))
 
 
 def select_cases(argv: list[str]) -> None:
