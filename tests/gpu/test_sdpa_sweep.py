@@ -75,11 +75,13 @@ def sweep(backward: bool) -> dict:
     counts: collections.Counter[str] = collections.Counter()
     wrong: list[str] = []
     errors: list[str] = []
+    took: list[tuple[float, str]] = []  # seconds per configuration, to name the slowest
     t0 = time.time()
     for i in range(N):
         c = draw(rng, backward)
         if i % SHARDS != SHARD:
             continue
+        started = time.time()
         try:
             (check_backward if backward else check_forward)(c)
             counts["ran"] += 1
@@ -90,10 +92,11 @@ def sweep(backward: bool) -> dict:
         except Exception as exc:  # noqa: BLE001 - any other exception is a failure too, reported at the end
             errors.append(f"{c}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         finally:
+            took.append((round(time.time() - started, 2), str(c)))
             torch.cuda.empty_cache() if i % 50 == 49 else None
     summary = {"direction": "backward" if backward else "forward", "configs": len(range(SHARD, N, SHARDS)), "seconds": round(time.time() - t0, 1),
                "ran": counts.pop("ran", 0), "wrong": len(wrong), "errors": len(errors), "refused": dict(counts.most_common()),
-               "wrong_examples": wrong[:10], "error_examples": errors[:10]}
+               "wrong_examples": wrong[:10], "error_examples": errors[:10], "slowest": sorted(took, reverse=True)[:5]}
     print(json.dumps(summary, indent=1))
     out = os.environ.get("SDPA_SWEEP_OUT")
     if out:
