@@ -20,13 +20,14 @@ by worker processes once the build proves long), and worker processes from the s
 
 ``--interleaved`` measures rebuilds only, both packages in one process per case: the official
 imported as ``cudnn``, cudnn-py loaded beside it under another name (its imports are relative),
-both on the libcudnn torch loaded (the footer names the libcudnn files mapped). After two untimed builds of each, ``--rounds N`` (default
-INTERLEAVED_ROUNDS) rounds each build a fresh graph with one package, then with the other, the
-order alternating between rounds; each ratio is given of the two medians and as the median of
-the per-round ratios. A rebuild spends nearly all its time in cuDNN's plan finalize, whose speed
-drifts between processes by more than the two packages differ; within one process, builds a few
-milliseconds apart see the same machine. A first build cannot be measured so (the first package
-to build a graph compiles the kernels the other then reuses): ``--cold-only`` gives those.
+both on the libcudnn torch loaded (the footer names the libcudnn files mapped). After two
+untimed builds of each, ``--rounds N`` (default INTERLEAVED_ROUNDS) rounds each build a fresh
+graph with one package, then with the other, the order alternating between rounds; each ratio is
+given of the two medians and as the median of the per-round ratios. A rebuild spends nearly all
+its time in cuDNN's plan finalize, whose speed drifts between processes by more than the two
+packages differ; within one process, builds a few milliseconds apart see the same machine. A
+first build cannot be measured so (the first package to build a graph compiles the kernels the
+other then reuses): ``--cold-only`` gives those.
 
 Build = validate -> plans ready to execute (``pygraph.build``), timed with the GPU idle and the
 graphs dropped before already released (`build_ms`). "cold" runs with the plan
@@ -434,9 +435,7 @@ def interleaved_child(rounds: int) -> None:
     packages = {"official": cudnn, "cudnn-py": load_beside("cudnn_py", os.environ[OURS_DIR])}
     packages["cudnn-py"].plan_cache.enabled = False
     out: dict[str, dict[str, list[float]] | str] = {}
-    for name, make in CASES.items():
-        if name in OURS_ONLY:
-            continue
+    for name, make in CASES.items():  # the parent leaves out OURS_ONLY cases
         try:
             times: dict[str, list[float]] = {who: [] for who in packages}
             for package in packages.values():  # untimed: kernels compiled, plans of both made once
