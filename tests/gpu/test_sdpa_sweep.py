@@ -6,7 +6,9 @@ masks (causal, bottom-right, sliding window, bias, ALiBi, padding), dropout, sin
 K/V and ragged (THD) layouts. A configuration runs and matches the float32 reference, or is
 refused with a clear exception (GraphError in validate, cudnnGraphNotSupportedError from the
 backend); a wrong result fails, and so does any other exception.
-The counts (ran / refused by reason) are printed and, with SDPA_SWEEP_OUT set, written as JSON.
+The counts (ran / refused by reason) and the slowest configurations are printed and, with
+SDPA_SWEEP_OUT set, written as JSON with the seconds of every configuration (named by its index,
+so that two runs can be compared one configuration at a time).
 SDPA_SWEEP_N (default 500) sets the number of configurations per direction; SDPA_SWEEP_SHARDS /
 SDPA_SWEEP_SHARD split them over processes (the draws stay the same).
 """
@@ -75,7 +77,7 @@ def sweep(backward: bool) -> dict:
     counts: collections.Counter[str] = collections.Counter()
     wrong: list[str] = []
     errors: list[str] = []
-    took: list[tuple[float, str]] = []  # seconds per configuration, to name the slowest
+    took: list[tuple[float, str]] = []  # seconds per configuration: the slowest printed, all in the JSON
     t0 = time.time()
     for i in range(N):
         c = draw(rng, backward)
@@ -92,7 +94,7 @@ def sweep(backward: bool) -> dict:
         except Exception as exc:  # noqa: BLE001 - any other exception is a failure too, reported at the end
             errors.append(f"{c}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         finally:
-            took.append((round(time.time() - started, 2), str(c)))
+            took.append((round(time.time() - started, 3), f"{i}: {c}"))
             torch.cuda.empty_cache() if i % 50 == 49 else None
     summary = {"direction": "backward" if backward else "forward", "configs": len(range(SHARD, N, SHARDS)), "seconds": round(time.time() - t0, 1),
                "ran": counts.pop("ran", 0), "wrong": len(wrong), "errors": len(errors), "refused": dict(counts.most_common()),
@@ -101,7 +103,7 @@ def sweep(backward: bool) -> dict:
     out = os.environ.get("SDPA_SWEEP_OUT")
     if out:
         with open(os.path.join(out, f"sweep_{summary['direction']}_{SHARD}.json"), "w") as f:
-            json.dump(summary, f, indent=1)
+            json.dump({**summary, "seconds_per_config": took}, f, indent=1)
     return summary
 
 
