@@ -366,12 +366,18 @@ def build_ms(make) -> float:  # type: ignore[no-untyped-def]
     finished, and so has the release of graphs dropped before. The official frontend destroys a
     graph's plans when the graph is dropped; cudnn-py releases them at its next build, capture
     or handle (never from a finalizer) or on ``cudnn.release_pending()``, called here."""
+    return ms(functools.partial(settled(make).build, HEUR))
+
+
+def settled(make):  # type: ignore[no-untyped-def]
+    """A fresh graph from ``make``, once the GPU work its inputs queued has finished and the
+    graphs dropped before are released (see `build_ms`)."""
     g, _ = make()
     torch.cuda.synchronize()
     settle = getattr(cudnn, "release_pending", None)  # cudnn-py only
     if settle is not None:
         settle()
-    return ms(functools.partial(g.build, HEUR))
+    return g
 
 
 def gpu_us(g: cudnn.pygraph, pack: dict, repeats: int = 30) -> float:  # type: ignore[type-arg]

@@ -34,22 +34,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-ARGV, sys.argv = sys.argv, sys.argv[:1]  # bench_build reads sys.argv at import
-import bench_build as bb  # noqa: E402 - after the argv swap
-import torch  # noqa: E402
+import bench_build as bb  # it gives the process its own driver JIT cache, then imports torch
 
 PHASES = ("validate", "build_operation_graph", "create_execution_plans", "check_support", "build_plans")
 
 
 def phase_ms(make: Any) -> dict[str, float]:
-    """The build of a fresh graph from ``make``, phase by phase (ms), after the GPU work its
-    inputs queued and the release of graphs dropped before (as bench_build.build_ms)."""
-    g, _ = make()
-    torch.cuda.synchronize()
-    settle = getattr(bb.cudnn, "release_pending", None)  # cudnn-py only
-    if settle is not None:
-        settle()
+    """The build of a fresh graph from ``make`` (`bench_build.settled`), phase by phase (ms)."""
+    g = bb.settled(make)
     out: dict[str, float] = {}
     for phase in PHASES:
         step = getattr(g, phase)
@@ -132,9 +124,9 @@ def main() -> None:
     ours = bb.load_beside("cudnn_py", os.environ.get(bb.OURS_DIR, str(here)))
     ours.plan_cache.enabled = False
     packages = {"official": official, "cudnn-py": ours}
-    rounds = int(ARGV[ARGV.index("--rounds") + 1]) if "--rounds" in ARGV else 12
-    if "--cases" in ARGV:
-        text = ARGV[ARGV.index("--cases") + 1]
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 12
+    if "--cases" in sys.argv:
+        text = sys.argv[sys.argv.index("--cases") + 1]
         cases = {k: v for k, v in bb.CASES.items() if text in k and k not in bb.OURS_ONLY}
     else:
         cases = {k: v for k, v in bb.CASES.items() if k.startswith("sdpa bwd") or "fwd bf16 causal" in k}
