@@ -19,6 +19,7 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from ._lib.loader import LoadReport
+    from .backend.handle import Handle
 
 # Public name -> the module that defines it, imported on first use ("module:attribute" where
 # the module's name for it differs). A new export is one line here.
@@ -68,7 +69,6 @@ _EXPORTS: dict[str, str] = {
     "SerializationNotSupportedError": ".graph",
     # handles, streams, kernel caches, knobs
     "Handle": ".backend",
-    "create_handle": ".backend",
     "destroy_handle": ".backend",
     "get_stream": ".backend",
     "set_stream": ".interop.streams",
@@ -183,6 +183,20 @@ def get_last_error_string() -> str:
     return last_error_string()
 
 
+def create_handle() -> Handle:
+    """A new cuDNN handle on the current device, to pass to graphs as ``handle=``.
+
+    A handle is made to declare graphs on, so the first call imports the graph layer first. In a
+    process whose CUDA context is live and that has no handle yet, that import starts cudnnCreate
+    and cuDNN's opening of its engine libraries on a helper thread
+    (`backend.handle.prefetch_default_handle`), and this call takes that handle: both run while
+    Python imports the graph layer, not one after the other."""
+    from . import graph  # noqa: F401 - imported for its prefetch of this thread's first handle
+    from .backend.handle import create_handle as make
+
+    return make()
+
+
 def library_info() -> LoadReport:
     """Where libcudnn was loaded from, its version, and the libraries opened beside it."""
     from ._lib import loader
@@ -196,6 +210,7 @@ __all__ = [  # noqa: PLE0604 - not a literal: every name of _EXPORTS is public
     "__version__",
     "backend_version",
     "backend_version_string",
+    "create_handle",
     "get_last_error_string",
     "library_info",
 ]

@@ -171,6 +171,39 @@ def _fresh(code: str) -> Any:
     return json.loads(out.stdout.splitlines()[-1])
 
 
+FIRST_HANDLE = """
+import json, sys, threading
+from types import SimpleNamespace
+from cudnn._lib import cuda, marshal
+from cudnn.backend import handle
+made = []
+def create():
+    made.append(threading.current_thread().name)
+    return 0, 0x5000 + len(made) - 1
+cuda.live_context = lambda: {context}
+cuda.make_current = lambda context: True
+cuda.current_device = lambda: 0
+marshal.create_handle = create
+handle._open_engine_libraries = lambda: None
+handle.capi = SimpleNamespace(graph=SimpleNamespace(cudnnCreate=object(), cudnnDestroy=lambda ptr: None))
+import cudnn
+before = "cudnn.graph.graph" in sys.modules
+h = cudnn.create_handle()
+print(json.dumps({{"made": made, "ptr": h.ptr, "before": before, "after": "cudnn.graph.graph" in sys.modules}}))
+"""
+
+
+@pytest.mark.parametrize(("context", "thread"), [("0xC0", "cudnn-py handle"), ("None", "MainThread")])
+def test_cudnn_create_handle_is_made_while_the_graph_layer_imports(context: str, thread: str) -> None:
+    """The official samples' way, a handle made before the first graph: ``cudnn.create_handle()``
+    imports the graph layer first. With CUDA live, that import starts the helper and the call
+    takes its handle (one cudnnCreate, made while the layer imported); without a context yet
+    (cudnnCreate will initialise CUDA), the handle is made on the calling thread."""
+    result = _fresh(FIRST_HANDLE.format(context=context))
+    assert result["made"] == [thread] and result["ptr"] == 0x5000
+    assert result["before"] is False and result["after"] is True
+
+
 def test_a_process_without_cuda_starts_no_helper_and_opens_no_library() -> None:
     result = _fresh(
         "import json, threading, cudnn\n"

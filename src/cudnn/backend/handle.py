@@ -269,8 +269,9 @@ def prefetch_default_handle(last_try: bool = False) -> None:
     ``last_try``: whatever the answer, later calls do nothing (asking costs tens of
     microseconds where the driver library is not open, too much for every graph declared).
 
-    A process that made a handle already (``cudnn.create_handle()``, as the official samples
-    do before declaring a graph) is not about to wait for one, so none is made for it."""
+    A process that made a handle already is not about to wait for one, so none is made for it.
+    (``cudnn.create_handle()``, which the official samples call before declaring a graph, imports
+    the graph layer before it makes its handle: the first one is then this helper's.)"""
     if _prefetched[0] or _alive[0] or _forked[0]:
         return
     if last_try:
