@@ -189,8 +189,9 @@ def create_handle() -> Handle:
     A handle is made to declare graphs on, so the first call imports the graph layer first. In a
     process whose CUDA context is live and that has no handle yet, that import starts cudnnCreate
     and cuDNN's opening of its engine libraries on a helper thread
-    (`backend.handle.prefetch_default_handle`), and this call takes that handle: both run while
-    Python imports the graph layer, not one after the other."""
+    (`backend.handle.prefetch_default_handle`), and this call takes that handle: cuDNN's start-up
+    and the import overlap instead of following one another. Without a live context the handle is
+    made here, on the calling thread (cudnnCreate initialises CUDA)."""
     from . import graph  # noqa: F401 - imported for its prefetch of this thread's first handle
     from .backend.handle import create_handle as make
 

@@ -194,7 +194,7 @@ print(json.dumps({{"made": made, "ptr": h.ptr, "before": before, "after": "cudnn
 
 
 @pytest.mark.parametrize(("context", "thread"), [("0xC0", "cudnn-py handle"), ("None", "MainThread")])
-def test_cudnn_create_handle_is_made_while_the_graph_layer_imports(context: str, thread: str) -> None:
+def test_cudnn_create_handle_imports_the_graph_layer_first(context: str, thread: str) -> None:
     """The official samples' way, a handle made before the first graph: ``cudnn.create_handle()``
     imports the graph layer first. With CUDA live, that import starts the helper and the call
     takes its handle (one cudnnCreate, made while the layer imported); without a context yet
