@@ -18,9 +18,9 @@ operation graph and queries heuristics in ``create_execution_plans`` and finaliz
 and queries heuristics and finalizes the plan in ``check_support``. Medians per phase, and the
 per-round ratio of the totals (official / cudnn-py: above 1, cudnn-py builds faster).
 
-Handles: each package's graphs built on its own default handle, on a handle the official
-created, and the official's graphs on a handle cudnn-py created, rotating, with the median
-build time and its ratio to the official on its own handle.
+Handles: each package's graphs built on its own default handle and on a handle it created,
+and the official's graphs on a handle cudnn-py created, rotating, with the median build time
+and its ratio to the official on its own default handle.
 Prints; never asserts on time.
 """
 
@@ -90,7 +90,8 @@ def handles(cases: dict[str, Any], packages: dict[str, Any], rounds: int) -> Non
     theirs_handle, our_handle = official.create_handle(), ours.create_handle()
     variants = {"official": OnHandle(official, None),
                 "official on its created handle": OnHandle(official, theirs_handle),
-                "cudnn-py": OnHandle(ours, None)}
+                "cudnn-py": OnHandle(ours, None),
+                "cudnn-py on its created handle": OnHandle(ours, our_handle)}
     try:  # the official wraps a foreign cudnnHandle_t in its Handle (1.32)
         variants["official on cudnn-py's handle"] = OnHandle(official, official.Handle(int(our_handle), 0))
     except Exception as exc:  # noqa: BLE001 - an older official: the row is left out, saying why
