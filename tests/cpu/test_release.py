@@ -9,10 +9,12 @@ a Replay inside it would block (it fails after a timeout instead) if the finaliz
 
 from __future__ import annotations
 
+import functools
 import gc
 import subprocess
 import sys
 import threading
+import types
 import weakref
 from typing import Any
 
@@ -21,6 +23,7 @@ import pytest
 import cudnn
 from cudnn._lib import cuda, release
 from cudnn.backend import replay
+from cudnn.graph import pipeline as pipeline_module
 
 
 @pytest.fixture(autouse=True)
@@ -206,3 +209,83 @@ def test_a_graph_no_longer_used_is_released_without_a_collection() -> None:
         assert x.get_dim() == [2, 3, 4]  # a tensor kept by the caller outlives its graph
     finally:
         gc.enable()
+
+
+def _conv_bias_relu() -> cudnn.pygraph:
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    x = g.tensor([8, 64, 56, 56], [200704, 1, 3584, 64], name="x")
+    w = g.tensor([64, 64, 3, 3], [576, 1, 192, 64], name="w")
+    b = g.tensor([1, 64, 1, 1], [64, 1, 64, 64], name="b")
+    y = g.conv_fprop(x, w, padding=[1, 1], stride=[1, 1], dilation=[1, 1])
+    g.relu(g.bias(y, b)).set_output(True)
+    return g
+
+
+def _layernorm() -> cudnn.pygraph:
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, compute_data_type=cudnn.data_type.FLOAT)
+    x = g.tensor([64, 1024, 1, 1], [1024, 1, 1024, 1024], name="x")
+    scale = g.tensor([1, 1024, 1, 1], [1024, 1, 1024, 1024], name="scale")
+    bias = g.tensor([1, 1024, 1, 1], [1024, 1, 1024, 1024], name="bias")
+    eps = g.tensor(dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], is_pass_by_value=True, data_type=cudnn.data_type.FLOAT)
+    y, _, _ = g.layernorm(norm_forward_phase=cudnn.norm_forward_phase.INFERENCE, input=x, scale=scale, bias=bias,
+                          epsilon=eps)
+    y.set_output(True)
+    return g
+
+
+def _sdpa(backward: bool) -> cudnn.pygraph:
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.BFLOAT16, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT)
+    dims, strides = [2, 4, 256, 64], [65536, 16384, 64, 1]
+    q, k, v = (g.tensor(dims, strides, name=n) for n in "qkv")
+    if not backward:
+        o, stats = g.sdpa(q=q, k=k, v=v, generate_stats=True, attn_scale=0.125, use_causal_mask=True)
+        o.set_output(True)
+        stats.set_output(True).set_data_type(cudnn.data_type.FLOAT)
+        return g
+    o, d_o = g.tensor(dims, strides, name="o"), g.tensor(dims, strides, name="dO")
+    stats = g.tensor([2, 4, 256, 1], [1024, 256, 1, 1], name="stats", data_type=cudnn.data_type.FLOAT)
+    for t in g.sdpa_backward(q=q, k=k, v=v, o=o, dO=d_o, stats=stats, attn_scale=0.125, use_causal_mask=True):
+        t.set_output(True)
+    return g
+
+
+@pytest.mark.parametrize("make", [_conv_bias_relu, _layernorm, functools.partial(_sdpa, False),
+                                  functools.partial(_sdpa, True)],
+                         ids=["conv+bias+relu", "layernorm", "sdpa", "sdpa_backward"])
+def test_a_validated_and_lowered_graph_leaves_no_garbage_for_the_collector(make: Any) -> None:
+    """Nothing of a graph, its nodes and tensors, or the expansion and lowering of its
+    composites forms a reference cycle: all of it is freed when the graph is dropped. A cycle
+    would leave it to the collector, whose next pass then runs inside whatever the process does
+    next (for a process that builds graph after graph: inside the next build)."""
+
+    def validate_and_lower() -> None:
+        g = make()
+        g.validate()
+        with pytest.MonkeyPatch.context() as mp:  # expanded and lowered for cuDNN 9.19, no library needed
+            mp.setattr(pipeline_module.loader, "report", lambda: types.SimpleNamespace(version=91900))
+            assert pipeline_module.Pipeline(g).lowered().bindings
+
+    validate_and_lower()  # what a first use sets up once (lazily bound names, caches) is not the graph's
+    gc.collect()
+    gc.disable()
+    try:
+        validate_and_lower()
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+
+
+def test_an_output_kept_after_its_graph_is_gone_has_no_producer() -> None:
+    """A tensor refers to the node that produces it weakly: kept by the caller after its graph is
+    dropped, it has no producer, and another graph refuses it as an input as it refuses the
+    output of a graph still alive, naming the node it came from."""
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    y = g.relu(g.tensor([2, 3, 4], name="x"), name="r")
+    assert y.producer is not None and y.producer.name == "r"
+    del g
+    assert y.producer is None and y.producer_label == "relu 'r'"
+    h = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    with pytest.raises(cudnn.GraphError, match=r"relu 'again': IN_0 tensor 'r::OUT_0' is an output of "
+                                               r"relu 'r' of another graph.*tensor_like"):
+        h.relu(y, name="again")

@@ -90,18 +90,21 @@ def expand(nodes: list[Node], ctx: Context, version: int, prefer: Any = None) ->
     tensors, lowerings chosen and alternatives)."""
     ex = Expander(ctx, version, prefer)
     out: list[Node] = []
-
-    def visit(node: Node) -> None:
-        parts = node.expand(ex)
-        if parts is None:
-            out.append(node)
-            return
-        for part in parts:
-            visit(part)
-
     for node in nodes:
-        visit(node)
+        _visit(node, ex, out)
     return out, ex
+
+
+def _visit(node: Node, ex: Expander, out: list[Node]) -> None:
+    """Append to ``out`` the primitive nodes of ``node``, its parts expanded depth first (a
+    function of the module, not a closure: a recursive closure is a reference cycle, which
+    would keep the expansion alive until the garbage collector next runs)."""
+    parts = node.expand(ex)
+    if parts is None:
+        out.append(node)
+        return
+    for part in parts:
+        _visit(part, ex, out)
 
 
 def inferred(node: Node, ctx: Context, outputs: dict[str, Tensor]) -> Node:

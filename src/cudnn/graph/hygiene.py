@@ -27,9 +27,9 @@ _GENERATED: weakref.WeakKeyDictionary[Tensor, str] = weakref.WeakKeyDictionary()
 def adopt(nodes: Sequence[Node], node: Node) -> None:
     """Check ``node``'s inputs before the graph of ``nodes`` adds it, and name those unnamed."""
     for port, t in node.inputs.items():
-        producer = t.producer
-        if producer is not None and not any(n is producer for n in nodes):
-            raise GraphError(f"{node.at(port)} tensor {t.label()} is an output of {producer.label()} of "
+        producer = t.producer  # None also where the producing graph is gone: its label is kept
+        if t.producer_label and (producer is None or not any(n is producer for n in nodes)):
+            raise GraphError(f"{node.at(port)} tensor {t.label()} is an output of {t.producer_label} of "
                              "another graph; a graph's inputs are its own tensors: declare one with "
                              "graph.tensor_like(t) (same attributes) and give it that output's buffer")
     taken = {t.get_name() for _, _, t in _ports([*nodes, node])}

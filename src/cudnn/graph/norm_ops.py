@@ -35,7 +35,7 @@ Maybe = Tensor | None
 # -- plumbing -----------------------------------------------------------------------------
 
 def _norm(self: pygraph, node: NormNode, returns: Sequence[str]) -> list[Maybe]:
-    node.graph_nodes = self.nodes  # lowering asks whether other nodes share its tensors
+    node.added_to(self)
     self.add_node(node, node.output_ports())
     for port, t in node.inputs.items():  # constants made from numbers: 'node::PORT'
         if t.get_value() is not None and t.get_name().startswith(f"{node.label()}::"):

@@ -10,6 +10,7 @@ several graphs gives each of them only what the user gave, to fill in its own (g
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -59,7 +60,7 @@ class Tensor:
 
     __slots__ = ("_name", "_dim", "_stride", "_data_type", "_is_virtual", "_is_pass_by_value",
                  "_value", "_reordering", "_uid", "_uid_assigned", "_ragged_offset", "_alignment",
-                 "_base", "producer", "_vector_count", "_vector_dimension", "_ragged_multiplier",
+                 "_base", "_producer", "_vector_count", "_vector_dimension", "_ragged_multiplier",
                  "_compile_time_constant", "_window", "_given", "_alignment_value", "__weakref__")
 
     def __init__(self, name: str = "", dim: Sequence[int] | None = None, stride: Sequence[int] | None = None,
@@ -84,10 +85,28 @@ class Tensor:
         self._ragged_multiplier = 1  # ragged offsets count in units of this many elements
         self._compile_time_constant = False  # a tensor_scalar(COMPILE_TIME_CONST) value
         self._window: tuple[Tensor, int] | None = None  # (tensor, byte offset) whose memory this is, see window_of
-        self.producer: Any = None  # the node whose output this is (set by the graph that adds the node)
+        self._producer: tuple[weakref.ref[Any], str] | None = None  # see `producer`
         self._given: dict[str, Any] = {}  # FILLABLE attribute a graph filled in -> the user's value
         if uid is not None and int(uid) >= 0:
             self.set_uid(uid)
+
+    @property
+    def producer(self) -> Any:
+        """The node whose output this is (set by the graph that adds the node); None for a graph
+        input, or once that node's graph is gone. Held weakly: the node holds its outputs, so a
+        strong reference back would make every graph a reference cycle, freed only when the
+        garbage collector next runs instead of when the graph is dropped."""
+        return None if self._producer is None else self._producer[0]()
+
+    @producer.setter
+    def producer(self, node: Any) -> None:
+        self._producer = None if node is None else (weakref.ref(node), node.label())
+
+    @property
+    def producer_label(self) -> str:
+        """The label of the node whose output this is, kept when the node is gone; "" for a
+        graph input."""
+        return "" if self._producer is None else self._producer[1]
 
     # -- setters (chainable) ----------------------------------------------------------------
 
@@ -330,7 +349,7 @@ class Tensor:
         for slot in Tensor.__slots__:
             if slot != "__weakref__":
                 setattr(t, slot, getattr(self, slot))
-        t._given, t.producer = {}, None
+        t._given, t._producer = {}, None
         for attr, value in self._given.items():
             t._write(attr, value)
         return t

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,7 +97,7 @@ class NormNode(Node):
     """What forward and backward norms share: shape rules, scalar inputs, graph lookups."""
 
     kind: Kind
-    graph_nodes: list[Node] | None = None  # the graph's node list, set by norm_ops
+    _graph: weakref.ref[Any] | None = None  # the graph that added the node (see `added_to`)
     primitive = False  # set on the copy expand() hands to lowering
 
     def __init__(self, name: str, kind: Kind, inputs: dict[str, Tensor | None], compute_data_type: Any) -> None:
@@ -104,6 +105,18 @@ class NormNode(Node):
         self.op, self.tag = kind.op, kind.tag  # type: ignore[misc]  # per-instance labels, as Pointwise
         super().__init__(name, compute_data_type)  # after the labels: its messages name the node
         self.inputs = {port: t for port, t in inputs.items() if t is not None}
+
+    def added_to(self, graph: Any) -> None:
+        """Note the graph adding this node: lowering asks whether its other nodes share this
+        node's tensors. Held weakly: the graph holds this node, and a strong reference back would
+        make the graph a reference cycle, freed only by the garbage collector."""
+        self._graph = weakref.ref(graph)
+
+    @property
+    def graph_nodes(self) -> list[Node] | None:
+        """The nodes of the graph that added this node; None where that is not known."""
+        graph = None if self._graph is None else self._graph()
+        return None if graph is None else graph.nodes
 
     @property
     def zero_centered_gamma(self) -> bool:
