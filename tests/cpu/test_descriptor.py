@@ -165,3 +165,24 @@ def test_setting_an_enum_builds_no_other_enum() -> None:
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("attr_type, values", [(T.CUDNN_TYPE_INT64, [1, 2, 3, 4, 5, 6, 7]),
+                                               (T.CUDNN_TYPE_DOUBLE, [0.5] * 11),
+                                               (T.CUDNN_TYPE_BACKEND_DESCRIPTOR, [0x10, 0x20, 0x30])])
+def test_packing_an_attribute_leaves_no_garbage_for_the_collector(attr_type: T, values: list) -> None:
+    """ctypes keeps the array types it makes only weakly, and each is a reference cycle; the
+    types marshal packs with are kept, so setting an attribute leaves nothing for the collector
+    (a build sets hundreds) and the same type serves every later attribute of that length."""
+    first, _ = marshal.pack(values, attr_type)
+    del first
+    gc.collect()
+    gc.disable()
+    try:
+        array, count = marshal.pack(values, attr_type)
+        assert count == len(values) and list(array) == values
+        assert type(array) is marshal.array_type(type(array)._type_, len(values))
+        del array
+        assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -85,6 +85,21 @@ def enum_attribute_types() -> dict[str, AttrType]:
             for attr_type, (_, enum) in dict.items(ELEMENT) if enum is not None}
 
 
+_ARRAY_TYPES: dict[tuple[Any, int], Any] = {}  # (element type, count) -> its ctypes array type, counts up to 64
+
+
+def array_type(elem: Any, n: int) -> Any:
+    """The ctypes array type of ``n`` ``elem``, kept once made (for counts up to 64). ctypes
+    holds the array types it makes only weakly, and each is a reference cycle: made afresh for
+    every attribute, they would be garbage the collector frees and the next build makes again."""
+    t = _ARRAY_TYPES.get((elem, n))
+    if t is None:
+        t = elem * n
+        if n <= 64:
+            t = _ARRAY_TYPES.setdefault((elem, n), t)
+    return t
+
+
 def pack(items: list[Any], attr_type: AttrType) -> tuple[Any, int]:
     """(C array, element count) for ``items``; descriptors come as pointer ints.
 
@@ -97,9 +112,9 @@ def pack(items: list[Any], attr_type: AttrType) -> tuple[Any, int]:
         buf = ctypes.create_string_buffer(data, len(data))
         return buf, len(buf)
     if attr_type == AttrType.CUDNN_TYPE_FRACTION:
-        return (Fraction * n)(*[i if isinstance(i, Fraction) else Fraction(*i) for i in items]), n
+        return array_type(Fraction, n)(*[i if isinstance(i, Fraction) else Fraction(*i) for i in items]), n
     if enum_cls is not None:
-        return (elem * n)(*[int(i) for i in items]), n
+        return array_type(elem, n)(*[int(i) for i in items]), n
     if elem in (ctypes.c_int64, ctypes.c_int32):
         for item in items:
             if isinstance(item, bool) or (not isinstance(item, int) and not hasattr(item, "__index__")):
@@ -109,15 +124,15 @@ def pack(items: list[Any], attr_type: AttrType) -> tuple[Any, int]:
         for v in values:  # ctypes would wrap an out-of-range value silently
             if not -bound <= v < bound:
                 raise OverflowError(f"{v} is out of the range of a {8 * ctypes.sizeof(elem)}-bit int")
-        return (elem * n)(*values), n
+        return array_type(elem, n)(*values), n
     if elem in (ctypes.c_float, ctypes.c_double):
         for item in items:
             if not isinstance(item, (int, float)) or isinstance(item, bool):
                 raise TypeError(f"expected float values, got {type(item).__name__} {item!r}")
-        return (elem * n)(*[float(i) for i in items]), n
+        return array_type(elem, n)(*[float(i) for i in items]), n
     if elem is ctypes.c_bool:
-        return (elem * n)(*[bool(i) for i in items]), n
-    return (elem * n)(*[int(i) for i in items]), n  # pointers: handles, void pointers, descriptors
+        return array_type(elem, n)(*[bool(i) for i in items]), n
+    return array_type(elem, n)(*[int(i) for i in items]), n  # pointers: handles, void pointers, descriptors
 
 
 # the struct format character of the attribute types `set_plain` takes that are not C-int enums
@@ -174,7 +189,7 @@ def attribute_count(ptr: int, attr: int, attr_type: AttrType) -> tuple[int, int]
 def get_attribute(ptr: int, attr: int, attr_type: AttrType, count: int) -> tuple[int, list[Any]]:
     """(status, values): ints, floats, bools, Fractions, pointer ints (0 for NULL), or one str for CHAR."""
     elem, _ = ELEMENT[attr_type]
-    array = (elem * count)()
+    array = array_type(elem, count)()
     n = ctypes.c_int64(0)
     status = capi.graph.cudnnBackendGetAttribute(ptr, attr, int(attr_type), count, ctypes.byref(n), array)
     if status:
@@ -189,7 +204,7 @@ def get_attribute(ptr: int, attr: int, attr_type: AttrType, count: int) -> tuple
 
 def get_descriptors(ptr: int, attr: int, targets: list[int]) -> tuple[int, int]:
     """Fill the caller's descriptors ``targets`` from a descriptor-valued attribute: (status, filled)."""
-    array = (ctypes.c_void_p * len(targets))(*targets)
+    array = array_type(ctypes.c_void_p, len(targets))(*targets)
     n = ctypes.c_int64(0)
     status = capi.graph.cudnnBackendGetAttribute(ptr, attr, int(AttrType.CUDNN_TYPE_BACKEND_DESCRIPTOR),
                                                  len(targets), ctypes.byref(n), array)

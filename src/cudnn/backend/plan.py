@@ -104,12 +104,13 @@ class PackLayout:
     create, two attributes and the workspace, finalize. Pointers are ints (or None for NULL):
     anything else raises TypeError."""
 
-    __slots__ = ("uids", "label", "_uid_array", "_set", "_finalize")
+    __slots__ = ("uids", "label", "_uid_array", "_pointers", "_set", "_finalize")
 
     def __init__(self, uids: Sequence[int], label: str = "") -> None:
         self.uids = tuple(uids)
         self.label = label
         self._uid_array = (_INT64 * len(self.uids))(*self.uids)
+        self._pointers = _POINTER * len(self.uids)  # kept: ctypes holds array types only weakly
         self._set = capi.graph.cudnnBackendSetAttribute
         self._finalize = capi.graph.cudnnBackendFinalize
 
@@ -123,7 +124,7 @@ class PackLayout:
         set_ = self._set
         try:
             status = (set_(ptr, _UIDS, _T_INT64, n, self._uid_array)
-                      or set_(ptr, _POINTERS, _T_POINTER, n, (_POINTER * n)(*pointers))
+                      or set_(ptr, _POINTERS, _T_POINTER, n, self._pointers(*pointers))
                       or set_(ptr, _WORKSPACE, _T_POINTER, 1, ctypes.byref(_POINTER(workspace)))
                       or self._finalize(ptr))
         except BaseException:
