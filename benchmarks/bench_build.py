@@ -63,6 +63,7 @@ depends on which package ran first.
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import logging
 import os
@@ -364,8 +365,11 @@ def ms(fn) -> float:  # type: ignore[no-untyped-def]
 def build_ms(make) -> float:  # type: ignore[no-untyped-def]
     """The build of a fresh graph from ``make``, timed alone: the GPU work its inputs queued has
     finished, and so has the release of graphs dropped before. The official frontend destroys a
-    graph's plans when the graph is dropped; cudnn-py releases them at its next build, capture
-    or handle (never from a finalizer) or on ``cudnn.release_pending()``, called here."""
+    graph's plans when the graph is freed, and a built official graph is part of a reference
+    cycle (1.32: a traceback it keeps holds it), so it is freed by the garbage collector, whose
+    pass would otherwise run inside whichever build comes next, of either package; a collection
+    here frees it first. cudnn-py releases its plans at its next build, capture or handle (never
+    from a finalizer) or on ``cudnn.release_pending()``, called here after the collection."""
     return ms(functools.partial(settled(make).build, HEUR))
 
 
@@ -374,6 +378,7 @@ def settled(make):  # type: ignore[no-untyped-def]
     graphs dropped before are released (see `build_ms`)."""
     g, _ = make()
     torch.cuda.synchronize()
+    gc.collect()
     settle = getattr(cudnn, "release_pending", None)  # cudnn-py only
     if settle is not None:
         settle()
