@@ -9,6 +9,7 @@ a Replay inside it would block (it fails after a timeout instead) if the finaliz
 
 from __future__ import annotations
 
+import copy
 import functools
 import gc
 import subprocess
@@ -289,3 +290,17 @@ def test_an_output_kept_after_its_graph_is_gone_has_no_producer() -> None:
     with pytest.raises(cudnn.GraphError, match=r"relu 'again': IN_0 tensor 'r::OUT_0' is an output of "
                                                r"relu 'r' of another graph.*tensor_like"):
         h.relu(y, name="again")
+
+
+def test_a_deep_copy_of_a_graph_has_its_own_producers() -> None:
+    """A graph's deep copy holds copies of its nodes and tensors; a copied output's producer is
+    the copied node, not the original's (which the weak reference would otherwise keep)."""
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    g.relu(g.tensor([2, 3, 4], name="x"), name="r").set_output(True)
+    h = copy.deepcopy(g)
+    node = h.nodes[0]
+    assert node is not g.nodes[0] and node.outputs["OUT_0"].producer is node
+    h.validate()
+    assert node.outputs["OUT_0"].get_dim() == [2, 3, 4]
+    del g
+    assert node.outputs["OUT_0"].producer is node

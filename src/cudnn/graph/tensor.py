@@ -10,6 +10,7 @@ several graphs gives each of them only what the user gave, to fill in its own (g
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -101,6 +102,19 @@ class Tensor:
     @producer.setter
     def producer(self, node: Any) -> None:
         self._producer = None if node is None else (weakref.ref(node), node.label())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Tensor:
+        """A deep copy whose producer is the copy of this tensor's producer (a graph copied
+        whole: its own node), not this one's, which a weak reference would otherwise keep."""
+        t = Tensor.__new__(Tensor)
+        memo[id(self)] = t
+        for slot in Tensor.__slots__:
+            if slot not in ("__weakref__", "_producer"):
+                setattr(t, slot, copy.deepcopy(getattr(self, slot), memo))
+        node, t._producer = self.producer, self._producer
+        if node is not None:
+            t._producer = (weakref.ref(copy.deepcopy(node, memo)), self.producer_label)
+        return t
 
     @property
     def producer_label(self) -> str:
