@@ -304,3 +304,13 @@ def test_a_deep_copy_of_a_graph_has_its_own_producers() -> None:
     assert node.outputs["OUT_0"].get_dim() == [2, 3, 4]
     del g
     assert node.outputs["OUT_0"].producer is node
+
+
+def test_a_deep_copy_of_a_norm_graph_looks_at_its_own_nodes() -> None:
+    """A norm node asks its graph's other nodes whether they share its tensors; in a deep copy
+    of the graph it asks the copy's."""
+    g = _layernorm()
+    h = copy.deepcopy(g)
+    assert h.nodes[0].graph_nodes is h.nodes
+    assert g.nodes[0].graph_nodes is g.nodes
+    h.validate()

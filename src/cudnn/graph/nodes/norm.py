@@ -112,6 +112,19 @@ class NormNode(Node):
         make the graph a reference cycle, freed only by the garbage collector."""
         self._graph = weakref.ref(graph)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> NormNode:
+        """A deep copy that notes the copy of this node's graph (a graph copied whole: the
+        graph it is part of), not this one's, which a weak reference would otherwise keep."""
+        twin = type(self).__new__(type(self))
+        memo[id(self)] = twin
+        for name, value in vars(self).items():
+            if name != "_graph":
+                setattr(twin, name, copy.deepcopy(value, memo))
+        graph = None if self._graph is None else self._graph()
+        if graph is not None:
+            twin.added_to(copy.deepcopy(graph, memo))
+        return twin
+
     @property
     def graph_nodes(self) -> list[Node] | None:
         """The nodes of the graph that added this node; None where that is not known."""
