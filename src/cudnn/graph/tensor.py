@@ -112,7 +112,7 @@ class Tensor:
             if slot not in ("__weakref__", "_producer"):
                 setattr(t, slot, copy.deepcopy(getattr(self, slot), memo))
         node, t._producer = self.producer, self._producer
-        if node is not None:
+        if node is not None:  # the label is this one's: the copied node may be only half made yet
             t._producer = (weakref.ref(copy.deepcopy(node, memo)), self.producer_label)
         return t
 
