@@ -4,8 +4,10 @@ offer dozens of configs per graph and a build looks at one or two of them."""
 from __future__ import annotations
 
 import pytest
+from plan_stand_ins import FakePlan
 
 import cudnn
+from cudnn.graph import plans as plans_module
 from cudnn.graph.plans import Candidate, Filters
 
 
@@ -34,3 +36,23 @@ def test_values_given_are_not_read_again() -> None:
     assert not f.keeps(c)
     restored = Candidate(None, source="cache", restored_name="eng7_k1=2")
     assert (restored.name, restored.engine_index, restored.knobs, restored.behavior_notes) == ("eng7_k1=2", -1, {}, [])
+
+
+def test_a_plan_that_builds_reads_nothing_of_its_config_and_a_failure_names_it(
+        fake_plans: list[FakePlan], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Naming a candidate reads its engine and knobs back from cuDNN (for an attention graph's
+    engine, as long as the rest of a build's Python); a plan that builds needs no name, and the
+    error of one that does not names the engine and knobs (engine 3 of the stand-ins fails)."""
+    read: list[object] = []
+    monkeypatch.setattr(plans_module.eng, "config_engine_index", lambda cfg: read.append(cfg) or int(cfg))
+    monkeypatch.setattr(plans_module.eng, "knob_choices", lambda cfg: read.append(cfg) or {1: 0})
+    built = Candidate(2, source="A")  # type: ignore[arg-type]  # config: the stand-in plan's engine
+    assert built.build(0x1, "g") is built.plan and built.workspace == 512
+    assert read == [] and fake_plans[0].label == "g"
+    failed = Candidate(3, source="A")  # type: ignore[arg-type]
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError,
+                       match=r"^g: eng3_k1=0: finalizing EXECUTION_PLAN descriptor: .*engine 3 refuses"):
+        failed.build(0x1, "g")
+    assert read == [3, 3] and fake_plans[1].closed
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"^g: eng3_k1=0: finalizing"):
+        failed.build(0x1, "g")  # remembered as said the first time

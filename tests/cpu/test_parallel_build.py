@@ -68,21 +68,25 @@ def test_threads_take_one_plan_of_each_engine_in_turn(fake_plans: list[FakePlan]
 
     assert parallel.start_order(sweep()) == [0, 3, 5, 1, 4, 2]
     assert parallel.start_order(candidates(4)) == [0, 1, 2, 3]  # one plan per engine: as given
-    started: list[str] = []
+    started: list[FakePlan] = []
     finalize = FakePlan.finalize
 
     def recording(self: FakePlan) -> FakePlan:
-        started.append(self.label.rsplit(": ", 1)[-1])
+        started.append(self)
         return finalize(self)
+
+    def names(cands: list[Candidate]) -> list[str]:  # of the plans started, in the order they started
+        of_plan = {id(c.plan): c.name for c in cands}  # every engine of the sweep builds
+        return [of_plan[id(p)] for p in started]
 
     monkeypatch.setattr(FakePlan, "finalize", recording)
     serial, par = sweep(), sweep()
     build_all(serial, 0x1, "g", threads=1)
-    assert started == [c.name for c in serial]  # one thread: the candidates' order
+    assert names(serial) == [c.name for c in serial]  # one thread: the candidates' order
     started.clear()
     build_all(par, 0x1, "g", threads=2)
-    assert set(started[:2]) == {"eng5_k1=0", "eng2_k1=3"}  # the first plan of each of two engines
-    assert sorted(started) == sorted(c.name for c in par)
+    assert set(names(par)[:2]) == {"eng5_k1=0", "eng2_k1=3"}  # the first plan of each of two engines
+    assert sorted(names(par)) == sorted(c.name for c in par)
     assert outcome(par) == outcome(serial)
     assert [plan_of(c).engine for c in par] == engines
 

@@ -25,14 +25,23 @@ class CudnnError(RuntimeError):
         self.message = message
         self.context = context
         self.hint = hint
+        super().__init__(self._text())
+
+    def _text(self) -> str:
         text = f"{self.status_name} ({self.status})"
-        if context:
-            text = f"{context}: {text}"
-        if message:
-            text += f": {message}"
-        if hint:
-            text += f"\n  hint: {hint}"
-        super().__init__(text)
+        if self.context:
+            text = f"{self.context}: {text}"
+        if self.message:
+            text += f": {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+    def recontext(self, context: str) -> None:
+        """Say this error of ``context`` instead, its status, message and hint kept: for a caller
+        that knows better than the descriptor that raised it what was being done."""
+        self.context = context
+        self.args = (self._text(),)
 
 
 class CudnnInitError(CudnnError):

@@ -12,7 +12,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from .._lib.enums import build_plan_policy
-from .._lib.errors import CudnnError, cudnnGraphNotSupportedError
+from .._lib.errors import CudaUnavailableError, CudnnError, DescriptorClosedError, cudnnGraphNotSupportedError
 from .._lib.record import Record
 from ..backend import engine as eng
 from ..backend import plan as backend_plan
@@ -129,14 +129,18 @@ class Candidate:
     def start_build(self, handle: int, label: str, kernel_cache: Descriptor | None = None) -> Descriptor | None:
         """The first half of `build`: the plan descriptor with its attributes set, not finalized
         (finalizing, the slow half, may run on another thread: graph/parallel.py); None, with
-        the error remembered, when setting them fails."""
+        the error remembered, when setting them fails.
+
+        The plan is labelled ``label`` alone, and an error of it names the candidate
+        (`_named`): a name reads the config's engine back from cuDNN, which for an attention
+        graph's engine takes about as long as the rest of the build's Python."""
         if self.config is None:
             raise GraphStateError(f"{label}: {self.name} has no engine config to build from")
         try:
-            return backend_plan.plan_descriptor(handle, self.config, f"{label}: {self.name}", kernel_cache,
+            return backend_plan.plan_descriptor(handle, self.config, label, kernel_cache,
                                                 self.device_property, self.retention)
         except CudnnError as exc:
-            self.error = exc
+            self.error = self._named(exc, label)
             return None
 
     def finish_build(self, plan: Descriptor, error: CudnnError | None) -> None:
@@ -144,13 +148,26 @@ class Candidate:
         workspace size, or the error (the plan descriptor is closed)."""
         if error is not None:
             plan.close()
-            self.error = error
+            self.error = self._named(error, plan.label)
             return
         self.plan = plan
         try:
             self.workspace = backend_plan.workspace_size(plan)
         except CudnnError as exc:
-            self.error = exc
+            self.error = self._named(exc, plan.label)
+
+    def _named(self, error: CudnnError, label: str) -> CudnnError:
+        """``error``, raised by this candidate's plan labelled ``label``, said of the candidate:
+        "g: eng12_k2=0: finalizing EXECUTION_PLAN descriptor" (a missing GPU is not the engine's)."""
+        prefix = f"{label}: " if label else ""
+        if isinstance(error, CudaUnavailableError) or not error.context.startswith(prefix):
+            return error
+        try:
+            name = self.name
+        except (CudnnError, DescriptorClosedError):
+            return error  # the config cannot say which engine it is: the error as raised
+        error.recontext(f"{prefix}{name}: {error.context[len(prefix):]}")
+        return error
 
 
 def candidate_from_config(config: Descriptor, source: str) -> Candidate:
