@@ -125,6 +125,26 @@ def test_the_plan_identity_sees_what_an_expansion_builds() -> None:
     assert structure_key(Pipeline(again).lowered().nodes, again.context, None) == keys[0]
 
 
+def test_a_build_works_out_the_plan_identity_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build that misses the plan cache looks the graph up and then stores its plan, both under
+    the identity of the lowered graph: it is worked out once per pipeline, and again only for a
+    lowering put in place of the pipeline's (a plan restored with its record's bindings)."""
+    from cudnn.graph import pipeline as pipeline_module
+
+    g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    g.relu(g.tensor([2, 3, 4], name="x")).set_output(True)
+    g.validate()
+    worked_out: list[object] = []
+    identity = pipeline_module.lowered_identity
+    monkeypatch.setattr(pipeline_module, "lowered_identity", lambda p: worked_out.append(p) or identity(p))
+    p = pipeline_module.Pipeline(g)
+    assert p.identity() == p.identity() == identity(p)
+    assert worked_out == [p]
+    restored = p.lowered()  # what a record would bring: bindings of another lowering (here alike)
+    p.adopt(object(), 0, "eng0", lowered=restored)  # type: ignore[arg-type]
+    assert p.identity() == identity(p) and worked_out == [p, p]
+
+
 def test_a_ragged_tensor_keeps_its_offset_through_a_record() -> None:
     """A plan record names each ragged tensor's offset by uid, so a graph made only to run the
     plan binds a packed buffer to it (held to one token, not to dims x strides); records written

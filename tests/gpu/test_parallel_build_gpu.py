@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ import cudnn
 from cudnn.backend import Descriptor
 from cudnn.backend.descriptor import live_count
 from cudnn.graph.parallel import ENV, PROCESSES_ENV
+from cudnn.graph.plans import Candidate
 
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
 HALF, FLOAT, BF16 = cudnn.data_type.HALF, cudnn.data_type.FLOAT, cudnn.data_type.BFLOAT16
@@ -92,17 +94,26 @@ def run_every_plan(g: Any, pack: dict[Any, Any], out: torch.Tensor, ref: torch.T
 
 
 def refuse_plan(victim: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """From now on in this process, finalizing the plan named ``victim`` fails as cuDNN's
-    NOT_SUPPORTED does, naming it."""
-    finalize = Descriptor.finalize
+    """From now on in this process, finalizing a plan of the candidate named ``victim`` fails as
+    cuDNN's NOT_SUPPORTED does: a plan made here (labelled with the graph alone, the candidate
+    named in its error) or one restored from a worker's (labelled with the candidate's name)."""
+    made_here: weakref.WeakSet[Descriptor] = weakref.WeakSet()
+    start_build, finalize = Candidate.start_build, Descriptor.finalize
+
+    def tagging(self: Candidate, *args: Any, **kwargs: Any) -> Descriptor | None:
+        plan = start_build(self, *args, **kwargs)
+        if plan is not None and self.name == victim:
+            made_here.add(plan)
+        return plan
 
     def refuse(self: Descriptor) -> Descriptor:
-        if self.label.endswith(f": {victim}"):
+        if self in made_here or self.label.endswith(f": {victim}"):
             from cudnn._lib.errors import raise_status
 
             raise_status(3000, f"{self.label}: finalizing EXECUTION_PLAN descriptor (refused by the test)")
         return finalize(self)
 
+    monkeypatch.setattr(Candidate, "start_build", tagging)
     monkeypatch.setattr(Descriptor, "finalize", refuse)
 
 

@@ -103,6 +103,7 @@ class Pipeline:
         self.lowering = lowering  # preferred lowering of composites that offer several; None: their default
         self._handle: Handle | None = None  # this thread's default handle, when the graph has none
         self._lowered: Lowered | None = None
+        self._identity: tuple[int, int, tuple[int, ...]] | None = None
         self._op_graph: Descriptor | None = None
         self._knobs: dict[int, list[eng.KnobInfo]] = {}  # engine global index -> its knobs, read once
         self._plans: PlanSet | None = None
@@ -183,6 +184,13 @@ class Pipeline:
             self._lowered = Lowered(nodes, bindings, slots, offset, unused, tuple(ex.chosen),
                                     tuple(ex.alternatives))
         return self._lowered
+
+    def identity(self) -> tuple[int, int, tuple[int, ...]]:
+        """`lowered_identity` of this pipeline, worked out once: a build that misses the plan
+        cache asks for it when it looks the graph up and again when it stores the plan."""
+        if self._identity is None:
+            self._identity = lowered_identity(self)
+        return self._identity
 
     def lowering_name(self) -> str:
         """The lowerings this pipeline's composites chose, e.g. ``"UNIFIED"`` ("" if none chose)."""
@@ -329,7 +337,7 @@ class Pipeline:
         ``lowered`` (bindings, windows, scratch) comes from the serialized record when the graph
         has no nodes to lower; ``source`` is where the plan came from, as `describe_plans` shows it."""
         if lowered is not None:
-            self._lowered = lowered
+            self._lowered, self._identity = lowered, None
         else:
             self.lowered()
         plans = PlanSet(self.label)

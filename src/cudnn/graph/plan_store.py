@@ -20,7 +20,7 @@ from ..backend.handle import as_handle_ptr
 from . import guards
 from .errors import GraphError, GraphNotSupportedError, SerializationError
 from .execute import Binding, ScratchSlot
-from .pipeline import Lowered, Pipeline, lowered_identity
+from .pipeline import Lowered, Pipeline
 from .plans import Candidate
 from .serialize import PlanRecord, ScratchRecord, TensorRecord, device_identity, record_tensors
 from .tensor import Tensor
@@ -44,7 +44,7 @@ def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | Non
         p = Pipeline(p.graph)
     p.handle_ptr()  # a missing GPU surfaces as cuDNN's error, with its hint
     g = p.graph
-    ident = (*lowered_identity(p), guards.REVISION, g.sm_count, g.is_dynamic_shape_enabled,
+    ident = (*p.identity(), guards.REVISION, g.sm_count, g.is_dynamic_shape_enabled,
              g.is_override_shape_enabled, device_identity(p.device()), loader.report().version)
     return plan_cache.key("tuned", ident), plan_cache.key("heuristic", ident, tuple(int(m) for m in modes))
 

@@ -52,7 +52,7 @@ from ..backend import plan as backend_plan
 from .parallel import ENV as THREADS_ENV
 from .parallel import PROCESSES_ENV as ENV
 from .parallel import RETRY, Elsewhere, PlanQueue, WorkerSetting
-from .pipeline import Pipeline, lowered_identity
+from .pipeline import Pipeline
 from .plans import Candidate
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def looks_like_python(executable: str) -> bool:
 
 def identity(p: Pipeline) -> str:
     """A digest of the backend graph ``p`` lowers to (`lowered_identity`) and its SM count."""
-    return hashlib.sha256(repr((*lowered_identity(p), p.graph.sm_count)).encode()).hexdigest()
+    return hashlib.sha256(repr((*p.identity(), p.graph.sm_count)).encode()).hexdigest()
 
 
 def worker_env() -> dict[str, str]:
