@@ -56,3 +56,18 @@ def test_a_plan_that_builds_reads_nothing_of_its_config_and_a_failure_names_it(
     assert read == [3, 3] and fake_plans[1].closed
     with pytest.raises(cudnn.cudnnGraphNotSupportedError, match=r"^g: eng3_k1=0: finalizing"):
         failed.build(0x1, "g")  # remembered as said the first time
+
+
+def test_an_error_of_a_plan_labelled_with_its_candidate_names_it_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan restored from another process's is labelled with its candidate's name: an error of
+    it (reading its workspace size, here) is not named twice; an error of a plan labelled with
+    the graph alone, or with nothing, is named."""
+    def workspace_size(plan: FakePlan) -> int:
+        where = f"{plan.label}: " if plan.label else ""  # as a descriptor says it (Descriptor._context)
+        raise cudnn.cudnnGraphNotSupportedError(3000, f"{where}getting EXECUTION_PLAN descriptor")
+
+    monkeypatch.setattr(plans_module.backend_plan, "workspace_size", workspace_size)
+    for label, said in (("g: eng4_k1=2", "g: eng4_k1=2"), ("g", "g: eng4_k1=2"), ("", "eng4_k1=2")):
+        c = Candidate(_Unreadable(), 4, {1: 2}, source="A")  # type: ignore[arg-type]
+        c.finish_build(FakePlan(4, label), None)  # type: ignore[arg-type]
+        assert str(c.error).startswith(f"{said}: getting EXECUTION_PLAN descriptor: CUDNN_STATUS_NOT_SUPPORTED")

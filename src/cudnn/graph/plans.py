@@ -132,8 +132,8 @@ class Candidate:
         the error remembered, when setting them fails.
 
         The plan is labelled ``label`` alone, and an error of it names the candidate
-        (`_named`): a name reads the config's engine back from cuDNN, which for an attention
-        graph's engine takes about as long as the rest of the build's Python."""
+        (`_named`): a name reads the config's engine back from cuDNN, which is slow for an
+        attention graph's engine, and a plan that builds needs none."""
         if self.config is None:
             raise GraphStateError(f"{label}: {self.name} has no engine config to build from")
         try:
@@ -166,7 +166,8 @@ class Candidate:
             name = self.name
         except (CudnnError, DescriptorClosedError):
             return error  # the config cannot say which engine it is: the error as raised
-        error.recontext(f"{prefix}{name}: {error.context[len(prefix):]}")
+        if not label.endswith(name):  # a plan restored from another process's is labelled with it
+            error.recontext(f"{prefix}{name}: {error.context[len(prefix):]}")
         return error
 
 
