@@ -40,9 +40,9 @@ def test_values_given_are_not_read_again() -> None:
 
 def test_a_plan_that_builds_reads_nothing_of_its_config_and_a_failure_names_it(
         fake_plans: list[FakePlan], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Naming a candidate reads its engine and knobs back from cuDNN (for an attention graph's
-    engine, as long as the rest of a build's Python); a plan that builds needs no name, and the
-    error of one that does not names the engine and knobs (engine 3 of the stand-ins fails)."""
+    """Naming a candidate reads its engine and knobs back from cuDNN (slow for an attention
+    graph's engine); a plan that builds needs no name, and the error of one that does not names
+    the engine and knobs (engine 3 of the stand-ins fails)."""
     read: list[object] = []
     monkeypatch.setattr(plans_module.eng, "config_engine_index", lambda cfg: read.append(cfg) or int(cfg))
     monkeypatch.setattr(plans_module.eng, "knob_choices", lambda cfg: read.append(cfg) or {1: 0})
