@@ -262,6 +262,41 @@ def test_key_ignores_names_but_not_shapes() -> None:
     assert build("a", 2) != build("a", 3)
 
 
+@pytest.mark.parametrize("change", [
+    "dim", "stride", "data_type", "pass_by_value", "reordering", "vector", "ragged", "alignment", "alignment_value",
+    "attribute", "compute_type", "op"])
+def test_key_changes_with_every_field_that_identifies_the_graph(change: str) -> None:
+    """What the plan cache keys on: each tensor field a plan depends on, and the node's op,
+    attributes and compute type, changes the key; names and uids do not."""
+    def key(which: str, name: str = "x", uid: int = 1) -> int:
+        g = _graph()
+        x = g.tensor(name=name, uid=uid, dim=[2, 4, 1] if which == "dim" else [2, 3, 1],
+                     stride=[3, 1, 3] if which == "stride" else [3, 1, 1],
+                     data_type=HALF if which == "data_type" else FLOAT)
+        if which == "pass_by_value":
+            x.set_is_pass_by_value(True)
+        if which == "reordering":
+            x.set_reordering_type(cudnn.tensor_reordering.F16x16)
+        if which == "vector":
+            x.set_vector_count_and_dimension(4, 1)
+        if which == "ragged":
+            x.set_ragged_offset(g.tensor(name="r", dim=[3, 1, 1], stride=[1, 1, 1], data_type=cudnn.data_type.INT32))
+        if which == "alignment":
+            x.set_alignment(256)
+        if which == "alignment_value":
+            x.set_alignment_value(8)
+        extra = {"compute_data_type": HALF} if which == "compute_type" else {}
+        if which == "op":
+            y = g.tanh(x, name=name + "r", **extra)
+        else:
+            y = g.relu(x, name=name + "r", lower_clip=0.5 if which == "attribute" else None, **extra)
+        y.set_output(True)
+        return g.key()
+
+    assert key("") == key("", name="other", uid=7)
+    assert key(change) != key("")
+
+
 def test_pipeline_order_errors() -> None:
     g = _graph()
     g.relu(g.tensor(dim=[2])).set_output(True)

@@ -135,6 +135,12 @@ class Node:
         """Op-specific JSON keys (besides compute_data_type, inputs, outputs, name, tag)."""
         return {}
 
+    def key_fields(self) -> tuple[Any, ...]:
+        """What a graph's key (`structure_key`) takes of this node: its `to_json` but the name
+        and the tensors (which the key takes from `Tensor.key_fields`)."""
+        ct = self.compute_data_type
+        return self.tag, None if ct == NOT_SET else ct.name, sorted(self.attributes().items())
+
     def to_json(self, keys: Mapping[int, str] | None = None) -> dict[str, Any]:
         """The node as JSON; ``keys`` (by ``id`` of a tensor) names tensors as the graph's JSON
         keys them, where two tensors share a name (their names otherwise)."""

@@ -422,21 +422,22 @@ def structure_key(nodes: Sequence[Node], context: Any, sm_count: int | None) -> 
     """A stable 63-bit hash of what ``nodes`` compute (ops, attributes, shapes, types, and
     how tensors connect them); names and uids do not enter it."""
     import hashlib
+    import marshal
 
     order: dict[int, int] = {}
-    parts = [repr((context.io_data_type, context.intermediate_data_type, context.compute_data_type, sm_count))]
+    parts: list[Any] = [(context.io_data_type.name, context.intermediate_data_type.name,
+                         context.compute_data_type.name, sm_count)]
     for node in nodes:
-        body = {k: v for k, v in node.to_json().items() if k not in ("name", "inputs", "outputs")}
-        ports = []
-        for port, t in {**node.inputs, **node.outputs}.items():
-            idx = order.setdefault(id(t), len(order))
-            d = t.to_dict()
-            for volatile in ("name", "uid", "uid_assigned"):
-                d.pop(volatile)
-            d.pop("ragged_offset", None)  # a name: the key is name-free
-            ports.append((port, idx, sorted(d.items())))
-        parts.append(repr((sorted(body.items()), ports)))
-    digest = hashlib.blake2b("\n".join(parts).encode(), digest_size=8).digest()
+        ports = [(port, order.setdefault(id(t), len(order)), t.key_fields())
+                 for port, t in {**node.inputs, **node.outputs}.items()]
+        parts.append((node.key_fields(), ports))
+    try:
+        # marshal's format 2 writes equal values alike whatever objects hold them (no shared
+        # references, no interning); it takes only plain builtin types
+        text = marshal.dumps(parts, 2)
+    except ValueError:  # an attribute of another type (an enum, a Fraction): its repr
+        text = repr(parts).encode()
+    digest = hashlib.blake2b(text, digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
 
 
