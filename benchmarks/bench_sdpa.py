@@ -128,6 +128,7 @@ def build_in_new_process(c: Case) -> float:
             "g, pack = b.forward_graph(c, q, q, q, torch.empty_like(q), stats)\n"
             "t0 = time.perf_counter(); g.build([b.cudnn.heur_mode.A, b.cudnn.heur_mode.FALLBACK])\n"
             "print(time.perf_counter() - t0, b.cudnn.plan_cache.disk_hits)")
+    cudnn.plan_cache.flush()  # the child reads what this process's writer thread wrote
     env = {**os.environ, "CUDNN_PY_CACHE_DIR": str(cudnn.plan_cache.directory)}
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     if res.returncode != 0:

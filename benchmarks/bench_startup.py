@@ -218,6 +218,7 @@ def child(case: str, first_use: bool, profile: int) -> None:
 
 
 def in_child(case: str, first_use: bool, cache_dir: Path, profile: int = 0) -> dict[str, float]:
+    cudnn.plan_cache.flush()  # the child reads what this process's writer thread wrote
     env = {**os.environ, "CUDNN_PY_CACHE_DIR": str(cache_dir)}
     args = [sys.executable, __file__, "--child", case, "--profile", str(profile)]
     out = subprocess.run(args + (["--first-use"] if first_use else []), env=env, capture_output=True, text=True)

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
+import threading
+import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,7 @@ def test_store_then_read_back_from_disk(tmp_path: Path) -> None:
     cache = PlanCache(tmp_path, enabled=True)
     key = cache.key("graph", 1)
     cache.store(key, _record(), plan=object())  # type: ignore[arg-type]
+    cache.flush()  # the file is written by the cache's writer thread
     files = list((tmp_path / "plans").iterdir())
     assert [f.name for f in files] == [f"{key}.json"]  # no temp file left behind
     again = PlanCache(tmp_path, enabled=True).lookup_disk(key)
@@ -52,6 +58,7 @@ def test_unwritable_directory_is_logged_not_raised(tmp_path: Path, caplog: pytes
         record, plan = _record(), object()
         with caplog.at_level(logging.WARNING, logger="cudnn.plan_cache"):
             cache.store("k", record, plan=plan)  # type: ignore[arg-type]
+            cache.flush()
         assert "cannot write" in caplog.text
         assert cache.lookup_memory("k") == (record, plan)  # still cached in memory
     finally:
@@ -64,6 +71,7 @@ def test_file_in_place_of_the_directory_is_logged(tmp_path: Path, caplog: pytest
     cache = PlanCache(blocker, enabled=True)
     with caplog.at_level(logging.WARNING, logger="cudnn.plan_cache"):
         cache.store("k", _record(), plan=object())  # type: ignore[arg-type]
+        cache.flush()
     assert "cannot write" in caplog.text
 
 
@@ -166,3 +174,87 @@ def test_a_ragged_tensor_keeps_its_offset_through_a_record() -> None:
     for t in old["tensors"]:
         del t["ragged_offset_uid"]
     assert PlanRecord.from_bytes(json.dumps(old)).tensors[0].ragged_offset_uid is None
+
+
+# -- the writer thread --------------------------------------------------------------------------
+
+def _held_record(release: threading.Event, started: threading.Event) -> PlanRecord:
+    """A record whose serialization, on the writer thread, waits for ``release``."""
+    rec = _record("held")
+    real = rec.to_bytes
+
+    class Held(PlanRecord):
+        __slots__ = ()
+
+        def to_bytes(self) -> bytes:
+            started.set()
+            assert release.wait(30)
+            return real()
+
+    rec.__class__ = Held
+    return rec
+
+
+def test_store_does_not_wait_for_the_disk_and_a_lookup_waits_for_its_own_write(tmp_path: Path) -> None:
+    cache = PlanCache(tmp_path, enabled=True)
+    release, started = threading.Event(), threading.Event()
+    cache.store("k", _held_record(release, started), plan=object())  # type: ignore[arg-type]
+    assert started.wait(30) and not (tmp_path / "plans" / "k.json").exists()  # store returned first
+    threading.Timer(0.2, release.set).start()
+    got = cache.lookup_disk("k")  # waits for the write queued by this cache
+    assert got is not None and got.plan_name == "held"
+
+
+def test_clear_drops_queued_writes(tmp_path: Path) -> None:
+    cache = PlanCache(tmp_path, enabled=True)
+    release, started = threading.Event(), threading.Event()
+    cache.store("a", _held_record(release, started), plan=object())  # type: ignore[arg-type]
+    assert started.wait(30)
+    cache.store("b", _record("b"), plan=object())  # type: ignore[arg-type]  # queued behind "a"
+    threading.Timer(0.2, release.set).start()
+    cache.clear(disk=True)  # drops "b", waits for "a", then removes the files
+    cache.flush()
+    assert list((tmp_path / "plans").glob("*.json")) == []
+    assert cache.lookup_disk("a") is None and cache.lookup_disk("b") is None
+
+
+def test_the_interpreter_writes_what_is_queued_before_it_exits(tmp_path: Path) -> None:
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    code = (f"import sys; sys.path.insert(0, {src!r})\n"
+            "from cudnn.graph.cache import PlanCache\n"
+            "from cudnn.graph.serialize import PlanRecord, TensorRecord\n"
+            "t = TensorRecord(1, 'X', [2], [1], 'HALF', False, None, 'n', 'X')\n"
+            f"cache = PlanCache({str(tmp_path)!r}, enabled=True)\n"
+            "for i in range(20):\n"
+            "    cache.store(f'k{i}', PlanRecord('eng', 'x' * 100_000, 0, [t], 91900, 'GPU', [9, 0]), plan=None)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    assert sorted(p.name for p in (tmp_path / "plans").iterdir()) == sorted(f"k{i}.json" for i in range(20))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_child_forked_while_a_write_is_under_way_writes_its_own(tmp_path: Path) -> None:
+    cache = PlanCache(tmp_path, enabled=True)
+    release, started = threading.Event(), threading.Event()
+    cache.store("parent", _held_record(release, started), plan=object())  # type: ignore[arg-type]
+    assert started.wait(30)  # the writer thread is in the middle of a write, holding its record
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads running: on purpose
+        pid = os.fork()
+    if pid == 0:  # the child: its own write lands; nothing waits for the parent's thread
+        code = 1
+        try:
+            cache.store("child", _record("child"), plan=object())  # type: ignore[arg-type]
+            cache.flush()
+            code = 0 if (tmp_path / "plans" / "child.json").is_file() else 2
+        finally:
+            os._exit(code)
+    release.set()
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        pytest.fail("the forked child hung")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    cache.flush()
+    assert sorted(p.name for p in (tmp_path / "plans").iterdir()) == ["child.json", "parent.json"]

@@ -5,7 +5,9 @@ cover what the graph computes (structure, shapes, types, uids), the GPU and the 
 version. The directory is ``$CUDNN_PY_CACHE_DIR``, else ``$XDG_CACHE_HOME/cudnn-py``, else
 ``~/.cache/cudnn-py``; ``CUDNN_PY_PLAN_CACHE=0`` turns the cache off. Files are written
 atomically (temp file + rename), so concurrent processes never read half a file; a file
-that does not parse or no longer fits is ignored and replaced, never trusted.
+that does not parse or no longer fits is ignored and replaced, never trusted. A build that
+stores a plan does not wait for its file: a thread of the cache's own writes it, and the
+interpreter waits for that thread before it exits (``plan_cache.flush()`` waits for it now).
 
 Beside each plan of a graph that uses a kernel cache (dynamic shapes), ``kernels/<key>.json``
 keeps cuDNN's compiled kernels, so a new process restores the plan without compiling. Kernel
@@ -16,9 +18,12 @@ are damaged or come from another cuDNN or GPU.
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
+import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,6 +57,96 @@ def default_directory() -> Path:
     return Path(base) / "cudnn-py"
 
 
+class FileWriter:
+    """Files written atomically on a thread of their own, oldest first, so that whoever asks
+    for a write does not wait for the disk. A newer write of a file replaces one still queued.
+    The thread ends once nothing is queued and starts again with the next write; it is not a
+    daemon, so the interpreter writes what is queued before it exits. ``on_error(path, exc)``
+    hears of each write that failed (the writer goes on with the next)."""
+
+    def __init__(self, on_error: Callable[[Path, BaseException], None]) -> None:
+        self._on_error = on_error
+        self._cond = threading.Condition()
+        self._queue: OrderedDict[Path, Callable[[], bytes]] = OrderedDict()
+        self._busy: Path | None = None  # the file being written now
+        self._thread: threading.Thread | None = None
+        os.register_at_fork(after_in_child=functools.partial(_forked, weakref.ref(self)))
+
+    def put(self, path: Path, produce: Callable[[], bytes]) -> None:
+        """Queue ``produce()``'s bytes for ``path``."""
+        with self._cond:
+            self._queue[path] = produce
+            self._queue.move_to_end(path)
+            if self._thread is not None:
+                return
+            thread = threading.Thread(target=self._run, name="cudnn-plan-cache-writer")
+            self._thread = thread
+            try:
+                thread.start()
+            except RuntimeError:  # no new thread now (the interpreter is shutting down): written here
+                self._thread = None
+                del self._queue[path]
+            else:
+                return
+        self._write(path, produce)
+
+    def _run(self) -> None:
+        idle = False
+        try:
+            while True:
+                with self._cond:
+                    self._busy = None
+                    self._cond.notify_all()
+                    if not self._queue:  # the thread is gone as far as `put` sees
+                        self._thread, idle = None, True
+                        return
+                    path, produce = self._queue.popitem(last=False)
+                    self._busy = path
+                self._write(path, produce)
+        finally:
+            if not idle:  # whatever else ends the thread, no waiter is left waiting for it
+                with self._cond:
+                    self._busy = self._thread = None
+                    self._cond.notify_all()
+
+    def _write(self, path: Path, produce: Callable[[], bytes]) -> None:
+        from ..backend.kernel_cache import write_atomic
+
+        try:
+            write_atomic(path, produce())
+        except BaseException as exc:  # noqa: BLE001 - reported, and the writer goes on with the next file
+            self._on_error(path, exc)
+
+    def wait(self, path: Path | None = None) -> None:
+        """Return once ``path`` (every file, for None) is neither queued nor being written."""
+        with self._cond:
+            if path is None:
+                self._cond.wait_for(lambda: self._thread is None)
+            else:
+                self._cond.wait_for(lambda: self._thread is None or (path not in self._queue and self._busy != path))
+
+    def discard(self, path: Path | None = None) -> None:
+        """Drop the queued write of ``path`` (of every file, for None) and wait for one under way."""
+        with self._cond:
+            if path is None:
+                self._queue.clear()
+            else:
+                self._queue.pop(path, None)
+        self.wait(path)
+
+    def forked(self) -> None:
+        """In a child made by fork: the parent's thread is not here, and the parent writes its queue."""
+        self._cond = threading.Condition()
+        self._queue.clear()
+        self._busy = self._thread = None
+
+
+def _forked(writer: weakref.ref[FileWriter]) -> None:
+    w = writer()
+    if w is not None:
+        w.forked()
+
+
 class PlanCache:
     """Process-wide store of chosen plans (``cudnn.plan_cache``)."""
 
@@ -67,6 +162,7 @@ class PlanCache:
         self.kernel_hits = 0
         self.max_kernel_bytes = int(float(os.environ.get("CUDNN_PY_KERNEL_CACHE_MAX_MB", "512")) * 2**20)
         self._logged: set[tuple[str, str]] = set()
+        self._writer = FileWriter(self._write_failed)
 
     @staticmethod
     def key(*parts: object) -> str:
@@ -90,6 +186,7 @@ class PlanCache:
         if not self.enabled:
             return None
         path = self._path(key)
+        self._writer.wait(path)  # this process's own write of it, if one is queued, first
         try:
             data = path.read_bytes()
         except FileNotFoundError:
@@ -112,18 +209,19 @@ class PlanCache:
                     self._memory.popitem(last=False)
 
     def store(self, key: str, record: PlanRecord, plan: Descriptor) -> None:
-        """Keep in memory and write to disk atomically; disk failures are logged, not raised."""
+        """Keep in memory now, and have the writer write it to disk atomically (``record`` is
+        not changed after this); disk failures are logged, not raised."""
         if not self.enabled:
             return
         self.remember(key, record, plan)
-        from ..backend.kernel_cache import write_atomic
+        self._writer.put(self._path(key), record.to_bytes)
 
-        path = self._path(key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)  # the folder first: it exists even if serializing fails
-            write_atomic(path, record.to_bytes())
-        except OSError as exc:
-            log().warning("plan cache: cannot write %s (%s); the plan stays cached in memory only", path, exc)
+    def _write_failed(self, path: Path, exc: BaseException) -> None:
+        log().warning("plan cache: cannot write %s (%s); the plan stays cached in memory only", path, exc)
+
+    def flush(self) -> None:
+        """Wait until every plan stored so far is on disk (or its write has failed, logged)."""
+        self._writer.wait()
 
     # -- compiled kernels beside the plans --------------------------------------------------
 
@@ -210,6 +308,7 @@ class PlanCache:
     def forget(self, key: str) -> None:
         with self._lock:
             self._memory.pop(key, None)
+        self._writer.discard(self._path(key))
         try:
             self._path(key).unlink()
         except OSError:
@@ -221,6 +320,7 @@ class PlanCache:
         with self._lock:
             self._memory.clear()
         if disk:
+            self._writer.discard()
             for sub in ("plans", "kernels"):
                 folder = self.directory / sub
                 for p in folder.glob("*.json") if folder.is_dir() else ():
