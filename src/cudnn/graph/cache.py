@@ -7,7 +7,7 @@ version. The directory is ``$CUDNN_PY_CACHE_DIR``, else ``$XDG_CACHE_HOME/cudnn-
 atomically (temp file + rename), so concurrent processes never read half a file; a file
 that does not parse or no longer fits is ignored and replaced, never trusted. A build that
 stores a plan does not wait for its file: a thread of the cache's own writes it, and the
-interpreter waits for that thread before it exits (``plan_cache.flush()`` waits for it now).
+interpreter waits for what it has queued before it exits (``plan_cache.flush()`` waits now).
 
 Beside each plan of a graph that uses a kernel cache (dynamic shapes), ``kernels/<key>.json``
 keeps cuDNN's compiled kernels, so a new process restores the plan without compiling. Kernel
@@ -18,6 +18,7 @@ are damaged or come from another cuDNN or GPU.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import threading
@@ -60,9 +61,9 @@ def default_directory() -> Path:
 class FileWriter:
     """Files written atomically on a thread of their own, oldest first, so that whoever asks
     for a write does not wait for the disk. A newer write of a file replaces one still queued.
-    The thread ends once nothing is queued and starts again with the next write; it is not a
-    daemon, so the interpreter writes what is queued before it exits. ``on_error(path, exc)``
-    hears of each write that failed (the writer goes on with the next)."""
+    The thread starts with the first write and then waits for the next; before the interpreter
+    exits, what is queued is written (an ``atexit`` handler waits for it). ``on_error(path,
+    exc)`` hears of each write that failed (the writer goes on with the next)."""
 
     def __init__(self, on_error: Callable[[Path, BaseException], None]) -> None:
         self._on_error = on_error
@@ -70,7 +71,9 @@ class FileWriter:
         self._queue: OrderedDict[Path, Callable[[], bytes]] = OrderedDict()
         self._busy: Path | None = None  # the file being written now
         self._thread: threading.Thread | None = None
-        os.register_at_fork(after_in_child=functools.partial(_forked, weakref.ref(self)))
+        me = weakref.ref(self)
+        os.register_at_fork(after_in_child=functools.partial(_forked, me))
+        atexit.register(_drain, me)
 
     def put(self, path: Path, produce: Callable[[], bytes]) -> None:
         """Queue ``produce()``'s bytes for ``path``."""
@@ -78,36 +81,32 @@ class FileWriter:
             self._queue[path] = produce
             self._queue.move_to_end(path)
             if self._thread is not None:
+                self._cond.notify_all()
                 return
-            thread = threading.Thread(target=self._run, name="cudnn-plan-cache-writer")
-            self._thread = thread
+            thread = threading.Thread(target=self._run, name="cudnn-py plan cache writer", daemon=True)
             try:
                 thread.start()
             except RuntimeError:  # no new thread now (the interpreter is shutting down): written here
-                self._thread = None
                 del self._queue[path]
             else:
+                self._thread = thread
                 return
         self._write(path, produce)
 
     def _run(self) -> None:
-        idle = False
         try:
             while True:
                 with self._cond:
                     self._busy = None
                     self._cond.notify_all()
-                    if not self._queue:  # the thread is gone as far as `put` sees
-                        self._thread, idle = None, True
-                        return
+                    self._cond.wait_for(lambda: bool(self._queue))
                     path, produce = self._queue.popitem(last=False)
                     self._busy = path
                 self._write(path, produce)
-        finally:
-            if not idle:  # whatever else ends the thread, no waiter is left waiting for it
-                with self._cond:
-                    self._busy = self._thread = None
-                    self._cond.notify_all()
+        finally:  # whatever ends the thread, no waiter is left waiting for it
+            with self._cond:
+                self._busy = self._thread = None
+                self._cond.notify_all()
 
     def _write(self, path: Path, produce: Callable[[], bytes]) -> None:
         from ..backend.kernel_cache import write_atomic
@@ -117,13 +116,17 @@ class FileWriter:
         except BaseException as exc:  # noqa: BLE001 - reported, and the writer goes on with the next file
             self._on_error(path, exc)
 
+    def _idle(self, path: Path | None) -> bool:
+        if self._thread is None:
+            return True  # nothing is writing (nor will, until the next put)
+        if path is None:
+            return not self._queue and self._busy is None
+        return path not in self._queue and self._busy != path
+
     def wait(self, path: Path | None = None) -> None:
         """Return once ``path`` (every file, for None) is neither queued nor being written."""
         with self._cond:
-            if path is None:
-                self._cond.wait_for(lambda: self._thread is None)
-            else:
-                self._cond.wait_for(lambda: self._thread is None or (path not in self._queue and self._busy != path))
+            self._cond.wait_for(lambda: self._idle(path))
 
     def discard(self, path: Path | None = None) -> None:
         """Drop the queued write of ``path`` (of every file, for None) and wait for one under way."""
@@ -145,6 +148,12 @@ def _forked(writer: weakref.ref[FileWriter]) -> None:
     w = writer()
     if w is not None:
         w.forked()
+
+
+def _drain(writer: weakref.ref[FileWriter]) -> None:
+    w = writer()
+    if w is not None:
+        w.wait()
 
 
 class PlanCache:
