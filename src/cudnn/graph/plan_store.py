@@ -252,7 +252,7 @@ def record(p: Pipeline, cand: Candidate, autotuned: bool) -> PlanRecord:
     tensors, scratch, scratch_bytes = binding_records(p)
     extra = {"lowering": p.lowering_name()} if p.lowered().alternatives else {}
     return PlanRecord(cand.name, backend_plan.plan_json(cand.plan), int(cand.workspace or 0), tensors,
-                      loader.report().version, name, cc, autotuned, f"{p.identity()[0]:x}", extra=extra,
+                      loader.report().version, name, cc, autotuned, f"{p.graph.key():x}", extra=extra,
                       scratch=scratch, scratch_bytes=scratch_bytes)
 
 
