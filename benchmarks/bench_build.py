@@ -4,6 +4,7 @@ autotuned vs heuristic GPU time.
     PYTHONPATH=src python benchmarks/bench_build.py [--other SITE_DIR] [--cold-only] [--pairs N]
         [--cases TEXT] [--no-kernel-cfg]
     PYTHONPATH=src python benchmarks/bench_build.py --other SITE_DIR --interleaved [--rounds N] [--cases TEXT]
+        [--plan-cache-miss]
 
 ``--cold-only`` measures the cold build and the GPU time of its plan only (no warm, disk or
 autotuned columns): the side-by-side comparison with the official, in a fraction of the time,
@@ -27,7 +28,11 @@ given of the two medians and as the median of the per-round ratios. A rebuild sp
 its time in cuDNN's plan finalize, whose speed drifts between processes by more than the two
 packages differ; within one process, builds a few milliseconds apart see the same machine. A
 first build cannot be measured so (the first package to build a graph compiles the kernels the
-other then reuses): ``--cold-only`` gives those.
+other then reuses): ``--cold-only`` gives those. With ``--plan-cache-miss`` cudnn-py builds as it
+does by default, its plan cache on (in a directory of its own), but emptied before each of its
+builds: a build of a shape the process has not seen, which looks the graph up, misses, and
+stores the plan it built (the file is written by the cache's thread after the build returns; the
+emptying waits for that write, outside the timed build).
 
 Build = validate -> plans ready to execute (``pygraph.build``), timed with the GPU idle and the
 graphs dropped before already released (`build_ms`). "cold" runs with the plan
@@ -440,23 +445,32 @@ def load_beside(name: str, package_dir: str) -> Any:
     return module
 
 
-def interleaved_child(rounds: int) -> None:
+def interleaved_child(rounds: int, cache_miss: bool = False) -> None:
     """In a process of its own whose ``cudnn`` is the official: per case, the rebuild times of
-    both packages, alternating (see the module docstring); one JSON object on stdout."""
+    both packages, alternating (see the module docstring; ``cache_miss``: ``--plan-cache-miss``);
+    one JSON object on stdout."""
     packages = {"official": cudnn, "cudnn-py": load_beside("cudnn_py", os.environ[OURS_DIR])}
-    packages["cudnn-py"].plan_cache.enabled = False
+    cache = packages["cudnn-py"].plan_cache
+    cache.enabled = cache_miss
+    if cache_miss:
+        cache.directory = Path(tempfile.mkdtemp(prefix="cudnn-py-bench-miss-"))
+
+    def timed(who: str, make: Any) -> float:
+        use(packages[who])
+        if cache_miss and who == "cudnn-py":
+            cache.clear(disk=True)  # a shape never built: the lookup misses
+        return build_ms(make)
+
     out: dict[str, dict[str, list[float]] | str] = {}
     for name, make in CASES.items():  # the parent leaves out OURS_ONLY cases
         try:
             times: dict[str, list[float]] = {who: [] for who in packages}
-            for package in packages.values():  # untimed: kernels compiled, plans of both made once
-                use(package)
-                build_ms(make)
-                build_ms(make)
+            for who in packages:  # untimed: kernels compiled, plans of both made once
+                timed(who, make)
+                timed(who, make)
             for k in range(rounds):
                 for who in list(packages)[:: 1 if k % 2 == 0 else -1]:
-                    use(packages[who])
-                    times[who].append(build_ms(make))
+                    times[who].append(timed(who, make))
             out[name] = times
         except Exception as exc:  # noqa: BLE001 - reported in the table, the other cases still run
             out[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:80] if str(exc) else ''}"
@@ -470,21 +484,22 @@ def libcudnn_mapped() -> list[str]:
         return sorted({line.split()[-1] for line in maps if "/libcudnn.so" in line})
 
 
-def interleaved_rows(official_env: dict[str, str], rounds: int) -> None:
+def interleaved_rows(official_env: dict[str, str], rounds: int, cache_miss: bool = False) -> None:
     """--interleaved: a new process per case (`interleaved_child`), a row per case: rebuild ms of
     each package (medians), the ratio official / cudnn-py of the medians (above 1: cudnn-py builds
     faster), and the median [lowest-highest] of the per-round ratios."""
     env = official_env | {OURS_DIR: os.path.dirname(os.path.abspath(cudnn.__file__)), "CUDNN_PY_PLAN_CACHE": "0"}
     print(f"\nrebuild ms, both packages in one process per case, {rounds} rounds of one fresh build each, "
-          "the order alternating")
+          "the order alternating" + ("; cudnn-py's plan cache on and emptied before each of its builds (a miss)"
+                                     if cache_miss else ""))
     print(f"{'case':46s} {'official':>9s} {'cudnn-py':>9s} {'ratio':>6s} {'rounds: median [range]':>23s}")
     version, libraries = "?", set()
     for name in CASES:
         if name in OURS_ONLY:
             continue
         done = subprocess.run([sys.executable, os.path.abspath(__file__), "--interleaved-child", "--case", name,
-                               "--rounds", str(rounds)], env=env, capture_output=True, text=True,
-                              cwd=tempfile.gettempdir())
+                               "--rounds", str(rounds)] + (["--plan-cache-miss"] if cache_miss else []), env=env,
+                              capture_output=True, text=True, cwd=tempfile.gettempdir())
         if done.returncode:
             print(f"{name:46s} failed: {done.stderr.strip().splitlines()[-1:]}", flush=True)
             continue
@@ -564,8 +579,9 @@ def main() -> None:
         print(json.dumps(kernel_cfg_workload()))
         return
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else INTERLEAVED_ROUNDS
+    cache_miss = "--plan-cache-miss" in sys.argv
     if sys.argv[1:2] == ["--interleaved-child"]:
-        interleaved_child(rounds)
+        interleaved_child(rounds, cache_miss)
         return
     other = sys.argv[sys.argv.index("--other") + 1] if "--other" in sys.argv else None
     cold_only = "--cold-only" in sys.argv
@@ -575,7 +591,7 @@ def main() -> None:
         unavailable = official_available(other)
         if unavailable:
             raise SystemExit(f"--interleaved: official nvidia-cudnn-frontend {unavailable}")
-        interleaved_rows(_official_env(other), rounds)
+        interleaved_rows(_official_env(other), rounds, cache_miss)
         return
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-bench-"))
     cudnn.plan_cache.directory = cache_dir
