@@ -258,3 +258,13 @@ def test_a_child_forked_while_a_write_is_under_way_writes_its_own(tmp_path: Path
     assert os.waitstatus_to_exitcode(done[1]) == 0
     cache.flush()
     assert sorted(p.name for p in (tmp_path / "plans").iterdir()) == ["child.json", "parent.json"]
+
+
+def test_a_cache_is_made_where_fork_has_no_hooks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows has no os.register_at_fork: the cache and its writer work without it."""
+    monkeypatch.delattr(os, "register_at_fork", raising=False)
+    cache = PlanCache(tmp_path, enabled=True)
+    cache.store("k", _record("w"), plan=object())  # type: ignore[arg-type]
+    cache.flush()
+    got = PlanCache(tmp_path, enabled=True).lookup_disk("k")
+    assert got is not None and got.plan_name == "w"

@@ -72,7 +72,8 @@ class FileWriter:
         self._busy: Path | None = None  # the file being written now
         self._thread: threading.Thread | None = None
         me = weakref.ref(self)
-        os.register_at_fork(after_in_child=functools.partial(_forked, me))
+        if hasattr(os, "register_at_fork"):  # POSIX
+            os.register_at_fork(after_in_child=functools.partial(_forked, me))
         atexit.register(_drain, me)
 
     def put(self, path: Path, produce: Callable[[], bytes]) -> None:
