@@ -263,7 +263,8 @@ def test_key_ignores_names_but_not_shapes() -> None:
 
 
 @pytest.mark.parametrize("change", [
-    "dim", "stride", "data_type", "pass_by_value", "reordering", "vector", "ragged", "alignment", "alignment_value",
+    "dim", "stride", "data_type", "pass_by_value", "reordering", "vector", "ragged", "ragged_type", "alignment",
+    "alignment_value",
     "attribute", "compute_type", "op"])
 def test_key_changes_with_every_field_that_identifies_the_graph(change: str) -> None:
     """What the plan cache keys on: each tensor field a plan depends on, and the node's op,
@@ -279,8 +280,9 @@ def test_key_changes_with_every_field_that_identifies_the_graph(change: str) -> 
             x.set_reordering_type(cudnn.tensor_reordering.F16x16)
         if which == "vector":
             x.set_vector_count_and_dimension(4, 1)
-        if which == "ragged":
-            x.set_ragged_offset(g.tensor(name="r", dim=[3, 1, 1], stride=[1, 1, 1], data_type=cudnn.data_type.INT32))
+        if which in ("ragged", "ragged_type"):
+            x.set_ragged_offset(g.tensor(name="r", dim=[3, 1, 1], stride=[1, 1, 1],
+                                         data_type=cudnn.data_type.INT32 if which == "ragged" else cudnn.data_type.INT64))
         if which == "alignment":
             x.set_alignment(256)
         if which == "alignment_value":
@@ -295,6 +297,8 @@ def test_key_changes_with_every_field_that_identifies_the_graph(change: str) -> 
 
     assert key("") == key("", name="other", uid=7)
     assert key(change) != key("")
+    if change == "ragged_type":  # the offsets' own type, not only that there are offsets
+        assert key("ragged_type") != key("ragged")
 
 
 def test_pipeline_order_errors() -> None:

@@ -473,13 +473,13 @@ class Tensor:
 
     def key_fields(self) -> tuple[Any, ...]:
         """What a graph's key (`structure_key`) takes of this tensor: every field of `to_dict`
-        but the name, the uid and the ragged offset's name, and the alignments cuDNN is told
-        (a plan chosen for aligned buffers must not serve unaligned ones)."""
-        dt = self._data_type
+        but the name and the uid, the ragged offset's own fields in place of its name, and the
+        alignments cuDNN is told (a plan chosen for aligned buffers must not serve unaligned ones)."""
+        dt, ragged = self._data_type, self._ragged_offset
         return (None if dt == NOT_SET else dt.name, tuple(self._dim), tuple(self._stride), self._is_pass_by_value,
                 self._is_virtual, self._value, self._reordering.name, self._compile_time_constant,
-                self._vector_count, self._vector_dimension, self._ragged_multiplier, self._ragged_offset is not None,
-                self._alignment, self._alignment_value)
+                self._vector_count, self._vector_dimension, self._ragged_multiplier,
+                ragged.key_fields() if ragged is not None else None, self._alignment, self._alignment_value)
 
     def to_dict(self) -> dict[str, Any]:
         """The tensor as the official JSON fields (extra keys only where they differ from their default)."""
