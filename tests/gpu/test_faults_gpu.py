@@ -113,6 +113,7 @@ def test_damaged_cache_entry_falls_back_to_building(fault: str, cache: Any, capl
     else:
         assert "plan cache" in caplog.text, f"the damaged entry was used silently ({fault})"
     if fault != "unreadable":  # rewritten whole: the next process reads it
+        cache.flush()  # the rewrite is the writer thread's
         PlanRecord.from_bytes(mine.read_bytes()).check_compatible(torch.cuda.current_device())
 
 
