@@ -118,8 +118,8 @@ def as_float(value: Any, at: str, arg: str) -> float:
 
 
 def as_int_list(value: Any, at: str, arg: str) -> list[int]:
-    """A list-of-ints parameter (``std::vector<int64_t>``): any sequence of ints."""
-    return list(convert("int list", value, at, arg))
+    """A list-of-ints parameter (``std::vector<int64_t>``): any sequence of ints (a new list)."""
+    return convert("int list", value, at, arg)  # type: ignore[no-any-return]
 
 
 def optional(conv: Callable[[Any, str, str], T], value: Any, at: str, arg: str) -> T | None:

@@ -261,6 +261,9 @@ def packed_in_order(dims: Sequence[int], order: Sequence[int]) -> list[int]:
 
 def broadcast(node: Node, shapes: dict[str, Sequence[int]]) -> list[int]:
     """Numpy broadcasting of same-rank shapes; raises naming the ports that disagree."""
+    given = list(shapes.values())
+    if given and all(s == given[0] for s in given):  # most nodes: every input of one shape
+        return list(given[0])
     ranks = {len(s) for s in shapes.values()}
     if len(ranks) != 1:
         detail = ", ".join(f"{p} {list(s)}" for p, s in shapes.items())

@@ -47,7 +47,11 @@ def as_data_type(value: Any, what: str = "data_type") -> data_type:
 
 def _int_list(values: Any, what: str) -> list[int]:
     """Dims or strides: None is none given; else a list of ints (convert.as_int_list)."""
-    return [] if values is None else as_int_list(values, "", what)
+    if values is None:
+        return []
+    if type(values) is list and all(type(v) is int for v in values):  # most calls: a graph's own lists
+        return values.copy()
+    return as_int_list(values, "", what)
 
 
 def _attribute(getter: Any, setter: Any, doc: str) -> Any:
