@@ -205,6 +205,28 @@ def test_store_does_not_wait_for_the_disk_and_a_lookup_waits_for_its_own_write(t
     assert got is not None and got.plan_name == "held"
 
 
+def test_a_store_s_file_is_made_on_the_writer_thread_and_the_memory_keeps_the_record(tmp_path: Path) -> None:
+    cache = PlanCache(tmp_path, enabled=True)
+    record, plan = _record("mem"), object()
+    made_on: list[threading.Thread] = []
+
+    def produce() -> bytes:
+        made_on.append(threading.current_thread())
+        cache.flush()  # the writer's own thread does not wait for itself (a handle released there)
+        return record.replace(plan_json='{"read": "late"}').to_bytes()
+
+    cache.store("k", record, plan, produce)  # type: ignore[arg-type]
+    waiter = threading.Thread(target=cache.flush, daemon=True)
+    waiter.start()
+    waiter.join(30)
+    assert not waiter.is_alive(), "the writer thread waited for itself"
+    assert made_on and made_on[0] is not threading.current_thread()
+    assert made_on[0].name == "cudnn-py plan cache writer"
+    assert cache.lookup_memory("k") == (record, plan) and record.plan_json == '{"plan": 1}'
+    got = PlanCache(tmp_path, enabled=True).lookup_disk("k")
+    assert got is not None and got.plan_json == '{"read": "late"}' and got.plan_name == "mem"
+
+
 def test_clear_drops_queued_writes(tmp_path: Path) -> None:
     cache = PlanCache(tmp_path, enabled=True)
     release, started = threading.Event(), threading.Event()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import cudnn
+from cudnn.graph.serialize import PlanRecord
 
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]  # build() with no arguments builds no plans
 
@@ -285,6 +287,37 @@ def test_plan_cache_hits_in_process_and_from_disk(tmp_path: Path) -> None:
         cache.directory = old_dir
 
 
+def test_plans_serialized_by_the_cache_s_writer_run_here_and_restore_from_disk(tmp_path: Path) -> None:
+    """The cache's writer thread reads each plan's JSON while the graph already runs; a handle
+    destroyed right after a build waits for it; every file written then restores its plan."""
+    cache = cudnn.plan_cache
+    old_dir = cache.directory
+    cache.directory = tmp_path
+    cache.clear(disk=False)
+    shapes = [(3, 16, 12), (5, 24, 20), (2, 32, 28), (4, 8, 10), (6, 16, 14)]
+    try:
+        for n, c, h in shapes:  # executed at once after its build: while its JSON may be read
+            g, pack, out, ref = conv_bias_relu(n=n, c=c, h=h)
+            g.build(HEUR)
+            g.execute(pack, workspace_for(g))
+            check(out, ref)
+        handle = cudnn.create_handle()
+        g, pack, out, ref = conv_bias_relu(n=7, c=16, h=9, handle=handle)
+        g.build(HEUR)
+        cudnn.destroy_handle(handle)  # waits for the writer: no flush() here
+        assert len(list((tmp_path / "plans").glob("*.json"))) == len(shapes) + 1
+        cache.clear(disk=False)  # as in a new process: only the disk is left
+        hits = cache.disk_hits
+        for n, c, h in [*shapes, (7, 16, 9)]:
+            g, pack, out, ref = conv_bias_relu(n=n, c=c, h=h)
+            g.build(HEUR)
+            g.execute(pack, workspace_for(g))
+            check(out, ref)
+        assert cache.disk_hits == hits + len(shapes) + 1
+    finally:
+        cache.directory = old_dir
+
+
 def test_plan_cache_survives_a_read_only_directory(tmp_path: Path) -> None:
     cache = cudnn.plan_cache
     old_dir = cache.directory
@@ -365,6 +398,50 @@ def test_execute_under_torch_stream_capture_replays_correctly() -> None:
     cuda_graph.replay()
     check(out, torch.relu(F.conv2d(x.float(), w.float(), padding=1) + b.float()))
     handle.close()
+
+
+def test_a_capture_stays_intact_while_the_cache_s_writer_serializes_plans(tmp_path: Path) -> None:
+    """Plans the cache's writer thread serializes during a torch.cuda.graph capture (global mode,
+    on this thread) leave the capture intact, and their files restore them."""
+    cache = cudnn.plan_cache
+    old_dir = cache.directory
+    cache.directory = tmp_path
+    cache.clear(disk=False)
+    try:
+        handle = cudnn.create_handle()
+        g0, pack0, out0, ref0 = conv_bias_relu(n=2, c=16, h=8, handle=handle)
+        g0.build(HEUR)
+        ws0 = workspace_for(g0)
+        g0.execute(pack0, ws0, handle=handle)  # prepares the variant pack outside the capture
+        cache.flush()
+        gate = threading.Event()
+        blocker = PlanRecord("gate", "{}", 0, [], cudnn.backend_version(), "none", [0, 0])
+        cache.store("gate", blocker, None, lambda: b"{}" if gate.wait(60) else b"")  # type: ignore[arg-type]
+        shapes = [(3, 16, 12), (5, 24, 20), (2, 32, 28), (4, 8, 10)]
+        for n, c, h in shapes:  # their files wait behind the gate
+            conv_bias_relu(n=n, c=c, h=h)[0].build(HEUR)
+        assert not list((tmp_path / "plans").glob("*.json"))
+        cuda_graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        with torch.cuda.graph(cuda_graph, stream=side):
+            cudnn.set_stream(handle=handle, stream=side)
+            gate.set()
+            cache.flush()  # the writer reads the four plans' JSON now, during the capture
+            g0.execute(pack0, ws0, handle=handle)
+        handle.close()
+        out0.fill_(float("nan"))
+        cuda_graph.replay()
+        check(out0, ref0)
+        cache.clear(disk=False)
+        hits = cache.disk_hits
+        for n, c, h in shapes:
+            g, pack, out, ref = conv_bias_relu(n=n, c=c, h=h)
+            g.build(HEUR)
+            g.execute(pack, workspace_for(g))
+            check(out, ref)
+        assert cache.disk_hits == hits + len(shapes)
+    finally:
+        cache.directory = old_dir
 
 
 def test_kernel_cache_reuses_kernels_across_shapes() -> None:

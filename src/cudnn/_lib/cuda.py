@@ -10,12 +10,13 @@ device, and every call that needs one raises ``CudaUnavailableError`` saying whi
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import release
@@ -496,7 +497,7 @@ def _driver_holding_gil() -> ctypes.PyDLL:
     for name, args in (("cuStreamBeginCapture_v2", [p, ctypes.c_int]), ("cuStreamEndCapture", [p, p]),
                        ("cuGraphInstantiateWithFlags", [p, p, ctypes.c_ulonglong]), ("cuGraphDestroy", [p]),
                        ("cuGraphGetNodes", [p, p, p]), ("cuGraphNodeGetType", [p, p]),
-                       ("cuStreamIsCapturing", [p, p])):
+                       ("cuStreamIsCapturing", [p, p]), ("cuThreadExchangeStreamCaptureMode", [p])):
         fn = getattr(drv, name)
         fn.restype, fn.argtypes = ctypes.c_int, args
     return drv
@@ -523,6 +524,29 @@ def stream_capturing(stream: int) -> bool:
     status = ctypes.c_int(0)
     err = drv.cuStreamIsCapturing(stream, ctypes.byref(status))
     return bool(err) or bool(status.value)
+
+
+_CAPTURE_RELAXED = 2  # CU_STREAM_CAPTURE_MODE_RELAXED
+
+
+@contextlib.contextmanager
+def relaxed_capture_mode() -> Iterator[None]:
+    """This thread's stream-capture mode relaxed for the block (cuThreadExchangeStreamCaptureMode),
+    then set back: for calls a helper thread makes for nobody's capture (the plan cache's writer
+    reading a plan's JSON from cuDNN), which must not invalidate a capture another thread has
+    under way in the global mode (torch.cuda.graph's default). Nothing happens without a driver."""
+    try:
+        drv = _driver_holding_gil()
+    except OSError:
+        yield
+        return
+    mode = ctypes.c_int(_CAPTURE_RELAXED)
+    failed = drv.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))  # mode: the previous one now
+    try:
+        yield
+    finally:
+        if not failed:
+            drv.cuThreadExchangeStreamCaptureMode(ctypes.byref(mode))
 
 
 def release_unless_capturing(stream: int) -> int:

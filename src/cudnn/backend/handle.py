@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from collections.abc import Callable
 
 from .._lib import attributes, capi, cuda, enums, marshal, release
 from .._lib.errors import CudnnInitError, DescriptorClosedError, raise_status
@@ -179,9 +180,23 @@ def live_handle_count() -> int:
     return _alive[0]
 
 
+_before_destroy: list[Callable[[], None]] = []  # see `before_destroy`
+
+
+def before_destroy(hook: Callable[[], None]) -> None:
+    """Have ``hook()`` run before each Handle is destroyed: the plan cache waits there for the
+    plans it is still serializing (on its writer thread), which may have been built with it."""
+    _before_destroy.append(hook)
+
+
 def _destroy(ptr: int) -> None:
     """A Handle's release: by close(), or by `release.drain` once the Handle was collected."""
     _alive[0] -= 1
+    for hook in _before_destroy:
+        try:
+            hook()
+        except Exception:  # noqa: BLE001 - a release must not raise; the handle goes all the same
+            pass
     _destroy_raw(ptr)
 
 

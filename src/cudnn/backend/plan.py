@@ -8,6 +8,8 @@ pointers prepared ahead, which is what keeps the per-call cost of a graph near t
 from __future__ import annotations
 
 import ctypes
+import os
+import threading
 from collections.abc import Sequence
 
 from .._lib import capi
@@ -92,9 +94,25 @@ def workspace_size(plan: Descriptor) -> int:
     return int(plan.get(A.CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, T.CUDNN_TYPE_INT64))
 
 
+# Held while cuDNN writes a plan's JSON: cuDNN makes it on the first read and keeps it in the
+# plan, and the plan cache's writer thread reads it while another thread may serialize the same
+# plan. A list, so that a forked child takes a fresh lock (the parent's writer may hold it).
+_json_lock = [threading.Lock()]
+
+
+def _fresh_json_lock() -> None:
+    _json_lock[0] = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_fresh_json_lock)
+
+
 def plan_json(plan: Descriptor) -> str:
-    """The backend's JSON text of a plan (used for serialization and plan names)."""
-    values = plan.get_array(A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, T.CUDNN_TYPE_CHAR)
+    """The backend's JSON text of a plan (used for serialization and plan names); any thread
+    may ask, one at a time."""
+    with _json_lock[0]:
+        values = plan.get_array(A.CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, T.CUDNN_TYPE_CHAR)
     return values[0] if values else ""
 
 

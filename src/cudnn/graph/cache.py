@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..backend import handle
 from ..backend.descriptor import Descriptor
 from .errors import SerializationError
 from .serialize import PlanRecord
@@ -125,7 +126,10 @@ class FileWriter:
         return path not in self._queue and self._busy != path
 
     def wait(self, path: Path | None = None) -> None:
-        """Return once ``path`` (every file, for None) is neither queued nor being written."""
+        """Return once ``path`` (every file, for None) is neither queued nor being written (at
+        once on the writer's own thread, which cannot wait for itself)."""
+        if threading.current_thread() is self._thread:
+            return
         with self._cond:
             self._cond.wait_for(lambda: self._idle(path))
 
@@ -218,13 +222,15 @@ class PlanCache:
                 while len(self._memory) > self.max_in_memory:
                     self._memory.popitem(last=False)
 
-    def store(self, key: str, record: PlanRecord, plan: Descriptor) -> None:
-        """Keep in memory now, and have the writer write it to disk atomically (``record`` is
+    def store(self, key: str, record: PlanRecord, plan: Descriptor,
+              produce: Callable[[], bytes] | None = None) -> None:
+        """Keep in memory now, and have the writer write it to disk atomically: the bytes of
+        ``produce()``, run on the writer's thread (``record.to_bytes`` when None; ``record`` is
         not changed after this); disk failures are logged, not raised."""
         if not self.enabled:
             return
         self.remember(key, record, plan)
-        self._writer.put(self._path(key), record.to_bytes)
+        self._writer.put(self._path(key), produce if produce is not None else record.to_bytes)
 
     def _write_failed(self, path: Path, exc: BaseException) -> None:
         log().warning("plan cache: cannot write %s (%s); the plan stays cached in memory only", path, exc)
@@ -347,3 +353,5 @@ class PlanCache:
 
 
 plan_cache = PlanCache()
+# a plan it still serializes (`plan_store.file_bytes`) may have been built with the handle
+handle.before_destroy(plan_cache.flush)

@@ -119,7 +119,7 @@ def as_float(value: Any, at: str, arg: str) -> float:
 
 def as_int_list(value: Any, at: str, arg: str) -> list[int]:
     """A list-of-ints parameter (``std::vector<int64_t>``): any sequence of ints (a new list)."""
-    return convert("int list", value, at, arg)  # type: ignore[no-any-return]
+    return convert("int list", value, at, arg)
 
 
 def optional(conv: Callable[[Any, str, str], T], value: Any, at: str, arg: str) -> T | None:

@@ -6,6 +6,7 @@ puts a restored plan back with ``Pipeline.adopt``, whichever way the plan was ma
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ from .._lib.host import HostScalar
 from ..backend import kernel_cache as kc
 from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor
-from ..backend.handle import as_handle_ptr
+from ..backend.handle import Handle, as_handle_ptr
 from . import guards
 from .errors import GraphError, GraphNotSupportedError, SerializationError
 from .execute import Binding, ScratchSlot
@@ -129,10 +130,29 @@ def store(p: Pipeline, modes: Sequence[heur_mode], autotuned: bool) -> None:
     if cand is None or cand.plan is None:
         return
     key = keys[0] if autotuned else keys[1]
-    rec = record(p, cand, autotuned)
+    handle = p.handle()
+    produce = None
+    if isinstance(handle, Handle):  # the file's JSON is read on the cache's writer thread (`file_bytes`)
+        rec = record(p, cand, autotuned, with_json=False)  # what a memory hit needs
+        produce = functools.partial(file_bytes, rec, cand.plan, handle)
+    else:  # a raw cudnnHandle_t, which its owner may destroy at any time: the JSON is read now
+        rec = record(p, cand, autotuned)
     if store_kernels(p, key):  # first the kernels, then the plan that says it has them
         rec.extra["kernels"] = True
-    plan_cache.store(key, rec, cand.plan)
+    plan_cache.store(key, rec, cand.plan, produce)
+
+
+def file_bytes(rec: PlanRecord, plan: Descriptor, handle: Handle) -> bytes:
+    """The plan cache's file of ``rec``, with the JSON of ``plan`` read now, on the cache's writer
+    thread: a build does not wait while cuDNN serializes its plan (most of a millisecond for an
+    attention graph's). The writer's queue holds ``plan`` and the ``handle`` it was built with
+    until this returns, and a Handle closed meanwhile waits for it (`handle.before_destroy`).
+    Read in the relaxed capture mode: a CUDA-graph capture on another thread stays intact."""
+    from .._lib import cuda
+
+    with cuda.relaxed_capture_mode():
+        text = backend_plan.plan_json(plan)
+    return rec.replace(plan_json=text).to_bytes()
 
 
 def store_kernels(p: Pipeline, key: str) -> bool:
@@ -244,14 +264,16 @@ def restored_lowering(rec: PlanRecord) -> Lowered:
     return Lowered([], bound, slots, rec.scratch_bytes, unused)
 
 
-def record(p: Pipeline, cand: Candidate, autotuned: bool) -> PlanRecord:
-    """What restores ``cand`` in another process: its plan JSON and what it binds."""
+def record(p: Pipeline, cand: Candidate, autotuned: bool, with_json: bool = True) -> PlanRecord:
+    """What restores ``cand`` in another process: its plan JSON (without it, "": `file_bytes`
+    adds it) and what it binds."""
     assert cand.plan is not None
     props = p.graph.device_property
     name, cc = props.identity() if props is not None else device_identity(p.device())
     tensors, scratch, scratch_bytes = binding_records(p)
     extra = {"lowering": p.lowering_name()} if p.lowered().alternatives else {}
-    return PlanRecord(cand.name, backend_plan.plan_json(cand.plan), int(cand.workspace or 0), tensors,
+    text = backend_plan.plan_json(cand.plan) if with_json else ""
+    return PlanRecord(cand.name, text, int(cand.workspace or 0), tensors,
                       loader.report().version, name, cc, autotuned, f"{p.graph.key():x}", extra=extra,
                       scratch=scratch, scratch_bytes=scratch_bytes)
 
