@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import functools
 import os
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -353,5 +354,14 @@ class PlanCache:
 
 
 plan_cache = PlanCache()
-# a plan it still serializes (`plan_store.file_bytes`) may have been built with the handle
-handle.before_destroy(plan_cache.flush)
+
+
+def _flush_before_handle_destroy() -> None:
+    """A plan the writer still serializes (`plan_store.file_bytes`) may have been built with the
+    handle being destroyed. (Not once the interpreter finalizes: what was queued is written by
+    then, and the writer thread no longer runs.)"""
+    if not sys.is_finalizing():
+        plan_cache.flush()
+
+
+handle.before_destroy(_flush_before_handle_destroy)
