@@ -10,7 +10,7 @@ import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._lib import loader
+from .._lib import cuda, loader
 from .._lib.enums import behavior_note, data_type, heur_mode
 from .._lib.errors import CudnnError
 from .._lib.host import HostScalar
@@ -148,8 +148,6 @@ def file_bytes(rec: PlanRecord, plan: Descriptor, handle: Handle) -> bytes:
     attention graph's). The writer's queue holds ``plan`` and the ``handle`` it was built with
     until this returns, and a Handle closed meanwhile waits for it (`handle.before_destroy`).
     Read in the relaxed capture mode: a CUDA-graph capture on another thread stays intact."""
-    from .._lib import cuda
-
     with cuda.relaxed_capture_mode():
         text = backend_plan.plan_json(plan)
     return rec.replace(plan_json=text).to_bytes()
