@@ -407,14 +407,14 @@ def test_a_capture_stays_intact_while_the_cache_s_writer_serializes_plans(tmp_pa
     old_dir = cache.directory
     cache.directory = tmp_path
     cache.clear(disk=False)
+    gate = threading.Event()
+    handle = cudnn.create_handle()
     try:
-        handle = cudnn.create_handle()
         g0, pack0, out0, ref0 = conv_bias_relu(n=2, c=16, h=8, handle=handle)
         g0.build(HEUR)
         ws0 = workspace_for(g0)
         g0.execute(pack0, ws0, handle=handle)  # prepares the variant pack outside the capture
         cache.flush()
-        gate = threading.Event()
         blocker = PlanRecord("gate", "{}", 0, [], cudnn.backend_version(), "none", [0, 0])
         cache.store("gate", blocker, None, lambda: b"{}" if gate.wait(60) else b"")  # type: ignore[arg-type]
         shapes = [(3, 16, 12), (5, 24, 20), (2, 32, 28), (4, 8, 10)]
@@ -428,11 +428,11 @@ def test_a_capture_stays_intact_while_the_cache_s_writer_serializes_plans(tmp_pa
             gate.set()
             cache.flush()  # the writer reads the four plans' JSON now, during the capture
             g0.execute(pack0, ws0, handle=handle)
-        handle.close()
         assert len(list((tmp_path / "plans").glob("*.json"))) == 2 + len(shapes)  # the gate's too
         out0.fill_(float("nan"))
         cuda_graph.replay()
         check(out0, ref0)
+        handle.close()
         cache.clear(disk=False)
         hits = cache.disk_hits
         for n, c, h in shapes:
@@ -442,6 +442,8 @@ def test_a_capture_stays_intact_while_the_cache_s_writer_serializes_plans(tmp_pa
             check(out, ref)
         assert cache.disk_hits == hits + len(shapes)
     finally:
+        gate.set()  # a failure before the capture leaves no write waiting
+        handle.close()
         cache.directory = old_dir
 
 
