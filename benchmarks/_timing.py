@@ -4,6 +4,7 @@ warm-up; the median over repeats. Never used for assertions."""
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,3 +38,16 @@ def kernel_time(fn: Callable[[], Any], calls: int, repeats: int, host_secs: floa
     takes longer than running it."""
     spin = int(min(max(3 * host_secs * calls * 2e9, 2e6), 4e9))  # cycles, at ~2 GHz, three times the issue time
     return gpu_time(fn, calls, repeats, warmup, spin)
+
+
+def host_time(fn: Callable[[], Any], calls: int = 200) -> float:
+    """Seconds of host time per call of ``fn``: back-to-back calls, not synchronized."""
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    secs = (time.perf_counter() - t0) / calls
+    torch.cuda.synchronize()
+    return secs

@@ -83,6 +83,7 @@ from typing import Any
 
 from _processes import official_env as _official_env
 from _processes import own_jit_cache
+from _timing import host_time, kernel_time
 
 own_jit_cache("bench-build-jit-")  # see the module docstring
 
@@ -391,19 +392,15 @@ def settled(make):  # type: ignore[no-untyped-def]
     return g
 
 
-def gpu_us(g: cudnn.pygraph, pack: dict, repeats: int = 30) -> float:  # type: ignore[type-arg]
+def gpu_us(g: cudnn.pygraph, pack: dict, calls: int = 20, repeats: int = 7) -> float:  # type: ignore[type-arg]
+    """Microseconds of GPU work per execute of the built plan: executes queued back to back behind
+    a GPU spin (`kernel_time`), so that neither package's host time per call enters the figure."""
     ws = torch.empty(g.get_workspace_size(), device="cuda", dtype=torch.uint8)
-    for _ in range(3):
+
+    def run() -> None:
         g.execute(pack, ws)
-    times = []
-    for _ in range(repeats):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        g.execute(pack, ws)
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) * 1e3)
-    return statistics.median(times)
+
+    return kernel_time(run, calls, repeats, host_time(run, calls)) * 1e6
 
 
 def child(case: str) -> None:

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from _timing import gpu_time, kernel_time
+from _timing import gpu_time, host_time, kernel_time
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import cudnn
@@ -277,19 +277,6 @@ def decode_rows(calls: int, repeats: int) -> None:
     for name, secs in rows:
         print(f"{c.label:44} {name:22} {secs * 1e6:9.1f} us {c.flops() / secs / 1e12:7.2f} TFLOP/s "
               f"{c.kv_bytes() / secs / 1e12:6.2f} TB/s {ours / secs:10.2f}x")
-
-
-def host_time(fn: Callable[[], Any], calls: int = 200) -> float:
-    """Seconds of host time per call of ``fn``: back-to-back calls, not synchronized."""
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    secs = (time.perf_counter() - t0) / calls
-    torch.cuda.synchronize()
-    return secs
 
 
 def attention_fns(backend: SDPBackend, c: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
