@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import cudnn
 from cudnn._lib import loader
 
@@ -89,3 +91,37 @@ def test_a_copy_a_framework_already_opened_is_used_without_a_search() -> None:
     loaded_deps = ast.literal_eval(second)
     assert loaded_deps == sorted(n for n, p in report.dependencies.items() if p.startswith("/"))
     assert finder == ("False" if len(loaded_deps) == len(report.dependencies) else "True")
+
+
+def test_library_path_folders_are_searched_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty, first, second = (tmp_path / n for n in ("empty", "first", "second"))
+    for folder in (empty, first, second):
+        folder.mkdir()
+    for folder in (first, second):
+        (folder / "libnvrtc.so.13").write_bytes(b"")
+    monkeypatch.setenv("LD_LIBRARY_PATH", os.pathsep.join(["", "$ORIGIN/lib", str(empty), str(first), str(second)]))
+    assert loader._on_library_path("libnvrtc.so.13") == str(first / "libnvrtc.so.13")
+    assert loader._on_library_path("libnvrtc.so.12") is None
+    monkeypatch.delenv("LD_LIBRARY_PATH")
+    assert loader._on_library_path("libnvrtc.so.13") is None
+
+
+def test_nvrtc_on_the_library_path_is_the_copy_opened(tmp_path: Path) -> None:
+    """Without a copy in the process, NVRTC comes from $LD_LIBRARY_PATH when a folder there holds
+    it (the copy cuDNN's own dlopen by soname finds first), not from cuda-pathfinder's search."""
+    report = loader.report()
+    nvrtc = report.dependencies["nvrtc"].split(" (")[0]
+    if not nvrtc.startswith("/"):
+        pytest.skip(f"no NVRTC here: {report.dependencies['nvrtc']}")
+    soname = f"libnvrtc.so.{report.cudart_version // 1000}"
+    code = ("import ctypes, os\n"
+            f"ctypes.CDLL({report.path!r}, mode=os.RTLD_GLOBAL)  # as a framework opens libcudnn\n"
+            "import cudnn\n"
+            "print(cudnn.library_info().dependencies['nvrtc'])\n")
+    empty, held = tmp_path / "empty", tmp_path / "held"
+    empty.mkdir()
+    held.mkdir()
+    (held / soname).symlink_to(os.path.realpath(nvrtc))
+    out = _run(code, LD_LIBRARY_PATH=os.pathsep.join([str(empty), str(held)]))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"{held / soname} (LD_LIBRARY_PATH)"

@@ -7,7 +7,9 @@ then cuda-pathfinder (pip wheels, conda, the system loader, CUDA_HOME), then the
 loader directly. cuDNN opens its sub-libraries from its own folder, but it opens NVRTC
 (runtime-compiled engines) and cuBLASLt (some matmul engines) by soname; from pip wheels
 those are not on the loader path, so they are opened here first: a later dlopen by soname
-then finds the copy already in the process.
+then finds the copy already in the process. Of those, the copy already open comes first, then
+the one in a folder of $LD_LIBRARY_PATH (the copy cuDNN's own dlopen would find), then
+cuda-pathfinder's.
 """
 
 from __future__ import annotations
@@ -189,12 +191,37 @@ def _mapped_path(soname: str) -> str | None:
     return None
 
 
+def _on_library_path(soname: str) -> str | None:
+    """The file ``soname`` in the first folder of $LD_LIBRARY_PATH holding it, else None (Linux
+    only). cuDNN opens NVRTC and cuBLAS by soname, and the system loader searches those folders
+    before libcudnn's own RUNPATH (the wheels' folders beside it) and cuda-pathfinder's order:
+    opening this copy keeps the one cuDNN would have opened by itself, as under the official
+    frontend, which opens none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    for folder in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
+        path = os.path.join(folder, soname)
+        if folder and "$" not in folder and os.path.isfile(path):
+            return path
+    return None
+
+
 def _open_dependencies(cuda_major: int) -> dict[str, str]:
     found: dict[str, str] = {}
-    for name in _DEPENDENCIES:  # the copies a framework already opened are the ones cuDNN will find
-        here = _already_open(f"lib{name}.so.{cuda_major}")
+    for name in _DEPENDENCIES:
+        soname = f"lib{name}.so.{cuda_major}"
+        here = _already_open(soname)  # the copy a framework already opened is the one cuDNN will find
         if here is not None:
             found[name] = f"{here[1]} (already loaded in this process)"
+            continue
+        path = _on_library_path(soname)  # else the one cuDNN's own dlopen by soname would find first
+        if path is None:
+            continue
+        try:
+            _dlopen(path)
+        except OSError:
+            continue  # cuda-pathfinder's search follows
+        found[name] = f"{path} (LD_LIBRARY_PATH)"
     missing = [name for name in _DEPENDENCIES if name not in found]
     if missing:
         try:
