@@ -21,6 +21,19 @@ def official_env(other: str | None) -> dict[str, str]:
     return env
 
 
+def ours_env(**overrides: str) -> dict[str, str]:
+    """The environment of a child process that imports cudnn-py as this one does, wherever it
+    runs: every ``PYTHONPATH`` entry made absolute (children of both packages run in the same
+    directory, away from this repository), with ``overrides``."""
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p)
+    return env | overrides
+
+
+CHILD_CWD = tempfile.gettempdir()  # where every child of either package runs: the same directory for both
+
+
 def own_jit_cache(prefix: str) -> None:
     """A new, empty driver JIT cache (``CUDA_CACHE_PATH``) for this process, unless the caller
     chose one; its children then make their own too. Runtime-compiled engines hand their

@@ -8,7 +8,8 @@ autotuned vs heuristic GPU time.
 
 ``--cold-only`` measures the cold build and the GPU time of its plan only (no warm, disk or
 autotuned columns): the side-by-side comparison with the official, in a fraction of the time,
-each package measured the same way, in new processes per case: ``--pairs N`` (default 3) pairs
+each package measured the same way, in new processes per case (all of them in the same working
+directory, away from this repository): ``--pairs N`` (default 3) pairs
 of processes, one of each package, the first pair cudnn-py's first, the next the official's
 first, and so on; each figure is the median over a package's processes, and each ratio is given
 twice: of those medians, and as the median of the per-pair ratios (with their range), the one
@@ -81,8 +82,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _processes import CHILD_CWD, ours_env, own_jit_cache
 from _processes import official_env as _official_env
-from _processes import own_jit_cache
 from _timing import host_time, kernel_time
 
 own_jit_cache("bench-build-jit-")  # see the module docstring
@@ -288,12 +289,11 @@ def kernel_cfg_in_child(setting: dict[str, str] | None, env: dict[str, str] | No
     """`kernel_cfg_workload` in a fresh process: cudnn-py with the build variables of ``setting``
     (CUDNN_PY_BUILD_THREADS, CUDNN_PY_BUILD_PROCESSES; those it lacks unset), or with ``env``
     the official frontend."""
-    cwd = tempfile.gettempdir() if env is not None else None  # the official's: away from this repository
     if env is None:
-        env = {k: v for k, v in os.environ.items() if k not in ("CUDNN_PY_BUILD_THREADS", "CUDNN_PY_BUILD_PROCESSES")}
+        env = {k: v for k, v in ours_env().items() if k not in ("CUDNN_PY_BUILD_THREADS", "CUDNN_PY_BUILD_PROCESSES")}
         env.update(setting or {})
     done = subprocess.run([sys.executable, os.path.abspath(__file__), "--kernel-cfg-child"], env=env,
-                          capture_output=True, text=True, cwd=cwd)
+                          capture_output=True, text=True, cwd=CHILD_CWD)
     if done.returncode:
         return f"failed: {done.stderr.strip().splitlines()[-1:]}"
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -500,7 +500,7 @@ def interleaved_rows(official_env: dict[str, str], rounds: int, cache_miss: bool
             continue
         done = subprocess.run([sys.executable, os.path.abspath(__file__), "--interleaved-child", "--case", name,
                                "--rounds", str(rounds)] + (["--plan-cache-miss"] if cache_miss else []), env=env,
-                              capture_output=True, text=True, cwd=tempfile.gettempdir())
+                              capture_output=True, text=True, cwd=CHILD_CWD)
         if done.returncode:
             print(f"{name:46s} failed: {done.stderr.strip().splitlines()[-1:]}", flush=True)
             continue
@@ -551,17 +551,17 @@ def official_available(other: str | None) -> str:
     """"" when the official frontend can be imported with ``--other``, else why not."""
     probe = subprocess.run([sys.executable, "-c", "import torch, cudnn, sys; "
                             "sys.exit(0 if hasattr(cudnn, '_compiled_module') else 3)"],
-                           env=_official_env(other), capture_output=True, text=True, cwd=tempfile.gettempdir())
+                           env=_official_env(other), capture_output=True, text=True, cwd=CHILD_CWD)
     if probe.returncode:
         return "not importable" if probe.returncode != 3 else "not installed (the `cudnn` found is cudnn-py)"
     return ""
 
 
-def in_child(env: dict[str, str], case: str, cwd: str | None = None) -> tuple[str, dict | str]:  # type: ignore[type-arg]
+def in_child(env: dict[str, str], case: str) -> tuple[str, dict | str]:  # type: ignore[type-arg]
     """The version and the figures (`cold_child`) for ``case`` of the ``cudnn`` a new process with
     ``env`` imports, or why there are none."""
     done = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", "--case", case],
-                          env=env, capture_output=True, text=True, cwd=cwd)
+                          env=env, capture_output=True, text=True, cwd=CHILD_CWD)
     if done.returncode:
         return "?", f"failed: {done.stderr.strip().splitlines()[-1:]}"
     got = json.loads(done.stdout.strip().splitlines()[-1])
@@ -636,7 +636,7 @@ def main() -> None:
         if name in OURS_ONLY:
             theirs[name] = OURS_ONLY[name]
         elif not unavailable:
-            version, theirs[name] = in_child(_official_env(other), name, tempfile.gettempdir())
+            version, theirs[name] = in_child(_official_env(other), name)
     if "--no-kernel-cfg" not in sys.argv:
         kernel_cfg_rows(None if unavailable else _official_env(other))
     if unavailable:
@@ -667,7 +667,7 @@ def cold_pairs(name: str, pairs: int, official_env: dict[str, str] | None, ours:
     even pairs and the official first in odd ones; store the medians over each package's
     processes in ``ours`` / ``theirs`` (with the official's, the per-pair first-build and
     rebuild ratios; or why it failed). Returns the official's version ("" if it did not run)."""
-    ours_env = {**os.environ, "CUDNN_PY_PLAN_CACHE": "0"}
+    mine = ours_env(CUDNN_PY_PLAN_CACHE="0")
     runs: dict[str, list[dict[str, float]]] = {"ours": [], "official": []}
     if name in OURS_ONLY:
         theirs[name] = OURS_ONLY[name]
@@ -675,12 +675,12 @@ def cold_pairs(name: str, pairs: int, official_env: dict[str, str] | None, ours:
     for k in range(pairs):
         for who in ("ours", "official") if k % 2 == 0 else ("official", "ours"):
             if who == "ours":
-                _, got = in_child(ours_env, name)
+                _, got = in_child(mine, name)
                 if isinstance(got, str):
                     raise SystemExit(f"{name}: {got}")
                 runs["ours"].append(got)
             elif official_env is not None and not isinstance(theirs.get(name), str):
-                version, got = in_child(official_env, name, tempfile.gettempdir())
+                version, got = in_child(official_env, name)
                 if isinstance(got, str):
                     theirs[name] = got
                 else:
@@ -699,9 +699,9 @@ def read_libraries_once(official_env: dict[str, str] | None) -> None:
     machine reads cuDNN's libraries (about a gigabyte) from disk, the later ones from memory, and
     no timed process should be that first one (it doubled a first build here)."""
     name = next(iter(CASES))
-    in_child({**os.environ, "CUDNN_PY_PLAN_CACHE": "0"}, name)
+    in_child(ours_env(CUDNN_PY_PLAN_CACHE="0"), name)
     if official_env is not None:
-        in_child(official_env, name, tempfile.gettempdir())
+        in_child(official_env, name)
 
 
 def over_processes(runs: list[dict[str, float]]) -> dict[str, float]:
