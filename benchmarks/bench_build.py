@@ -8,8 +8,7 @@ autotuned vs heuristic GPU time.
 
 ``--cold-only`` measures the cold build and the GPU time of its plan only (no warm, disk or
 autotuned columns): the side-by-side comparison with the official, in a fraction of the time,
-each package measured the same way, in new processes per case (all of them in the same working
-directory, away from this repository): ``--pairs N`` (default 3) pairs
+each package measured the same way, in new processes per case: ``--pairs N`` (default 3) pairs
 of processes, one of each package, the first pair cudnn-py's first, the next the official's
 first, and so on; each figure is the median over a package's processes, and each ratio is given
 twice: of those medians, and as the median of the per-pair ratios (with their range), the one
@@ -58,6 +57,11 @@ Two build times per process: "first", the first build of the case in a new proce
 kernels compiled, nothing cached: what a serving process pays for a new shape), and "rebuild",
 the median of COLD_BUILDS builds of fresh graphs after it, with no plan cache (cuDNN may reuse
 the kernels it compiled in the process).
+
+Every process of this benchmark, this one included, runs in the same working directory (the
+temp folder): NVRTC, which compiles the kernels of runtime-compiled engines, looks for each
+header a kernel includes in the working directory first, so a build is slower in a folder on a
+slow file system, and the two packages must not be measured in different ones.
 
 Runtime-compiled engines hand their kernels to the CUDA driver, which keeps the machine code
 it generates in a cache on disk (``CUDA_CACHE_PATH``, shared by every process of the user):
@@ -585,6 +589,9 @@ def main() -> None:
         interleaved_child(rounds, cache_miss)
         return
     other = sys.argv[sys.argv.index("--other") + 1] if "--other" in sys.argv else None
+    if other:
+        other = os.path.abspath(other)  # before the chdir below
+    os.chdir(CHILD_CWD)  # this process's own builds run where every child runs (NVRTC looks up headers there)
     cold_only = "--cold-only" in sys.argv
     pairs = int(sys.argv[sys.argv.index("--pairs") + 1]) if "--pairs" in sys.argv else PAIRS
     print(f"device: {torch.cuda.get_device_name()}  cuDNN {cudnn.backend_version_string()}")
@@ -620,8 +627,9 @@ def main() -> None:
         g.build(HEUR)  # fills the cache (memory and disk)
         warm = statistics.median(build_ms(make) for _ in range(5))
         cudnn.plan_cache.flush()  # the child reads what this process's writer thread wrote
-        env = {**os.environ, "CUDNN_PY_CACHE_DIR": str(cache_dir)}
-        out = subprocess.run([sys.executable, __file__, "--child", name], env=env, capture_output=True, text=True)
+        env = ours_env(CUDNN_PY_CACHE_DIR=str(cache_dir))
+        out = subprocess.run([sys.executable, __file__, "--child", name], env=env, capture_output=True, text=True,
+                             cwd=CHILD_CWD)
         disk = json.loads(out.stdout.strip().splitlines()[-1])["ms"] if out.returncode == 0 else float("nan")
         heur = gpu_us(g, pack)
         g2, pack2 = make()
