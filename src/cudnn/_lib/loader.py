@@ -196,7 +196,8 @@ def _on_library_path(soname: str) -> str | None:
     only). cuDNN opens NVRTC and cuBLAS by soname, and the system loader searches those folders
     before libcudnn's own RUNPATH (the wheels' folders beside it) and cuda-pathfinder's order:
     opening this copy keeps the one cuDNN would have opened by itself, as under the official
-    frontend, which opens none."""
+    frontend, which opens none. A folder written with a ``$ORIGIN``-style token, which only the
+    system loader expands, is left to cuda-pathfinder's search."""
     if not sys.platform.startswith("linux"):
         return None
     for folder in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
