@@ -21,17 +21,24 @@ def official_env(other: str | None) -> dict[str, str]:
     return env
 
 
-def ours_env(**overrides: str) -> dict[str, str]:
-    """The environment of a child process that imports cudnn-py as this one does, wherever it
-    runs: every ``PYTHONPATH`` entry made absolute (children of both packages run in the same
-    directory, away from this repository), with ``overrides``."""
-    env = dict(os.environ)
-    if env.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in env["PYTHONPATH"].split(os.pathsep) if p)
-    return env | overrides
-
-
 CHILD_CWD = tempfile.gettempdir()  # where every child of either package runs: the same directory for both
+
+
+def enter_child_cwd() -> None:
+    """Move this process to `CHILD_CWD`, where its children run, and make every ``PYTHONPATH``
+    entry absolute first, so that the children (`ours_env`) import the cudnn-py this process
+    imported. NVRTC looks up each header a runtime-compiled kernel includes in the working
+    directory first, so both packages' builds run in one directory."""
+    if os.environ.get("PYTHONPATH"):
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            os.path.abspath(p) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p)
+    os.chdir(CHILD_CWD)
+
+
+def ours_env(**overrides: str) -> dict[str, str]:
+    """The environment of a child process that imports cudnn-py as this one does (run after
+    `enter_child_cwd`), with ``overrides``."""
+    return dict(os.environ) | overrides
 
 
 def own_jit_cache(prefix: str) -> None:
