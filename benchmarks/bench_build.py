@@ -2,7 +2,7 @@
 autotuned vs heuristic GPU time.
 
     PYTHONPATH=src python benchmarks/bench_build.py [--other SITE_DIR] [--cold-only] [--pairs N]
-        [--cases TEXT] [--no-kernel-cfg] [--cpu N]
+        [--cases TEXT] [--no-kernel-cfg]
     PYTHONPATH=src python benchmarks/bench_build.py --other SITE_DIR --interleaved [--rounds N] [--cases TEXT]
         [--plan-cache-miss]
 
@@ -13,10 +13,10 @@ of processes, one of each package, the first pair cudnn-py's first, the next the
 first, and so on; each figure is the median over a package's processes, and each ratio is given
 twice: of those medians, and as the median of the per-pair ratios (with their range), the one
 to read when the machine's speed drifts between pairs.
-``--cpu N`` runs this process and every child on CPU N alone: a virtual machine's CPU can run
-slower for seconds at a time (a neighbour's load on the host), which moves one new process's
-rebuilds by up to half, both packages' alike; on one CPU both see the same one (not with the
-KERNEL_CFG workload, which builds on every core).
+A virtual machine's CPU can run slower for seconds at a time (a neighbour's load on the host),
+which moves all of one new process's rebuilds by up to half, either package's alike, and pinning
+to one CPU does not avoid it: compare rebuilds with ``--interleaved``, where both packages build
+in one process, round after round.
 ``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
 ``--no-kernel-cfg`` leaves out the KERNEL_CFG workload, ``--kernel-cfg-runs N`` runs it in N
 processes per mode (default 3; modes: one thread, threads alone, the default (threads, joined
@@ -595,15 +595,10 @@ def main() -> None:
     other = sys.argv[sys.argv.index("--other") + 1] if "--other" in sys.argv else None
     if other:
         other = os.path.abspath(other)  # before the chdir below
-    if "--cpu" in sys.argv:  # children inherit the affinity of the thread that starts them
-        if "--no-kernel-cfg" not in sys.argv and "--interleaved" not in sys.argv:
-            raise SystemExit("--cpu: the KERNEL_CFG workload builds on every core; add --no-kernel-cfg")
-        os.sched_setaffinity(0, {int(sys.argv[sys.argv.index("--cpu") + 1])})
     enter_child_cwd()  # this process's own builds run where every child runs (NVRTC looks up headers there)
     cold_only = "--cold-only" in sys.argv
     pairs = int(sys.argv[sys.argv.index("--pairs") + 1]) if "--pairs" in sys.argv else PAIRS
-    print(f"device: {torch.cuda.get_device_name()}  cuDNN {cudnn.backend_version_string()}"
-          f"  CPUs: {sorted(os.sched_getaffinity(0))}")
+    print(f"device: {torch.cuda.get_device_name()}  cuDNN {cudnn.backend_version_string()}")
     if "--interleaved" in sys.argv:
         unavailable = official_available(other)
         if unavailable:
