@@ -2,7 +2,7 @@
 autotuned vs heuristic GPU time.
 
     PYTHONPATH=src python benchmarks/bench_build.py [--other SITE_DIR] [--cold-only] [--pairs N]
-        [--cases TEXT] [--no-kernel-cfg]
+        [--per-process] [--cases TEXT] [--no-kernel-cfg]
     PYTHONPATH=src python benchmarks/bench_build.py --other SITE_DIR --interleaved [--rounds N] [--cases TEXT]
         [--plan-cache-miss]
 
@@ -17,6 +17,8 @@ A virtual machine's CPU can run slower for seconds at a time (a neighbour's load
 which moves all of one new process's rebuilds by up to half, either package's alike, and pinning
 to one CPU does not avoid it: compare rebuilds with ``--interleaved``, where both packages build
 in one process, round after round.
+``--per-process`` also prints each process's first build and rebuild median as it ends, in
+the order they ran (to see the machine's drift behind a ratio).
 ``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
 ``--no-kernel-cfg`` leaves out the KERNEL_CFG workload, ``--kernel-cfg-runs N`` runs it in N
 processes per mode (default 3; modes: one thread, threads alone, the default (threads, joined
@@ -615,7 +617,8 @@ def main() -> None:
         side_by_side_cold(pairs)
         read_libraries_once(None if unavailable else _official_env(other))
         for name in CASES:
-            version = cold_pairs(name, pairs, None if unavailable else _official_env(other), ours, theirs) or version
+            version = cold_pairs(name, pairs, None if unavailable else _official_env(other), ours, theirs,
+                                 "--per-process" in sys.argv) or version
             cold_row(name, ours[name], theirs.get(name, f"official nvidia-cudnn-frontend {unavailable}"))
         print(f"official: nvidia-cudnn-frontend {version}" if not unavailable else "")
         if "--no-kernel-cfg" not in sys.argv:
@@ -674,11 +677,12 @@ PAIRS = 3  # --cold-only: pairs of processes per case (one per package), alterna
 
 
 def cold_pairs(name: str, pairs: int, official_env: dict[str, str] | None, ours: dict[str, dict[str, float]],
-               theirs: dict[str, Any]) -> str:
+               theirs: dict[str, Any], per_process: bool = False) -> str:
     """Measure case ``name`` in ``pairs`` pairs of new processes (`cold_child`), cudnn-py first in
     even pairs and the official first in odd ones; store the medians over each package's
     processes in ``ours`` / ``theirs`` (with the official's, the per-pair first-build and
-    rebuild ratios; or why it failed). Returns the official's version ("" if it did not run)."""
+    rebuild ratios; or why it failed); with ``per_process``, print each process's figures.
+    Returns the official's version ("" if it did not run)."""
     mine = ours_env(CUDNN_PY_PLAN_CACHE="0")
     runs: dict[str, list[dict[str, float]]] = {"ours": [], "official": []}
     if name in OURS_ONLY:
@@ -697,6 +701,9 @@ def cold_pairs(name: str, pairs: int, official_env: dict[str, str] | None, ours:
                     theirs[name] = got
                 else:
                     runs["official"].append(got)
+            if per_process and runs[who] and len(runs[who]) == k + 1:
+                print(f"  pair {k}: {who:8s} first {runs[who][-1]['first']:8.1f}  rebuild {runs[who][-1]['cold']:7.2f}",
+                      flush=True)
     ours[name] = over_processes(runs["ours"])
     if runs["official"] and not isinstance(theirs.get(name), str):
         pairs_of = list(zip(runs["official"], runs["ours"]))
