@@ -6,25 +6,10 @@ from __future__ import annotations
 
 import atexit
 import os
-import platform
 import shutil
-import sys
 import tempfile
 
 OWN_JIT_CACHE = "BENCH_OWN_JIT_CACHE"  # set in children whose parent chose their JIT caches
-KEEP_ASLR = "BENCH_KEEP_ASLR"  # "1": timed children run with the address layout randomized, as by default
-
-
-def python_child(*args: str) -> list[str]:
-    """The command line of a timed Python child running ``args``: on Linux, under ``setarch -R``
-    (where it is installed and ``BENCH_KEEP_ASLR`` is not "1"), so that its address layout is
-    not randomized: with a randomized layout, a CPU-bound build runs at one of two speeds for a
-    whole process, whichever package it is (bench_build.py's docstring gives the figures)."""
-    command = [sys.executable, *args]
-    setarch = shutil.which("setarch") if sys.platform == "linux" else None
-    if setarch is None or os.environ.get(KEEP_ASLR) == "1":
-        return command
-    return [setarch, platform.machine(), "-R", *command]
 
 
 def official_env(other: str | None) -> dict[str, str]:

@@ -13,15 +13,12 @@ of processes, one of each package, the first pair cudnn-py's first, the next the
 first, and so on; each figure is the median over a package's processes, and each ratio is given
 twice: of those medians, and as the median of the per-pair ratios (with their range), the one
 to read when the machine's speed drifts between pairs.
-A new process with a randomized address layout runs in one of two speeds for its whole life
-(where its libraries and heap land decides it; an SDPA backward's rebuild median is 44-48 ms in
-one process and 67-85 ms in the next, either package's alike), so a handful of processes per
-package gave ratios from 0.7 to 1.3 by which of them drew the slow layout: every child runs
-with its layout fixed (`_processes.python_child`, ``setarch -R``; ``BENCH_KEEP_ASLR=1`` keeps it
-randomized). ``--interleaved``, both packages building in one process round after round, is the
-other way to compare rebuilds.
+A virtual machine's CPU can run slower for seconds at a time (a neighbour's load on the host),
+which moves all of one new process's rebuilds by up to half, either package's alike, and pinning
+to one CPU does not avoid it: compare rebuilds with ``--interleaved``, where both packages build
+in one process, round after round.
 ``--per-process`` also prints each process's first build and rebuild median as it ends, in
-the order they ran.
+the order they ran (to see the machine's drift behind a ratio).
 ``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
 ``--no-kernel-cfg`` leaves out the KERNEL_CFG workload, ``--kernel-cfg-runs N`` runs it in N
 processes per mode (default 3; modes: one thread, threads alone, the default (threads, joined
@@ -95,7 +92,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _processes import CHILD_CWD, enter_child_cwd, ours_env, own_jit_cache, python_child
+from _processes import CHILD_CWD, enter_child_cwd, ours_env, own_jit_cache
 from _processes import official_env as _official_env
 from _timing import host_time, kernel_time
 
@@ -305,7 +302,7 @@ def kernel_cfg_in_child(setting: dict[str, str] | None, env: dict[str, str] | No
     if env is None:
         env = {k: v for k, v in ours_env().items() if k not in ("CUDNN_PY_BUILD_THREADS", "CUDNN_PY_BUILD_PROCESSES")}
         env.update(setting or {})
-    done = subprocess.run(python_child(os.path.abspath(__file__), "--kernel-cfg-child"), env=env,
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--kernel-cfg-child"], env=env,
                           capture_output=True, text=True, cwd=CHILD_CWD)
     if done.returncode:
         return f"failed: {done.stderr.strip().splitlines()[-1:]}"
@@ -511,9 +508,8 @@ def interleaved_rows(official_env: dict[str, str], rounds: int, cache_miss: bool
     for name in CASES:
         if name in OURS_ONLY:
             continue
-        done = subprocess.run(python_child(os.path.abspath(__file__), "--interleaved-child", "--case", name,
-                                           "--rounds", str(rounds), *(["--plan-cache-miss"] if cache_miss else [])),
-                              env=env,
+        done = subprocess.run([sys.executable, os.path.abspath(__file__), "--interleaved-child", "--case", name,
+                               "--rounds", str(rounds)] + (["--plan-cache-miss"] if cache_miss else []), env=env,
                               capture_output=True, text=True, cwd=CHILD_CWD)
         if done.returncode:
             print(f"{name:46s} failed: {done.stderr.strip().splitlines()[-1:]}", flush=True)
@@ -574,7 +570,7 @@ def official_available(other: str | None) -> str:
 def in_child(env: dict[str, str], case: str) -> tuple[str, dict | str]:  # type: ignore[type-arg]
     """The version and the figures (`cold_child`) for ``case`` of the ``cudnn`` a new process with
     ``env`` imports, or why there are none."""
-    done = subprocess.run(python_child(os.path.abspath(__file__), "--cold-child", "--case", case),
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", "--case", case],
                           env=env, capture_output=True, text=True, cwd=CHILD_CWD)
     if done.returncode:
         return "?", f"failed: {done.stderr.strip().splitlines()[-1:]}"
@@ -639,7 +635,7 @@ def main() -> None:
         warm = statistics.median(build_ms(make) for _ in range(5))
         cudnn.plan_cache.flush()  # the child reads what this process's writer thread wrote
         env = ours_env(CUDNN_PY_CACHE_DIR=str(cache_dir))
-        out = subprocess.run(python_child(__file__, "--child", name), env=env, capture_output=True, text=True,
+        out = subprocess.run([sys.executable, __file__, "--child", name], env=env, capture_output=True, text=True,
                              cwd=CHILD_CWD)
         disk = json.loads(out.stdout.strip().splitlines()[-1])["ms"] if out.returncode == 0 else float("nan")
         heur = gpu_us(g, pack)

@@ -23,8 +23,7 @@ again in that process, and it has no disk column. Host enqueue: host microsecond
 while the GPU is busy; GPU: CUDA events over back-to-back calls. Medians; prints, never asserts
 on time.
 
-Timed children run with their address layout fixed (`_processes.python_child`, as in
-bench_build.py). Every process gets a new, empty driver JIT cache (``CUDA_CACHE_PATH``, see bench_build.py) unless
+Every process gets a new, empty driver JIT cache (``CUDA_CACHE_PATH``, see bench_build.py) unless
 the caller chose one, so that no package's figures depend on which ran first; the disk children
 share this process's, as a later process on the same machine would. Run it from an installed
 package or after ``python -m compileall src``: a source tree without bytecode (with
@@ -49,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from _processes import official_env as _official_env
-from _processes import own_jit_cache, python_child
+from _processes import own_jit_cache
 
 if "--child" not in sys.argv:  # a disk child (`in_child`) shares its parent's, as a later process would
     own_jit_cache("bench-startup-jit-")
@@ -221,7 +220,7 @@ def child(case: str, first_use: bool, profile: int) -> None:
 def in_child(case: str, first_use: bool, cache_dir: Path, profile: int = 0) -> dict[str, float]:
     cudnn.plan_cache.flush()  # the child reads what this process's writer thread wrote
     env = {**os.environ, "CUDNN_PY_CACHE_DIR": str(cache_dir)}
-    args = python_child(__file__, "--child", case, "--profile", str(profile))
+    args = [sys.executable, __file__, "--child", case, "--profile", str(profile)]
     out = subprocess.run(args + (["--first-use"] if first_use else []), env=env, capture_output=True, text=True)
     if profile or out.returncode:
         print(out.stderr[-6000:], file=sys.stderr)
@@ -252,7 +251,7 @@ def cold_in_processes(case: str, runs: int, official_env: dict[str, str] | None)
             env = envs[who]
             if env is None or (who == "official" and failed):
                 continue
-            out = subprocess.run(python_child(__file__, "--cold-child", case), env=env, capture_output=True,
+            out = subprocess.run([sys.executable, __file__, "--cold-child", case], env=env, capture_output=True,
                                  text=True, cwd="/")
             if out.returncode:
                 why = f"failed: {out.stderr.strip().splitlines()[-1:]}"
@@ -292,7 +291,7 @@ def official(other: str | None) -> dict[str, Any] | str:
                             "'_compiled_module') else 3)"], env=env, capture_output=True, text=True, cwd="/")
     if probe.returncode:
         return "not importable" if probe.returncode != 3 else "not installed (the `cudnn` found is cudnn-py)"
-    done = subprocess.run(python_child(__file__, "--official-child"), env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, __file__, "--official-child"], env=env, capture_output=True, text=True,
                           cwd="/")
     if done.returncode:
         return f"failed: {done.stderr.strip().splitlines()[-1:]}"
@@ -342,7 +341,7 @@ def first_graph_times(envs: dict[str, dict[str, str]], runs: int, own_handle: bo
                       ) -> dict[str, list[float] | str]:
     """`first_graph_child` in ``runs`` fresh processes per package (``envs``: name -> environment),
     the order alternating as in `cold_in_processes`: per package its times, or why it failed."""
-    argv = python_child(__file__, "--first-graph-child", *(["own-handle"] if own_handle else []))
+    argv = [sys.executable, __file__, "--first-graph-child"] + (["own-handle"] if own_handle else [])
     out: dict[str, list[float] | str] = {who: [] for who in envs}
     names = list(envs)
     for k in range(runs):
