@@ -14,9 +14,9 @@ first, and so on; each figure is the median over a package's processes, and each
 twice: of those medians, and as the median of the per-pair ratios (with their range), the one
 to read when the machine's speed drifts between pairs.
 A virtual machine's CPU can run slower for seconds at a time (a neighbour's load on the host),
-which moves all of one new process's rebuilds by up to half, either package's alike, and pinning
-to one CPU does not avoid it: compare rebuilds with ``--interleaved``, where both packages build
-in one process, round after round.
+which moves all of one new process's rebuilds by up to half, either package's alike; neither
+pinning to one CPU nor fixing the address layout (``setarch -R``) avoids it: compare rebuilds
+with ``--interleaved``, where both packages build in one process, round after round.
 ``--per-process`` also prints each process's first build and rebuild median as it ends, in
 the order they ran (to see the machine's drift behind a ratio).
 ``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
