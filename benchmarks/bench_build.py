@@ -2,7 +2,7 @@
 autotuned vs heuristic GPU time.
 
     PYTHONPATH=src python benchmarks/bench_build.py [--other SITE_DIR] [--cold-only] [--pairs N]
-        [--per-process] [--cases TEXT] [--no-kernel-cfg]
+        [--builds N] [--per-process] [--cases TEXT] [--no-kernel-cfg]
     PYTHONPATH=src python benchmarks/bench_build.py --other SITE_DIR --interleaved [--rounds N] [--cases TEXT]
         [--plan-cache-miss]
 
@@ -66,8 +66,8 @@ whole machine, so run nothing else beside it).
 
 Two build times per process: "first", the first build of the case in a new process (its
 kernels compiled, nothing cached: what a serving process pays for a new shape), and "rebuild",
-the median of COLD_BUILDS builds of fresh graphs after it, with no plan cache (cuDNN may reuse
-the kernels it compiled in the process).
+the median of COLD_BUILDS builds of fresh graphs, the first among them (``--builds N``: N
+builds), with no plan cache (cuDNN may reuse the kernels it compiled in the process).
 
 Every process of this benchmark, this one included, runs in the same working directory (the
 temp folder): NVRTC, which compiles the kernels of runtime-compiled engines, looks for each
@@ -575,8 +575,8 @@ def official_available(other: str | None) -> str:
 def in_child(env: dict[str, str], case: str) -> tuple[str, dict | str]:  # type: ignore[type-arg]
     """The version and the figures (`cold_child`) for ``case`` of the ``cudnn`` a new process with
     ``env`` imports, or why there are none."""
-    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", "--case", case],
-                          env=env, capture_output=True, text=True, cwd=CHILD_CWD)
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", "--case", case,
+                           "--builds", str(COLD_BUILDS)], env=env, capture_output=True, text=True, cwd=CHILD_CWD)
     if done.returncode:
         return "?", f"failed: {done.stderr.strip().splitlines()[-1:]}"
     got = json.loads(done.stdout.strip().splitlines()[-1])
@@ -584,6 +584,9 @@ def in_child(env: dict[str, str], case: str) -> tuple[str, dict | str]:  # type:
 
 
 def main() -> None:
+    global COLD_BUILDS
+    if "--builds" in sys.argv:
+        COLD_BUILDS = int(sys.argv[sys.argv.index("--builds") + 1])
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         child(sys.argv[2])
         return
