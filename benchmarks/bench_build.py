@@ -745,7 +745,7 @@ def gpu_flag(ratio: float) -> str:
 def side_by_side_cold(pairs: int) -> None:
     """The header of --cold-only's table (`cold_row` prints each case as it is measured)."""
     print(f"\nbuild ms, cudnn-py beside the official frontend: each package in {pairs} new processes per case, "
-          "the order alternating; medians over processes")
+          "the order alternating; medians over processes, and the ratio of each package's best process")
     print(f"{'case':46s} {'first: official':>15s} {'cudnn-py':>9s} {'ratio':>6s} {'best':>6s} "
           f"{'pairs: median [range]':>22s}   {'rebuild: official':>17s} {'cudnn-py':>9s} {'ratio':>6s} {'best':>6s} "
           f"{'pairs: median [range]':>22s}   {'GPU us: official':>16s} {'cudnn-py':>9s} {'ratio':>9s}", flush=True)
