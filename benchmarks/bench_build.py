@@ -550,7 +550,7 @@ def cold_child() -> None:
     off, or the official frontend): per case, the first build, the median of COLD_BUILDS builds
     of fresh graphs (the cold column) and the GPU time of the plan it picked (or why a case
     failed); one JSON object on stdout."""
-    out: dict[str, dict[str, float] | str] = {}
+    out: dict[str, dict[str, Any] | str] = {}
     for name, make in CASES.items():
         try:
             times = [build_ms(make) for _ in range(COLD_BUILDS)]
@@ -631,7 +631,7 @@ def main() -> None:
         return
     cache_dir = Path(tempfile.mkdtemp(prefix="cudnn-py-bench-"))
     cudnn.plan_cache.directory = cache_dir
-    ours: dict[str, dict[str, float]] = {}
+    ours: dict[str, dict[str, Any]] = {}
     unavailable = official_available(other)
     theirs: dict[str, dict | str] = {}  # type: ignore[type-arg]
     version = "?"
@@ -698,7 +698,7 @@ def main() -> None:
 PAIRS = 3  # --cold-only: pairs of processes per case (one per package), alternating which goes first
 
 
-def cold_pairs(name: str, pairs: int, official_env: dict[str, str] | None, ours: dict[str, dict[str, float]],
+def cold_pairs(name: str, pairs: int, official_env: dict[str, str] | None, ours: dict[str, dict[str, Any]],
                theirs: dict[str, Any], per_process: bool = False) -> str:
     """Measure case ``name`` in ``pairs`` pairs of new processes (`cold_child`), cudnn-py first in
     even pairs and the official first in odd ones; store the medians over each package's
@@ -706,7 +706,7 @@ def cold_pairs(name: str, pairs: int, official_env: dict[str, str] | None, ours:
     rebuild ratios; or why it failed); with ``per_process``, print each process's figures.
     Returns the official's version ("" if it did not run)."""
     mine = ours_env(CUDNN_PY_PLAN_CACHE="0")
-    runs: dict[str, list[dict[str, float]]] = {"ours": [], "official": []}
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "official": []}
     if name in OURS_ONLY:
         theirs[name] = OURS_ONLY[name]
     version = ""
@@ -745,7 +745,7 @@ def read_libraries_once(official_env: dict[str, str] | None) -> None:
         in_child(official_env, name)
 
 
-def over_processes(runs: list[dict[str, float]]) -> dict[str, float]:
+def over_processes(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The median of each figure over a package's processes, and the best (lowest) first build
     and rebuild of any of them (``best_first``, ``best_cold``)."""
     return {key: statistics.median(r[key] for r in runs) for key in ("first", "cold", "gpu_us")} | {
@@ -766,7 +766,7 @@ def side_by_side_cold(pairs: int) -> None:
           f"{'pairs: median [range]':>22s}   {'GPU us: official':>16s} {'cudnn-py':>9s} {'ratio':>9s}", flush=True)
 
 
-def cold_row(name: str, mine: dict[str, float], row: dict[str, Any] | str) -> None:
+def cold_row(name: str, mine: dict[str, Any], row: dict[str, Any] | str) -> None:
     """One case of --cold-only: ratios official / cudnn-py (above 1: cudnn-py builds faster): of
     the medians, of the best process of each package, and per pair of processes (their median,
     lowest and highest); the GPU ratio cudnn-py / official (the aim: at most 1.03); cudnn-py's

@@ -13,8 +13,7 @@ built first), plan cache off: the median over ``--cold-runs`` fresh processes pe
 order alternating (one build's time moves with the state of the process and the host; a single
 process per package made the ratio of one case swing either way between runs), and the ratio of
 each package's best process as well (a new process builds at one of two speeds for its whole
-life: see bench_build.py). warm: the same
-graph built again, plan cache on (memory hit).
+life: see bench_build.py). warm: the same graph built again, plan cache on (memory hit).
 disk: a fresh process that finds the plan (and, for dynamic-shape graphs, the kernels) in the
 cache directory this process wrote; "disk, first use" times the first build of that process
 (cuDNN's sublibraries load there), "disk" the build after another graph initialised cuDNN.
