@@ -11,8 +11,11 @@ nothing about time.
         [--other SITE_DIR]    # a sys.path entry with another `cudnn` (the official frontend)
 
 cudnn-py launches a pack it has executed twice from a CUDA graph it captured
-(`cudnn.set_execute_replay`): rows marked ``[replays off]`` run with that switched off, and
-the bare ``cuGraphLaunch`` of the captured execute is what a replay cannot go below.
+(`cudnn.set_execute_replay`) when the stream has nothing left to run (the GPU waits for the
+host); behind queued work, as here, it executes the pack, whose kernels then follow that work
+back to back. Rows marked ``[replays always]`` replay behind queued work too (``always=True``:
+the host time a replay takes), rows marked ``[replays off]`` never replay, and the bare
+``cuGraphLaunch`` of the captured execute is what a replay cannot go below.
 
 The official frontend is also named ``cudnn``; it is measured in a child process that does
 not see this repository's src/ ("not installed" when it cannot be imported there).
@@ -38,19 +41,20 @@ SLEEP_CYCLES = 60_000_000  # ~30 ms of GPU spin per batch, longer than a batch t
 def timed(fns: dict[str, Callable[[], Any]], calls: int, batches: int) -> dict[str, list[float]]:
     """Host microseconds per call of each function, one batch of each in turn per round (the
     order rotating), while the GPU is busy with earlier work: name -> one sample per round.
-    Cases named with `REPLAYS_OFF` run with cudnn-py's replays switched off for their batch."""
+    Cases named with `REPLAYS_OFF` run with cudnn-py's replays switched off for their batch,
+    those named with `REPLAYS_ALWAYS` replaying behind queued work too."""
     import torch
 
     def batch(name: str, fn: Callable[[], Any], n: int) -> float:
-        off = name.endswith(REPLAYS_OFF)
-        if off:
-            switch(False)
+        mode = (False, False) if name.endswith(REPLAYS_OFF) else (True, True) if name.endswith(REPLAYS_ALWAYS) else None
+        if mode:
+            switch(*mode)
         start = time.perf_counter()
         for _ in range(n):
             fn()
         took = time.perf_counter() - start
-        if off:
-            switch(True)
+        if mode:
+            switch(True, False)
         return took
 
     for name, fn in fns.items():
@@ -66,12 +70,13 @@ def timed(fns: dict[str, Callable[[], Any]], calls: int, batches: int) -> dict[s
     return samples
 
 
-def switch(replays: bool) -> None:
-    """cudnn-py's replays on or off (the official frontend has none)."""
+def switch(replays: bool, always: bool) -> None:
+    """cudnn-py's replays on or off, and whether behind queued work too (the official frontend
+    has none)."""
     import cudnn
 
     if hasattr(cudnn, "set_execute_replay"):
-        cudnn.set_execute_replay(replays)
+        cudnn.set_execute_replay(replays, always=always)
 
 
 def median(samples: list[float]) -> float:
@@ -99,6 +104,7 @@ WRAPPER = "cudnn.Graph g(x, w, handle=h)"
 GRAPH_LAUNCH = "cuGraphLaunch of the captured execute alone"
 ALLOC = "torch.empty_strided (alone)"
 REPLAYS_OFF = "  [replays off]"
+REPLAYS_ALWAYS = "  [replays always]"
 
 
 def conv_graph() -> tuple[Any, ...]:
@@ -146,10 +152,12 @@ def measure_ours(calls: int, batches: int) -> dict[str, list[float]]:
         TORCH: lambda: torch.nn.functional.conv2d(x, w, padding=1),
         ALLOC: lambda: torch.empty_strided(dims, strides, dtype=torch.float16, device=x.device),
         EXECUTE: lambda: g.execute(pack, ws, handle),
+        EXECUTE + REPLAYS_ALWAYS: lambda: g.execute(pack, ws, handle),
         EXECUTE + REPLAYS_OFF: lambda: g.execute(pack, ws, handle),
         "pygraph.execute (new output each call)": lambda: g.execute(
             {X: x, W: w, Y: torch.empty_strided(dims, strides, dtype=torch.float16, device=x.device)}, ws, handle),
         WRAPPER: lambda: graph(x, w, handle=handle),
+        WRAPPER + REPLAYS_ALWAYS: lambda: graph(x, w, handle=handle),
         WRAPPER + REPLAYS_OFF: lambda: graph(x, w, handle=handle),
         "cudnn.Graph g(x, w)  [default handle, torch stream]": lambda: graph(x, w),
         "cudnn.Graph g({...}, handle=h)  [dict]": lambda: graph(dict(feed), handle=handle),

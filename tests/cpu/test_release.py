@@ -126,6 +126,7 @@ def test_a_replay_collected_inside_a_library_call_makes_no_call_there(monkeypatc
     monkeypatch.setattr(cuda, "driver", lambda: lib)
     monkeypatch.setattr(replay, "_launch_graph", lib.cuGraphLaunch)
     monkeypatch.setattr(replay, "_is_capturing", lambda stream: (0, 0))
+    monkeypatch.setattr(replay, "_stream_busy", lambda stream: (0,))
     dead = replay.Replay(0xDEAD)
     cycle: list[Any] = [dead]
     cycle.append(cycle)
@@ -151,7 +152,7 @@ def test_the_driver_bindings_are_initialised_when_the_launch_calls_are_bound(mon
             calls.append("version")
             return (0, 13000)
 
-        cuGraphLaunch = cuStreamIsCapturing = None
+        cuGraphLaunch = cuStreamIsCapturing = cuStreamQuery = None
 
     monkeypatch.setattr(cuda, "driver", lambda: Driver())
     cuda.graph_calls()

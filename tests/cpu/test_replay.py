@@ -189,6 +189,67 @@ def test_replays_can_be_switched_off_and_on() -> None:
         cudnn.set_execute_replay("off")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_graphs: expected an int >= 0, got -1"):
         cudnn.set_execute_replay(True, max_graphs=-1)
+    with pytest.raises(TypeError, match="always: expected True or False, got 1"):
+        cudnn.set_execute_replay(True, always=1)  # type: ignore[arg-type]
+
+
+class _Driver:
+    """cuGraphLaunch, cuStreamIsCapturing and cuStreamQuery as a replay's launch calls them,
+    recording the calls; ``queued``: the streams with work left to run."""
+
+    def __init__(self, queued: set[int], capturing: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        self.queued, self.capturing, self.calls = queued, capturing, []  # type: ignore[var-annotated]
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(replay, "_launch_graph", lambda executable, stream: self.calls.append(
+            ("launch", executable, stream)) or (0,))
+        monkeypatch.setattr(replay, "_is_capturing", lambda stream: (0, int(stream in self.capturing)))
+        monkeypatch.setattr(replay, "_stream_busy", lambda stream: self.calls.append(("query", stream)) or (
+            600 if stream in self.queued else 0,))  # CUDA_ERROR_NOT_READY / CUDA_SUCCESS
+
+
+@pytest.mark.parametrize("stream", [0, 7])
+def test_a_replay_launches_when_its_stream_has_nothing_left_to_run(monkeypatch: pytest.MonkeyPatch,
+                                                                   stream: int) -> None:
+    driver = _Driver(queued={9})
+    driver.install(monkeypatch)
+    assert replay.Replay(0xE1).launch(1, stream) is True
+    assert driver.calls == [("query", stream), ("launch", 0xE1, stream)]
+
+
+def test_behind_queued_work_a_replay_declines_and_the_pack_is_executed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host is ahead of the GPU there: the execute's kernels follow the queued work back to
+    back, where a graph launch would cost the GPU more; the replay stays for later calls."""
+    driver = _Driver(queued={7})
+    driver.install(monkeypatch)
+    r = replay.Replay(0xE2)
+    assert r.launch(1, 7) is False
+    assert driver.calls == [("query", 7)] and r.executable == 0xE2
+    driver.queued.clear()
+    assert r.launch(1, 7) is True
+
+
+def test_always_replays_behind_queued_work_without_asking(monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = _Driver(queued={7})
+    driver.install(monkeypatch)
+    try:
+        cudnn.set_execute_replay(True, always=True)
+        assert replay.Replay(0xE3).launch(1, 7) is True
+        assert driver.calls == [("launch", 0xE3, 7)]
+        cudnn.set_execute_replay(True)  # always=None keeps the setting
+        assert replay.Replay(0xE4).launch(1, 7) is True
+    finally:
+        cudnn.set_execute_replay(True, always=False)
+    assert replay.Replay(0xE5).launch(1, 7) is False
+
+
+def test_a_stream_being_captured_is_never_queried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Querying a capturing stream would invalidate the user's capture: the capture check comes
+    first, and the pack is executed (recorded into the capture)."""
+    driver = _Driver(queued=set(), capturing={7})
+    driver.install(monkeypatch)
+    assert replay.Replay(0xE6).launch(1, 7) is False
+    assert driver.calls == []
 
 
 def test_no_capture_beyond_max_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,12 +264,14 @@ def test_no_capture_beyond_max_graphs(monkeypatch: pytest.MonkeyPatch) -> None:
         cudnn.set_execute_replay(True, max_graphs=replay.MAX_GRAPHS)
 
 
-@pytest.mark.parametrize(("value", "expected"), [("0", False), ("off", False), ("1", True), ("", True)])
-def test_the_environment_sets_the_start_value(value: str, expected: bool) -> None:
-    code = "import cudnn; print(cudnn.execute_replay())"
+@pytest.mark.parametrize(("value", "expected", "always"), [
+    ("0", False, False), ("off", False, False), ("1", True, False), ("", True, False), ("always", True, True),
+    (" Always ", True, True)])
+def test_the_environment_sets_the_start_value(value: str, expected: bool, always: bool) -> None:
+    code = "import cudnn; from cudnn.backend import replay; print(cudnn.execute_replay(), replay._always[0])"
     env = {**os.environ, "CUDNN_PY_EXECUTE_REPLAY": value}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == str(expected)
+    assert out.stdout.split() == [str(expected), str(always)]
 
 
 @pytest.mark.parametrize(("mask", "asks_the_stream"), [
@@ -222,7 +285,7 @@ def test_no_capture_while_cudnns_log_callback_takes_more_than_errors(
     asked: list[int] = []
     monkeypatch.setattr(replay.capi, "get_log_callback", lambda: (0, mask, 0x1234))
     monkeypatch.setattr(replay.marshal, "handle_stream", lambda h: asked.append(h) or -1)
-    monkeypatch.setattr(replay.cuda, "graph_calls", lambda: (None, None))
+    monkeypatch.setattr(replay.cuda, "graph_calls", lambda: (None, None, None))
     assert replay.capture(1, 2, 3, None) is None
     assert asked == ([3] if asks_the_stream else [])
 

@@ -81,7 +81,7 @@ def check_replay(g: Any, pack: Mapping[Any, Any], ws: Any, outs: Sequence[torch.
         second = _snapshot(g, pack, ws, outs)
         if not _same_bits(first, second):
             return None  # a nondeterministic engine (atomics): compared with tolerances elsewhere
-        cudnn.set_execute_replay(True)
+        cudnn.set_execute_replay(True, always=True)  # the snapshot's poisoning is queued just before
         before = launches()
         for _ in range(3):  # counted executes, the capture, then replays
             got = _snapshot(g, pack, ws, outs)
@@ -95,4 +95,4 @@ def check_replay(g: Any, pack: Mapping[Any, Any], ws: Any, outs: Sequence[torch.
             return f"the replayed result differs from the executed one in its bits: {_differences(first, got)}"
         return None
     finally:
-        cudnn.set_execute_replay(was)
+        cudnn.set_execute_replay(was, always=False)

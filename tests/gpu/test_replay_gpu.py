@@ -3,7 +3,10 @@
 A pack executed twice is captured into a CUDA graph and launched from it afterwards
 (`cudnn.backend.replay`). Each test counts the launches (so a replay is known to have run) and
 compares with PyTorch on the same inputs, changed in place between calls: a replay reading a
-stale copy, or running on another stream, would give the old result. Tolerances: fp16 conv
+stale copy, or running on another stream, would give the old result. The tests of what a
+replay computes replay behind queued work too (``always=True``), so that inputs written just
+before a call do not turn its replay into an execute; the default, which executes there, has a
+test of its own. Tolerances: fp16 conv
 as test_call_path_gpu (atol 5e-3, rtol 3e-3); cudnn.ops results are compared bit for bit with
 the same op with replays off.
 """
@@ -37,8 +40,9 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         return done
 
     monkeypatch.setattr(replay.Replay, "launch", counted)
+    cudnn.set_execute_replay(True, always=True)
     yield seen
-    cudnn.set_execute_replay(True)
+    cudnn.set_execute_replay(True, always=False)
 
 
 def nhwc(*shape: int) -> torch.Tensor:
@@ -94,6 +98,39 @@ def test_a_replay_runs_on_the_stream_the_handle_has_now(launches: list[int]) -> 
     second.synchronize()
     torch.testing.assert_close(y, torch.nn.functional.conv2d(new, w, padding=1), **TOL)
     assert launches == [first.cuda_stream, second.cuda_stream]
+
+
+def test_by_default_a_pack_behind_queued_work_is_executed_and_replayed_once_the_stream_is_idle(
+        launches: list[int]) -> None:
+    """Behind a long sleep the host is ahead of the GPU: the captured pack is executed (its
+    kernels follow the queued work back to back), and computes the new input written behind the
+    sleep; once the stream has run everything, the next call replays."""
+    cudnn.set_execute_replay(True, always=False)
+    torch.manual_seed(3)
+    x, w = nhwc(4, 32, 16, 16), nhwc(32, 32, 3, 3)
+    g, X, W, Y, y, ws = conv_graph(x, w)
+    handle = cudnn.create_handle()
+    stream = torch.cuda.Stream()
+    cudnn.set_stream(handle, stream)
+    pack = {X: x, W: w, Y: y}
+    with torch.cuda.stream(stream):
+        for _ in range(3):  # two counted executes, the capture, then a replay on the idle stream
+            g.execute(pack, ws, handle)
+            stream.synchronize()
+        assert launches == [stream.cuda_stream]
+        new = nhwc(4, 32, 16, 16)
+        torch.cuda._sleep(50_000_000)  # tens of ms of queued work
+        x.copy_(new)
+        g.execute(pack, ws, handle)
+        assert launches == [stream.cuda_stream], "replayed behind queued work"
+        stream.synchronize()
+        torch.testing.assert_close(y, torch.nn.functional.conv2d(new, w, padding=1), **TOL)
+        x.copy_(nhwc(4, 32, 16, 16))
+        stream.synchronize()
+        g.execute(pack, ws, handle)
+        stream.synchronize()
+    assert launches == [stream.cuda_stream] * 2
+    torch.testing.assert_close(y, torch.nn.functional.conv2d(x, w, padding=1), **TOL)
 
 
 def test_a_users_cuda_graph_capture_records_a_real_execute(launches: list[int]) -> None:

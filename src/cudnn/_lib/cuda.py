@@ -558,17 +558,18 @@ def release_unless_capturing(stream: int) -> int:
     return release.drain()
 
 
-def graph_calls() -> tuple[Callable[[int, int], Any], Callable[[int], Any]]:
-    """cuda-bindings' ``cuGraphLaunch(executable, stream) -> (CUresult,)`` and
-    ``cuStreamIsCapturing(stream) -> (CUresult, status)``, for hot paths that read the results
-    themselves (both are falsy on success / not capturing).
+def graph_calls() -> tuple[Callable[[int, int], Any], Callable[[int], Any], Callable[[int], Any]]:
+    """cuda-bindings' ``cuGraphLaunch(executable, stream) -> (CUresult,)``,
+    ``cuStreamIsCapturing(stream) -> (CUresult, status)`` and ``cuStreamQuery(stream) ->
+    (CUresult,)``, for hot paths that read the results themselves (each is falsy on success /
+    not capturing / nothing left to run on the stream).
 
     cuda-bindings resolves its driver symbols at its first driver call, running Python code
     under a lock of its own that a nested call waits for: that first call is made here, at a
     point cudnn-py chooses, rather than at whichever launch comes first."""
     drv = driver()
     drv.cuDriverGetVersion()
-    return drv.cuGraphLaunch, drv.cuStreamIsCapturing
+    return drv.cuGraphLaunch, drv.cuStreamIsCapturing, drv.cuStreamQuery
 
 
 def _gpu_problem() -> tuple[str, str, str] | None:

@@ -33,6 +33,14 @@ A Replay that becomes unreachable is not destroyed by its finalizer, which runs 
 garbage collector does (inside another library's call, between a capture's begin and end): it
 is queued (`cudnn._lib.release`) and destroyed at the next capture, build or handle creation.
 
+A replay saves host time, which counts only while the GPU waits for the host; on the GPU, a
+graph launch costs more than the kernels it holds launched from the stream (the next launch
+starts later after the one before it ends). So a pack is replayed when its stream has finished
+the work queued on it before (``cuStreamQuery``: the GPU is waiting for the host) and executed
+with ``cudnnBackendExecute`` while earlier work is still queued (the host is ahead; its kernels
+then follow that work back to back, as the official frontend's do). ``set_execute_replay(True,
+always=True)`` or ``CUDNN_PY_EXECUTE_REPLAY=always`` replays behind queued work too.
+
 Launches of one graph run one after another even on two streams (CUDA orders them), where
 two executes of one pack could overlap; both would write the same buffers. The Runner decides
 which packs are captured (see `cudnn.graph.execute`); ``set_execute_replay(False)`` or
@@ -51,32 +59,45 @@ from .._lib import capi, cuda, marshal, release
 from .handle import Handle, forked
 
 _ENV = "CUDNN_PY_EXECUTE_REPLAY"
-_enabled = [os.environ.get(_ENV, "1").strip().lower() not in ("0", "false", "off", "no")]
+_setting = os.environ.get(_ENV, "1").strip().lower()
+_enabled = [_setting not in ("0", "false", "off", "no")]
+_always = [_setting == "always"]  # replay behind work still queued on the stream too
 MAX_GRAPHS = 512  # captured executes kept at once by default (each holds device memory)
 _max_graphs = [MAX_GRAPHS]
 _live: weakref.WeakSet[Replay] = weakref.WeakSet()  # every Replay alive, for the bound
 _log = logging.getLogger("cudnn.execute")
 _ERRORS_ONLY = capi.SEV_FATAL_EN | capi.SEV_ERROR_EN  # the least a registered log callback receives
-_launch_graph: Any = None  # cuGraphLaunch and cuStreamIsCapturing, bound at the first capture
+_launch_graph: Any = None  # cuGraphLaunch, cuStreamIsCapturing and cuStreamQuery, bound at the first capture
 _is_capturing: Any = None
+_stream_busy: Any = None
 
 
-def set_execute_replay(enabled: bool, *, max_graphs: int | None = None) -> None:
+def set_execute_replay(enabled: bool, *, max_graphs: int | None = None, always: bool | None = None) -> None:
     """Whether a variant pack executed repeatedly is replayed from a captured CUDA graph (the
     default; ``$CUDNN_PY_EXECUTE_REPLAY=0`` starts with it off). Off, every execute calls
     ``cudnnBackendExecute``, including those of packs captured earlier.
 
     ``max_graphs``: how many captured executes the process keeps at once (512 at first). Each
     holds device memory (256 KiB on an H200 with CUDA 13); once that many are alive, further
-    packs are executed until some are freed with their plans or packs."""
+    packs are executed until some are freed with their plans or packs.
+
+    ``always``: by default (False) a captured pack is replayed only when its stream has no
+    earlier work left to run, where the GPU waits for the host and the replay's shorter host
+    time counts; behind queued work it is executed, back to back with that work on the GPU. True
+    replays it behind queued work too (``$CUDNN_PY_EXECUTE_REPLAY=always`` starts so): less host
+    time per call, a little more GPU time per launch."""
     if not isinstance(enabled, bool):
         raise TypeError(f"set_execute_replay: expected True or False, got {enabled!r}")
     if max_graphs is not None and (isinstance(max_graphs, bool) or not isinstance(max_graphs, int)
                                    or max_graphs < 0):
         raise ValueError(f"set_execute_replay: max_graphs: expected an int >= 0, got {max_graphs!r}")
+    if always is not None and not isinstance(always, bool):
+        raise TypeError(f"set_execute_replay: always: expected True or False, got {always!r}")
     _enabled[0] = enabled
     if max_graphs is not None:
         _max_graphs[0] = max_graphs
+    if always is not None:
+        _always[0] = always
 
 
 def execute_replay() -> bool:
@@ -97,7 +118,8 @@ class Replay:
     def launch(self, handle: int, stream: int | None = None) -> bool:
         """Launch on ``handle``'s current stream (``stream``, when the caller has just set it);
         False when the caller must execute instead: replays are off, the stream is being
-        captured, or the launch failed (then always)."""
+        captured, earlier work is still queued on it (unless replays are ``always``), or the
+        launch failed (then always)."""
         if not (self.executable and _enabled[0]):
             return False
         if stream is None:
@@ -105,6 +127,8 @@ class Replay:
             if stream < 0:
                 return False  # a handle cuDNN refuses: its execute says why
         if stream > 1 and _is_capturing(stream)[1]:  # 0 and 1 are the legacy stream, never captured
+            return False
+        if not _always[0] and _stream_busy(stream)[0]:  # CUDA_ERROR_NOT_READY: the host is ahead
             return False
         if _launch_graph(self.executable, stream)[0]:
             _log.debug("launching a captured execute failed; executing that pack from now on")
@@ -150,9 +174,9 @@ def capture(plan: int, pack: int, handle: int, device: int | None, label: str = 
     status, mask, callback = capi.get_log_callback()
     if status or (callback and mask & ~_ERRORS_ONLY):  # see the module's docstring
         return None
-    global _launch_graph, _is_capturing
+    global _launch_graph, _is_capturing, _stream_busy
     if _launch_graph is None:
-        _launch_graph, _is_capturing = cuda.graph_calls()
+        _launch_graph, _is_capturing, _stream_busy = cuda.graph_calls()
     stream = marshal.handle_stream(handle)
     if stream < 0 or (stream > 1 and _is_capturing(stream)[1]):
         return None
