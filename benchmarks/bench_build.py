@@ -409,7 +409,9 @@ def settled(make):  # type: ignore[no-untyped-def]
 
 def gpu_us(g: cudnn.pygraph, pack: dict, calls: int = 20, repeats: int = 7) -> float:  # type: ignore[type-arg]
     """Microseconds of GPU work per execute of the built plan: executes queued back to back behind
-    a GPU spin (`kernel_time`), so that neither package's host time per call enters the figure."""
+    a GPU spin (`kernel_time`), so that neither package's host time per call enters the figure
+    (behind queued work cudnn-py executes a captured pack rather than replaying it, see
+    `cudnn.set_execute_replay`)."""
     ws = torch.empty(g.get_workspace_size(), device="cuda", dtype=torch.uint8)
 
     def run() -> None:
