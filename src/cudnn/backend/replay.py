@@ -33,12 +33,12 @@ A Replay that becomes unreachable is not destroyed by its finalizer, which runs 
 garbage collector does (inside another library's call, between a capture's begin and end): it
 is queued (`cudnn._lib.release`) and destroyed at the next capture, build or handle creation.
 
-A replay saves host time, which counts only while the GPU waits for the host; on the GPU, a
-graph launch costs more than the kernels it holds launched from the stream (the next launch
-starts later after the one before it ends). So a pack is replayed when its stream has finished
-the work queued on it before (``cuStreamQuery``: the GPU is waiting for the host) and executed
-with ``cudnnBackendExecute`` while earlier work is still queued (the host is ahead; its kernels
-then follow that work back to back, as the official frontend's do). ``set_execute_replay(True,
+A replay saves host time, which counts only while the GPU waits for the host. On the GPU,
+behind queued work, a launch of the captured graph takes longer than cuDNN's own launch of the
+same kernels, which follow the work before them back to back. So a pack is replayed when its
+stream has finished the work queued on it before (``cuStreamQuery``: the GPU is waiting for the
+host) and executed with ``cudnnBackendExecute`` while earlier work is still queued (the host
+is ahead), as the official frontend always executes. ``set_execute_replay(True,
 always=True)`` or ``CUDNN_PY_EXECUTE_REPLAY=always`` replays behind queued work too.
 
 Launches of one graph run one after another even on two streams (CUDA orders them), where
@@ -128,7 +128,7 @@ class Replay:
                 return False  # a handle cuDNN refuses: its execute says why
         if stream > 1 and _is_capturing(stream)[1]:  # 0 and 1 are the legacy stream, never captured
             return False
-        if not _always[0] and _stream_busy(stream)[0]:  # CUDA_ERROR_NOT_READY: the host is ahead
+        if not _always[0] and _stream_busy(stream)[0]:  # work still queued (or an error the execute reports)
             return False
         if _launch_graph(self.executable, stream)[0]:
             _log.debug("launching a captured execute failed; executing that pack from now on")
