@@ -197,8 +197,9 @@ class _Driver:
     """cuGraphLaunch, cuStreamIsCapturing and cuStreamQuery as a replay's launch calls them,
     recording the calls; ``queued``: the streams with work left to run."""
 
-    def __init__(self, queued: set[int], capturing: set[int] = frozenset()) -> None:  # type: ignore[assignment]
-        self.queued, self.capturing, self.calls = queued, capturing, []  # type: ignore[var-annotated]
+    def __init__(self, queued: set[int], capturing: frozenset[int] = frozenset()) -> None:
+        self.queued, self.capturing = queued, capturing
+        self.calls: list[tuple[Any, ...]] = []
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(replay, "_launch_graph", lambda executable, stream: self.calls.append(
@@ -246,7 +247,7 @@ def test_always_replays_behind_queued_work_without_asking(monkeypatch: pytest.Mo
 def test_a_stream_being_captured_is_never_queried(monkeypatch: pytest.MonkeyPatch) -> None:
     """Querying a capturing stream would invalidate the user's capture: the capture check comes
     first, and the pack is executed (recorded into the capture)."""
-    driver = _Driver(queued=set(), capturing={7})
+    driver = _Driver(queued=set(), capturing=frozenset({7}))
     driver.install(monkeypatch)
     assert replay.Replay(0xE6).launch(1, 7) is False
     assert driver.calls == []

@@ -114,7 +114,7 @@ def test_by_default_a_pack_behind_queued_work_is_executed_and_replayed_once_the_
     cudnn.set_stream(handle, stream)
     pack = {X: x, W: w, Y: y}
     with torch.cuda.stream(stream):
-        for _ in range(3):  # two counted executes, the capture, then a replay on the idle stream
+        for _ in range(3):  # two executes (the second captures the pack), then a replay on the idle stream
             g.execute(pack, ws, handle)
             stream.synchronize()
         assert launches == [stream.cuda_stream]
