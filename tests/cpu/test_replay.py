@@ -227,7 +227,26 @@ def test_behind_queued_work_a_replay_declines_and_the_pack_is_executed(monkeypat
     assert r.launch(1, 7) is False
     assert driver.calls == [("query", 7)] and r.executable == 0xE2
     driver.queued.clear()
+    for _ in range(replay.BUSY_EXECUTES):
+        assert r.launch(1, 7) is False
     assert r.launch(1, 7) is True
+    assert driver.calls == [("query", 7), ("query", 7), ("launch", 0xE2, 7)]
+
+
+def test_after_a_busy_stream_the_next_calls_are_executed_without_asking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asking costs host time while the host is ahead: once the stream is found busy, the next
+    BUSY_EXECUTES launches decline before any driver call (not even the capture check, which an
+    execute does not need), then the stream is asked again; each Replay counts its own."""
+    driver = _Driver(queued={7})
+    driver.install(monkeypatch)
+    r, other = replay.Replay(0xE7), replay.Replay(0xE8)
+    calls = [r.launch(1, 7) for _ in range(2 * (replay.BUSY_EXECUTES + 1) + 1)]
+    assert calls == [False] * len(calls)
+    assert driver.calls == [("query", 7)] * 3  # the first call, and after each run of unasked calls
+    driver.calls.clear()
+    driver.queued.clear()
+    assert other.launch(1, 7) is True
+    assert driver.calls == [("query", 7), ("launch", 0xE8, 7)]
 
 
 def test_always_replays_behind_queued_work_without_asking(monkeypatch: pytest.MonkeyPatch) -> None:

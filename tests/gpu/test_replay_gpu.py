@@ -104,7 +104,8 @@ def test_by_default_a_pack_behind_queued_work_is_executed_and_replayed_once_the_
         launches: list[int]) -> None:
     """Behind a long sleep the host is ahead of the GPU: the captured pack is executed (its
     kernels follow the queued work back to back), and computes the new input written behind the
-    sleep; once the stream has run everything, the next call replays."""
+    sleep; the next BUSY_EXECUTES calls are executed without asking, and once the stream has run
+    everything, the call after them replays."""
     cudnn.set_execute_replay(True, always=False)
     torch.manual_seed(3)
     x, w = nhwc(4, 32, 16, 16), nhwc(32, 32, 3, 3)
@@ -125,6 +126,9 @@ def test_by_default_a_pack_behind_queued_work_is_executed_and_replayed_once_the_
         assert launches == [stream.cuda_stream], "replayed behind queued work"
         stream.synchronize()
         torch.testing.assert_close(y, torch.nn.functional.conv2d(new, w, padding=1), **TOL)
+        for _ in range(replay.BUSY_EXECUTES):
+            g.execute(pack, ws, handle)
+        assert launches == [stream.cuda_stream], "asked the stream again too early"
         x.copy_(nhwc(4, 32, 16, 16))
         stream.synchronize()
         g.execute(pack, ws, handle)

@@ -38,8 +38,11 @@ behind queued work, a launch of the captured graph takes longer than cuDNN's own
 same kernels, which follow the work before them back to back. So a pack is replayed when its
 stream has finished the work queued on it before (``cuStreamQuery``: the GPU is waiting for the
 host) and executed with ``cudnnBackendExecute`` while earlier work is still queued (the host
-is ahead), as the official frontend always executes. ``set_execute_replay(True,
-always=True)`` or ``CUDNN_PY_EXECUTE_REPLAY=always`` replays behind queued work too.
+is ahead), as the official frontend always executes. Asking costs host time too (a capture
+check, then the query), so once a pack's stream is found busy its next `BUSY_EXECUTES` calls
+are executed without asking: a host that is ahead stays ahead for a while, and one that falls
+behind is replayed again within that many calls. ``set_execute_replay(True, always=True)`` or
+``CUDNN_PY_EXECUTE_REPLAY=always`` replays behind queued work too, without asking.
 
 Launches of one graph run one after another even on two streams (CUDA orders them), where
 two executes of one pack could overlap; both would write the same buffers. The Runner decides
@@ -63,6 +66,7 @@ _setting = os.environ.get(_ENV, "1").strip().lower()
 _enabled = [_setting not in ("0", "false", "off", "no")]
 _always = [_setting == "always"]  # replay behind work still queued on the stream too
 MAX_GRAPHS = 512  # captured executes kept at once by default (each holds device memory)
+BUSY_EXECUTES = 8  # after a pack's stream was found busy, its next calls executed without asking
 _max_graphs = [MAX_GRAPHS]
 _live: weakref.WeakSet[Replay] = weakref.WeakSet()  # every Replay alive, for the bound
 _log = logging.getLogger("cudnn.execute")
@@ -108,19 +112,24 @@ def execute_replay() -> bool:
 class Replay:
     """One pack's execute, captured: ``launch(handle)`` issues it on that handle's stream."""
 
-    __slots__ = ("executable", "__weakref__")
+    __slots__ = ("executable", "unasked", "__weakref__")
 
     def __init__(self, executable: int) -> None:
         self.executable = executable
+        self.unasked = 0  # launches left to decline without asking (the stream was busy)
         weakref.finalize(self, release.later, _destroy, executable)
         _live.add(self)
 
     def launch(self, handle: int, stream: int | None = None) -> bool:
         """Launch on ``handle``'s current stream (``stream``, when the caller has just set it);
         False when the caller must execute instead: replays are off, the stream is being
-        captured, earlier work is still queued on it (unless replays are ``always``), or the
-        launch failed (then always)."""
+        captured, earlier work is still queued on it (unless replays are ``always``; and for
+        `BUSY_EXECUTES` calls after that was found), or the launch failed (then always)."""
         if not (self.executable and _enabled[0]):
+            return False
+        unasked = self.unasked
+        if unasked > 0:  # the stream was busy a moment ago: executing needs no capture check
+            self.unasked = unasked - 1  # (threads racing here at worst ask a call early)
             return False
         if stream is None:
             stream = marshal.handle_stream(handle)
@@ -129,6 +138,7 @@ class Replay:
         if stream > 1 and _is_capturing(stream)[1]:  # 0 and 1 are the legacy stream, never captured
             return False
         if not _always[0] and _stream_busy(stream)[0]:  # work still queued (or an error the execute reports)
+            self.unasked = BUSY_EXECUTES
             return False
         if _launch_graph(self.executable, stream)[0]:
             _log.debug("launching a captured execute failed; executing that pack from now on")
