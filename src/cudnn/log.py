@@ -7,8 +7,8 @@ when the program configured no logging).
 
 The official frontend's switches work too: with ``CUDNN_FRONTEND_LOG_INFO=1`` and
 ``CUDNN_FRONTEND_LOG_FILE`` (a path, ``stdout`` or ``stderr``) set when ``cudnn`` is imported,
-the ``cudnn`` loggers' INFO records go there as bare lines, each graph's JSON on one line when
-it is validated.
+the ``cudnn`` loggers' INFO records go there as bare lines, and so does each graph's JSON, on
+one line when it is validated (a DEBUG record of ``cudnn.graph``, let through to that file).
 
 cuDNN's log is switched at run time with :func:`set_log_level`: cudnn-py registers a callback
 with ``cudnnSetCallback`` and a severity mask matching the level, so there is no need to set
@@ -63,12 +63,20 @@ def frontend_log_from_environment(environ: Any = None) -> logging.Handler | None
     else:
         handler = logging.FileHandler(dest, mode="w", delay=True)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    handler.setLevel(logging.INFO)
+    handler.addFilter(_frontend_records)
     logger = get_logger()
     logger.addHandler(handler)
     if logger.getEffectiveLevel() > logging.INFO:
         logger.setLevel(logging.INFO)
+    graph = get_logger("graph")
+    if graph.getEffectiveLevel() > logging.DEBUG:
+        graph.setLevel(logging.DEBUG)  # the graph's JSON is a DEBUG record
     return handler
+
+
+def _frontend_records(record: logging.LogRecord) -> bool:
+    """What the official frontend's log file gets: INFO and above, and the graphs' JSON."""
+    return record.levelno >= logging.INFO or getattr(record, "graph_json", False)
 
 
 def _as_level(level: int | str | None) -> int:

@@ -161,3 +161,20 @@ def test_the_official_frontend_log_switches_write_each_graph_as_one_json_line(tm
     env = {**os.environ, "CUDNN_FRONTEND_LOG_INFO": "0", "CUDNN_FRONTEND_LOG_FILE": str(off)}
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     assert not off.exists()
+
+
+def test_info_says_what_happened_and_the_json_is_debug(caplog: pytest.LogCaptureFixture) -> None:
+    """With INFO on (as ``logging.basicConfig(level=logging.INFO)`` sets it), validating a graph
+    writes no JSON; at DEBUG its JSON is one record of ``cudnn.graph``."""
+    g = cudnn.pygraph(name="small", io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    x = g.tensor(name="x", dim=[2, 3], stride=[3, 1])
+    g.relu(x, name="r").set_output(True)
+    with caplog.at_level(logging.INFO, logger="cudnn"):
+        g.validate()
+    assert not any("{" in r.getMessage() for r in caplog.records), caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="cudnn"):
+        g.validate()
+    graphs = [json.loads(r.getMessage()) for r in caplog.records if r.name == "cudnn.graph" and r.levelno == logging.DEBUG
+              and r.getMessage().startswith("{")]
+    assert len(graphs) == 1 and graphs[0]["context"]["name"] == "small" and "x" in graphs[0]["tensors"]

@@ -269,8 +269,8 @@ class pygraph:  # the documented name
                 node.infer(self._context)
             self._check_rules()
         self._validated = True
-        if _graph_log.isEnabledFor(logging.INFO):  # one line of JSON (CUDNN_FRONTEND_LOG_INFO)
-            _graph_log.info("%s", compact(self.to_json()))
+        if _graph_log.isEnabledFor(logging.DEBUG):  # one line of JSON (also CUDNN_FRONTEND_LOG_INFO's)
+            _graph_log.debug("%s", compact(self.to_json()), extra={"graph_json": True})
 
     def _check_rules(self) -> None:
         hygiene.check_names(self._nodes)
