@@ -2,9 +2,10 @@
 the setting and when workers join a build, when a graph is built in this process only, a
 worker's environment, the graph identity a worker must reproduce from the printed JSON, how the
 threads' build keeps what helpers return (restored plans, plans handed back), real worker
-processes that cannot serve on this machine, and a stand-in worker process that dies, garbles
-its answer, runs past its time or fails a plan: each time its plans are built here and nothing
-outlives the build. The build itself against torch: tests/gpu/test_plan_workers_gpu.py.
+processes that cannot serve on this machine, and a stand-in worker process that dies, is
+killed, closes its output and stays, garbles its answer, runs past its time or fails a plan:
+each time its plans are built here, the warning says how it ended, and nothing outlives the
+build. The build itself against torch: tests/gpu/test_plan_workers_gpu.py.
 
 Plans here are the stand-ins of plan_stand_ins.py (the `fake_plans` fixture)."""
 
@@ -308,6 +309,11 @@ for line in sys.stdin:
     mode = os.environ["FAKE_MODE"] if engine == 2 else "builds"
     if mode == "dies":
         os._exit(3)
+    if mode == "is killed":
+        os.kill(os.getpid(), 9)
+    if mode == "closes its output":
+        os.close(1)
+        time.sleep(60)
     if mode == "garbles":
         print("{{not json", flush=True)
         continue
@@ -321,9 +327,12 @@ for line in sys.stdin:
 @pytest.mark.parametrize("mode, says", [
     ("builds", None),
     ("fails there", None),  # no plan: built here, as cuDNN's error would be raised here
-    ("dies", "lost a plan-build worker (EOFError: it ended; exit status 3)"),
+    ("dies", "lost a plan-build worker (EOFError: its output ended; exit status 3)"),
+    ("is killed", "lost a plan-build worker (EOFError: its output ended; killed by SIGKILL)"),
+    ("closes its output", "lost a plan-build worker (EOFError: its output ended; "
+                          "it was still running 0.2 s after its output ended)"),
     ("garbles", "lost a plan-build worker (JSONDecodeError: Expecting property name"),
-    ("hangs", "lost a plan-build worker (EOFError: it ended; it ran past its time)"),
+    ("hangs", "lost a plan-build worker (EOFError: its output ended; it ran past its time)"),
 ])
 def test_a_worker_process_that_fails_leaves_its_plan_here(fake_plans: list[FakePlan], on_device_0: None,
                                                           tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -337,7 +346,9 @@ def test_a_worker_process_that_fails_leaves_its_plan_here(fake_plans: list[FakeP
     script.chmod(0o755)
     monkeypatch.setattr(sys, "executable", str(script))
     monkeypatch.setenv("FAKE_MODE", mode)
-    monkeypatch.setattr(workers, "PER_PLAN_S", 1.0)
+    monkeypatch.setattr(workers, "PER_PLAN_S", 1.0 if mode == "hangs" else workers.PER_PLAN_S)
+    if mode == "closes its output":  # and stays: given this long to exit before it is said to be running
+        monkeypatch.setattr(workers, "EXIT_S", 0.2)
     monkeypatch.setattr(Pipeline, "build_handle_ptr", lambda self: 0x1)
 
     def restore(handle: int, text: str, label: str, retention: object = None) -> FakePlan:

@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import site
 import subprocess
 import sys
@@ -64,6 +65,7 @@ PER_PLAN_S = 60.0  # and to finalize each plan it takes (a runtime-compiled kern
 AUTO_LEFT_S = 5.0  # unset: workers join a build whose plans left would take this long more as it goes
 WORKER_GPU_BYTES = 1 << 30  # unset: a worker per this much of half the GPU's free memory, at most
 POLL_S = 0.05  # how often the pool looks at its workers' deadlines and at the build's end
+EXIT_S = 5.0  # how long a worker whose output ended is given to exit before it is said to be running
 
 
 def why_not(p: Pipeline, todo: Sequence[Candidate], setting: WorkerSetting) -> str | None:
@@ -149,6 +151,7 @@ class Worker:
         self.busy: int | None = None  # the plan it is finalizing
         self.deadline = time.monotonic() + START_S
         self.why_stopped: str | None = None  # why the pool killed it ("": it was not needed)
+        self.output_ended = False  # its stdout closed: it is exiting (or has exited)
         self.built = 0
 
     def send(self, message: Any) -> None:
@@ -160,7 +163,10 @@ class Worker:
         """The worker's next message; None once it has ended."""
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
-        return json.loads(line) if line else None
+        if not line:
+            self.output_ended = True
+            return None
+        return json.loads(line)
 
     def stop(self, why: str, idle_only: bool = False) -> None:
         """Kill the process (``idle_only``: unless it is building a plan)."""
@@ -171,11 +177,34 @@ class Worker:
                 self.proc.kill()
 
     def why_ended(self) -> str:
-        """Why it ended, with the last lines it wrote."""
-        lines = self.log.read_text(errors="replace").strip().splitlines()[-3:] if self.log.exists() else []
+        """Why it ended, with the last lines it wrote. A worker whose output ended is exiting: its
+        exit status is waited for, `EXIT_S` at most (the pipe closes before the process is gone)."""
         code = self.proc.poll()
-        why = self.why_stopped or (f"exit status {code}" if code is not None else "it was running")
+        if code is None and self.output_ended and not self.why_stopped:
+            try:
+                code = self.proc.wait(EXIT_S)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.why_stopped:
+            why = self.why_stopped
+        elif code is not None:
+            why = exit_status(code)
+        elif self.output_ended:
+            why = f"it was still running {EXIT_S:g} s after its output ended"
+        else:
+            why = "it was running"
+        lines = self.log.read_text(errors="replace").strip().splitlines()[-3:] if self.log.exists() else []
         return why + (f": {' | '.join(lines)}" if lines else "")
+
+
+def exit_status(code: int) -> str:
+    """A process's end as `Popen.returncode` gives it: "exit status 3", "killed by SIGKILL"."""
+    if code >= 0:
+        return f"exit status {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
 
 
 class Pool:
@@ -270,18 +299,19 @@ class Pool:
                 worker.send({"item": [c.engine_index, sorted(c.knobs.items())]})
                 answer = worker.receive()
                 if answer is None:
-                    raise EOFError("it ended")
+                    raise EOFError("its output ended")
                 text = answer.get("plan")
                 queue.keep(index, Elsewhere(partial(self._restore, c, text)) if text else RETRY)
                 worker.built += bool(text)
                 worker.busy = None
         except Exception as exc:  # noqa: BLE001 - it ended, a broken pipe, a garbled answer: what it held is built here
+            why = worker.why_ended()  # while it still holds its plan, so that the pool does not stop it as idle
             if worker.busy is not None:
                 queue.keep(worker.busy, RETRY)
                 worker.busy = None
             if worker.why_stopped != "":
                 _log().warning("%s: lost a plan-build worker (%s: %s; %s); its plans are built here", self.label,
-                               type(exc).__name__, exc, worker.why_ended())
+                               type(exc).__name__, exc, why)
         finally:
             if worker.proc.stdin is not None:
                 try:
