@@ -1,11 +1,29 @@
 """What the examples need, checked before they start, so that a missing GPU, PyTorch or cuDNN
-is a one-line message and exit status 1 rather than a traceback."""
+is a one-line message and exit status 1 rather than a traceback; and their command lines,
+parsed before any of that, so that ``--help`` and a mistyped option answer on any machine."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Any
+
+
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """A command line described by the first paragraph of the script's docstring ``doc``."""
+    return argparse.ArgumentParser(description=(doc or "").split("\n\n")[0])
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive (at least 1)")
+    return value
 
 
 def need_torch(script: str) -> Any:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from _needs import check, need_gpu_and_torch
+from _needs import check, need_gpu_and_torch, parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--causal", action=argparse.BooleanOptionalAction, default=True, help="causal mask (default on)")
     args = ap.parse_args(argv)
     torch = need_gpu_and_torch(__file__)

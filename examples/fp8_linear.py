@@ -16,7 +16,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from _needs import need_gpu_and_torch, need_torch
+from _needs import need_gpu_and_torch, need_torch, parser, positive_int
+
+
+def arguments() -> argparse.ArgumentParser:
+    """The command line: the layer's sizes."""
+    ap = parser(__doc__)
+    ap.add_argument("--tokens", type=positive_int, default=4096, help="rows of x (default 4096)")
+    ap.add_argument("--fin", type=positive_int, default=4096, help="input features (default 4096)")
+    ap.add_argument("--fout", type=positive_int, default=4096, help="output features (default 4096)")
+    return ap
+
+
+if __name__ == "__main__":
+    ARGS = arguments().parse_args()  # --help and a mistyped option answer before PyTorch is looked for
 
 torch = need_torch(__file__)  # without PyTorch: one line naming it, exit status 1
 
@@ -50,12 +63,7 @@ def fp8_linear(x8: torch.Tensor, w8: torch.Tensor, descale_x: torch.Tensor, desc
     return graph
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tokens", type=int, default=4096)
-    ap.add_argument("--fin", type=int, default=4096)
-    ap.add_argument("--fout", type=int, default=4096)
-    args = ap.parse_args()
+def main(args: argparse.Namespace) -> None:
     need_gpu_and_torch(__file__)
     if torch.cuda.get_device_capability() < (8, 9):
         major, minor = torch.cuda.get_device_capability()
@@ -80,4 +88,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

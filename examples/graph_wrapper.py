@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import sys
 
-from _needs import check, need_gpu_and_torch
+from _needs import check, need_gpu_and_torch, parser
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser(__doc__).parse_args(argv)  # --help answers here, on any machine
     torch = need_gpu_and_torch(__file__)
     import cudnn
 

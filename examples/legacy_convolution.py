@@ -23,19 +23,18 @@ What changed since the cuDNN 6 version of this example:
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from _needs import need_gpu_and_torch
+from _needs import need_gpu_and_torch, parser, positive_int
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=64, help="batch size (README: 64)")
-    ap.add_argument("--c", type=int, default=128, help="input channels (README: 128)")
-    ap.add_argument("--k", type=int, default=128, help="output channels (README: 128)")
-    ap.add_argument("--size", type=int, default=112, help="input height and width (README: 112)")
-    ap.add_argument("--filter", type=int, default=7, help="filter height and width (README: 7)")
+    ap = parser(__doc__)
+    ap.add_argument("--n", type=positive_int, default=64, help="batch size (README: 64)")
+    ap.add_argument("--c", type=positive_int, default=128, help="input channels (README: 128)")
+    ap.add_argument("--k", type=positive_int, default=128, help="output channels (README: 128)")
+    ap.add_argument("--size", type=positive_int, default=112, help="input height and width (README: 112)")
+    ap.add_argument("--filter", type=positive_int, default=7, help="filter height and width (README: 7)")
     ap.add_argument("--cupy", action="store_true", help="run on CuPy arrays instead of torch tensors")
     args = ap.parse_args(argv)
     torch = need_gpu_and_torch(__file__)

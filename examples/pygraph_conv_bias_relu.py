@@ -11,11 +11,10 @@ shows the candidate plans, runs it on PyTorch tensors.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Any
 
-from _needs import check, need_gpu_and_torch
+from _needs import check, need_gpu_and_torch, parser
 
 
 def declare(n: int, c: int, h: int, k: int) -> tuple[Any, dict[str, Any]]:
@@ -33,7 +32,7 @@ def declare(n: int, c: int, h: int, k: int) -> tuple[Any, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = parser(__doc__)
     ap.add_argument("--picture", help="also draw the graph into this .svg or .dot file (no GPU needed)")
     args = ap.parse_args(argv)
     n, c, h, k = 8, 64, 56, 32

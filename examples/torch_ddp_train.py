@@ -39,7 +39,43 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 
-from _needs import need_gpu_and_torch, need_torch
+from _needs import need_gpu_and_torch, need_torch, parser, positive_int
+
+MODELS = ("gpt", "resnet")
+
+
+def model_list(text: str) -> list[str]:
+    """An argparse type: comma-separated names among MODELS."""
+    names = [m for m in text.split(",") if m]
+    unknown = [m for m in names if m not in MODELS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown model(s) {', '.join(unknown) or repr(text)}; "
+                                         f"choose from {', '.join(MODELS)}")
+    return names
+
+
+def arguments() -> argparse.ArgumentParser:
+    """The command line: what to train, how, and where the results go."""
+    ap = parser(__doc__)
+    ap.add_argument("--steps", type=positive_int, default=25, help="training steps per model (default 25)")
+    ap.add_argument("--models", type=model_list, default=list(MODELS), help="gpt, resnet or gpt,resnet (default)")
+    ap.add_argument("--fsdp", action="store_true", help="FSDP (fully_shard per block) instead of DDP")
+    ap.add_argument("--layers", type=positive_int, default=4, help="GPT blocks")
+    ap.add_argument("--gpt-batch", type=positive_int, default=32, help="global batch of 2048-token sequences")
+    ap.add_argument("--resnet-batch", type=positive_int, default=1024, help="global batch of images")
+    ap.add_argument("--image", type=positive_int, default=224, help="image side for ResNet-50")
+    ap.add_argument("--torch-modules", action="store_true", help="the models from torch's modules, not cudnn's")
+    ap.add_argument("--broadcast-buffers", action="store_true",
+                    help="DDP broadcasts rank 0's buffers (batch-norm statistics) before every forward")
+    ap.add_argument("--tune-plans", action="store_true",
+                    help="torch.backends.cudnn.benchmark: time candidate plans at the first step, keep the fastest")
+    ap.add_argument("--jsonl", help="append one JSON line per model (rank 0) to this file")
+    ap.add_argument("--report", metavar="JSONL", help="print the 1-vs-N comparison of a log and exit")
+    return ap
+
+
+if __name__ == "__main__":
+    ARGS = arguments().parse_args()  # --help and a mistyped option answer before PyTorch is looked for
 
 torch = need_torch(__file__)  # without PyTorch: one line naming it, exit status 1
 
@@ -176,23 +212,7 @@ def report(path: str) -> None:
             print("  loss curve: " + " ".join(f"{v:.3f}" for v in r["losses"][::5]))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=25)
-    ap.add_argument("--models", default="gpt,resnet")
-    ap.add_argument("--fsdp", action="store_true", help="FSDP (fully_shard per block) instead of DDP")
-    ap.add_argument("--layers", type=int, default=4, help="GPT blocks")
-    ap.add_argument("--gpt-batch", type=int, default=32, help="global batch of 2048-token sequences")
-    ap.add_argument("--resnet-batch", type=int, default=1024, help="global batch of images")
-    ap.add_argument("--image", type=int, default=224, help="image side for ResNet-50")
-    ap.add_argument("--torch-modules", action="store_true", help="the models from torch's modules, not cudnn's")
-    ap.add_argument("--broadcast-buffers", action="store_true",
-                    help="DDP broadcasts rank 0's buffers (batch-norm statistics) before every forward")
-    ap.add_argument("--tune-plans", action="store_true",
-                    help="torch.backends.cudnn.benchmark: time candidate plans at the first step, keep the fastest")
-    ap.add_argument("--jsonl", help="append one JSON line per model (rank 0) to this file")
-    ap.add_argument("--report", metavar="JSONL", help="print the 1-vs-N comparison of a log and exit")
-    args = ap.parse_args()
+def main(args: argparse.Namespace) -> None:
     if args.report:
         report(args.report)
         return
@@ -206,7 +226,7 @@ def main() -> None:
     torch.cuda.set_device(device)
     dist.init_process_group("nccl", device_id=device)
     rank, world = dist.get_rank(), dist.get_world_size()
-    for kind in args.models.split(","):
+    for kind in args.models:
         result = train(kind, args, rank, world, device)
         if rank == 0 and args.jsonl:
             with open(args.jsonl, "a") as f:
@@ -215,4 +235,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

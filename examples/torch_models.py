@@ -26,7 +26,19 @@ import argparse
 import copy
 from collections.abc import Callable
 
-from _needs import need_gpu_and_torch, need_torch
+from _needs import need_gpu_and_torch, need_torch, parser, positive_int
+
+
+def arguments() -> argparse.ArgumentParser:
+    """The command line of the script: the size of the GPT stack compared."""
+    ap = parser(__doc__)
+    ap.add_argument("--layers", type=positive_int, default=2, help="decoder blocks (default 2)")
+    ap.add_argument("--batch", type=positive_int, default=2, help="sequences of 2048 tokens (default 2)")
+    return ap
+
+
+if __name__ == "__main__":
+    ARGS = arguments().parse_args()  # --help and a mistyped option answer before PyTorch is looked for
 
 torch = need_torch(__file__)  # without PyTorch: one line naming it, exit status 1
 
@@ -202,11 +214,7 @@ def within(ours: float, theirs: float, factor: float = 2.0, floor: float = 2e-3)
     return ours <= factor * theirs + floor
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=2)
-    args = ap.parse_args()
+def main(args: argparse.Namespace) -> None:
     need_gpu_and_torch(__file__)
     errors = gpt_errors(args.layers, args.batch)
     print(f"{'tensor':32} {'cudnn err':>10} {'torch err':>10}")
@@ -218,4 +226,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -250,23 +250,66 @@ def show(source: str, output: str | None, expand: bool) -> int:
 
 # -- main ---------------------------------------------------------------------------------------
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m cudnn", description="cudnn-py: cuDNN's Graph API from Python")
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive (at least 1)")
+    return value
+
+
+def bench_cases(text: str) -> list[str]:
+    """An argparse type: comma-separated names of ``bench`` cases, each one it knows."""
+    from .cli_bench import CASES
+
+    names = [c for c in text.split(",") if c]
+    unknown = [c for c in names if c not in CASES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+    return names
+
+
+def parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The command line: ``prog`` is the name it was started by (None: the program's file name,
+    ``cudnn-py`` for the console script)."""
+    ap = argparse.ArgumentParser(prog=prog, description="cudnn-py: cuDNN's Graph API from Python")
     ap.add_argument("--version", action="version", version=f"cudnn-py {cudnn.__version__}")
     sub = ap.add_subparsers(dest="command")
-    sub.add_parser("info", help="driver, GPUs, CUDA runtime, cuDNN (version, path) and the features it has")
-    p_demo = sub.add_parser("demo", help="build and run a fused conv + bias + ReLU graph, checked against NumPy")
+    sub.add_parser("info", help="cuDNN (version, path), driver, CUDA runtime, GPUs and the features cuDNN has",
+                   description="Print what cudnn-py finds: cuDNN (version and path, or how to install it), the "
+                               "NVIDIA driver, the CUDA runtime, the GPUs, and which features the loaded cuDNN "
+                               "has. Exit status 1 when cuDNN cannot be loaded.")
+    p_demo = sub.add_parser("demo", help="build and run a fused conv + bias + ReLU graph, checked against NumPy",
+                            description="Build a fused conv + bias + ReLU graph (fp16 NHWC), run it on the GPU "
+                                        "and check the result against NumPy. Without a GPU: print the validated "
+                                        "graph instead.")
     p_demo.add_argument("--json", action="store_true",
                         help="print only the graph's JSON, run nothing (python -m cudnn demo --json | "
                              "python -m cudnn show -)")
-    p_show = sub.add_parser("show", help="draw a printed graph (the JSON of str(graph)) as SVG or Graphviz DOT")
+    p_show = sub.add_parser("show", help="draw a printed graph (the JSON of str(graph)) as SVG or Graphviz DOT",
+                            description="Draw a printed graph (the JSON that str(graph) gives) as SVG or "
+                                        "Graphviz DOT. Needs no GPU and no cuDNN.")
     p_show.add_argument("graph", help="a file holding the JSON of str(graph), or - for stdin")
     p_show.add_argument("-o", "--output", help="g.svg or g.dot (without it: DOT on stdout)")
     p_show.add_argument("--expand", action="store_true",
                         help="draw composite nodes (attention, norms) as the primitive ops they expand into")
-    p_bench = sub.add_parser("bench", help="time a few ops: cudnn-py and PyTorch side by side")
-    p_bench.add_argument("--only", default="", help="comma-separated cases: conv,matmul,layernorm,sdpa")
-    p_bench.add_argument("--iters", type=int, default=50, help="timed calls per op (default 50)")
+    p_bench = sub.add_parser("bench", help="time a few ops: cudnn-py and PyTorch side by side",
+                             description="Time a few common ops (conv, matmul, layer norm, attention) through "
+                                         "cudnn-py and, where it is installed with CUDA, PyTorch; compare their "
+                                         "outputs. Needs an NVIDIA GPU.")
+    p_bench.add_argument("--only", type=bench_cases, default=[], metavar="CASES",
+                         help="comma-separated cases: conv,matmul,layernorm,sdpa (default: all)")
+    p_bench.add_argument("--iters", type=positive_int, default=50, help="timed calls per op, at least 1 (default 50)")
+    return ap
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Run the command line ``argv`` (None: ``sys.argv[1:]``); its exit status. Arguments are
+    checked first: a mistake is argparse's usage error (exit status 2) on any machine."""
+    ap = parser(prog)
     args = ap.parse_args(argv)
     if args.command == "info":
         return info()
@@ -277,10 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         from .cli_bench import bench
 
-        return bench([c for c in args.only.split(",") if c], args.iters)
+        return bench(args.only, args.iters)
     ap.print_help()
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(prog="python -m cudnn.cli"))

@@ -144,6 +144,9 @@ def bench(only: list[str], iters: int) -> int:
     if unknown:
         print(f"bench: unknown case(s) {unknown}; choose from {sorted(CASES)}", file=sys.stderr)
         return 2
+    if iters < 1:
+        print(f"bench: iters must be at least 1, got {iters}", file=sys.stderr)
+        return 2
     reason = cuda.why_no_gpu()
     if reason:
         print(f"bench needs an NVIDIA GPU to time anything: {reason}", file=sys.stderr)

@@ -1,8 +1,10 @@
-"""python -m cudnn (and the cudnn-py command): --version, info, demo, bench; without a GPU or a
-driver each says so in words, never with a traceback. `show` is tested with the pictures."""
+"""python -m cudnn (and the cudnn-py command): --version, --help, info, demo, bench; without a GPU
+or a driver each says so in words, never with a traceback; a bad argument is argparse's usage
+error before anything looks for a GPU. `show` is tested with the pictures."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -40,11 +42,83 @@ def test_info_reports_the_library() -> None:
     assert "libcudnn 9." in out.stdout and "path:" in out.stdout
 
 
+COMMANDS = ("info", "demo", "show", "bench")
+
+
+def _description(help_text: str) -> str:
+    """The paragraph argparse prints between the usage and the argument lists ('' if none)."""
+    paragraphs = help_text.split("\n\n")
+    second = paragraphs[1] if len(paragraphs) > 1 else ""
+    return "" if second.startswith(("options:", "positional arguments:")) else " ".join(second.split())
+
+
 def test_help() -> None:
     out = _run()
     assert out.returncode == 0
-    for command in ("info", "demo", "show", "bench"):
+    assert out.stdout.startswith("usage: python -m cudnn [-h]"), out.stdout
+    for command in COMMANDS:
         assert command in out.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_help_says_what_it_does(command: str) -> None:
+    out = _run(command, "--help")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"usage: python -m cudnn {command} [-h]"), out.stdout
+    assert len(_description(out.stdout)) > 40, out.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["bench", "--iters", "-1"], ["bench", "--iters", "0"], ["bench", "--iters", "ten"],
+    ["bench", "--only", "fft"], ["bench", "--only", "conv,fft"], ["bench", "--bogus"],
+    ["info", "--bogus"], ["demo", "--bogus"], ["show"], ["show", "g.json", "--bogus"], ["nosuch"],
+])
+def test_a_bad_argument_is_a_usage_error_before_any_gpu_check(args: list[str]) -> None:
+    out = _run(*args)
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    usage, error = out.stderr.strip().splitlines()[0], out.stderr.strip().splitlines()[-1]
+    assert usage.startswith("usage: python -m cudnn"), out.stderr
+    assert error.startswith("python -m cudnn") and ": error: " in error, out.stderr
+    assert "GPU" not in out.stderr and out.stdout == ""
+
+
+def test_bench_names_the_wrong_value() -> None:
+    assert "--iters: -1 is not positive" in _run("bench", "--iters", "-1").stderr
+    assert "unknown case(s) fft; choose from conv, matmul, layernorm, sdpa" in _run("bench", "--only", "fft").stderr
+
+
+def test_every_numeric_option_is_range_checked() -> None:
+    """No option of any command takes a bare int or float: each numeric one is a checked type."""
+    from cudnn import cli
+
+    def options(ap: argparse.ArgumentParser) -> list[argparse.Action]:
+        found = []
+        for action in ap._actions:  # argparse has no public walk over its actions
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found += options(sub)
+            else:
+                found.append(action)
+        return found
+
+    actions = options(cli.parser())
+    assert any(a.dest == "iters" for a in actions)
+    assert [a.dest for a in actions if a.type in (int, float)] == []
+    iters = next(a for a in actions if a.dest == "iters")
+    assert iters.type is not None
+    for bad in ("0", "-1", "1.5", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            iters.type(bad)
+    assert iters.type("3") == 3
+
+
+def test_bench_from_python_checks_its_arguments_before_the_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from cudnn.cli_bench import bench
+
+    assert bench(["conv"], 0) == 2
+    assert bench(["fft"], 5) == 2
+    err = capsys.readouterr().err
+    assert "iters must be at least 1, got 0" in err and "unknown case" in err and "GPU" not in err
 
 
 def test_version() -> None:
@@ -54,12 +128,27 @@ def test_version() -> None:
     assert out.returncode == 0 and out.stdout.strip() == f"cudnn-py {cudnn.__version__}"
 
 
-@pytest.mark.skipif(shutil.which("cudnn-py") is None, reason="the package's console script is not installed")
+def _console_script() -> str | None:
+    """The installed ``cudnn-py`` command: beside this Python first, else on $PATH."""
+    beside = Path(sys.executable).parent / "cudnn-py"
+    return str(beside) if beside.is_file() else shutil.which("cudnn-py")
+
+
+@pytest.mark.skipif(_console_script() is None, reason="the package's console script is not installed")
 def test_console_script() -> None:
     import cudnn
 
-    out = subprocess.run(["cudnn-py", "--version"], capture_output=True, text=True, timeout=120, check=False)
+    script = _console_script()
+    assert script is not None
+    out = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0 and out.stdout.strip() == f"cudnn-py {cudnn.__version__}"
+    out = subprocess.run([script, "--help"], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0 and out.stdout.startswith("usage: cudnn-py [-h]"), out.stdout
+    out = subprocess.run([script, "bench", "--help"], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0 and out.stdout.startswith("usage: cudnn-py bench [-h]"), out.stdout
+    assert _description(out.stdout)
+    out = subprocess.run([script, "bench", "--iters", "-1"], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2 and "cudnn-py bench: error: argument --iters" in out.stderr, out.stderr
 
 
 def test_info_lists_the_features_the_loaded_cudnn_gates() -> None:

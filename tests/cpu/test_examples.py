@@ -1,6 +1,7 @@
-"""examples/: without a GPU (or without PyTorch) each script stops with a one-line message
-naming what it needs, never a traceback; the quickstart notebook is valid nbformat 4 JSON and
-its cells that need no GPU run."""
+"""examples/: every script answers --help on any machine (without a GPU, without PyTorch);
+without a GPU (or without PyTorch) each stops with a one-line message naming what it needs,
+never a traceback; the quickstart notebook is valid nbformat 4 JSON and its cells that need no
+GPU run."""
 
 from __future__ import annotations
 
@@ -40,6 +41,49 @@ def test_example_without_a_gpu_says_what_it_needs(script: str) -> None:
     message = out.stderr.strip()
     assert message.startswith(f"{script} needs ") and len(message.splitlines()) == 1, message
     assert ("PyTorch" in message) or ("NVIDIA GPU" in message)
+
+
+ALL_SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))
+# Runs a script as `python SCRIPT ARGS...` would, with PyTorch made unimportable first.
+WITHOUT_TORCH = ("import runpy, sys; sys.modules['torch'] = None; script = sys.argv[1]; sys.argv = sys.argv[1:]; "
+                 "sys.path.insert(0, script.rsplit('/', 1)[0]); runpy.run_path(script, run_name='__main__')")
+
+
+def _run_example(script: str, *args: str, torch: bool) -> subprocess.CompletedProcess[str]:
+    path = str(EXAMPLES / script)
+    command = [sys.executable, path, *args] if torch else [sys.executable, "-c", WITHOUT_TORCH, path, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV, cwd=ROOT, check=False)
+
+
+def test_every_script_is_checked_here() -> None:
+    assert set(SCRIPTS) <= set(ALL_SCRIPTS) and len(ALL_SCRIPTS) >= 8
+
+
+@pytest.mark.parametrize("torch", [True, False], ids=["as-installed", "without-torch"])
+@pytest.mark.parametrize("script", ALL_SCRIPTS)
+def test_every_example_answers_help(script: str, torch: bool) -> None:
+    """--help: exit 0, the usage line and the first paragraph of the docstring as description,
+    on any machine: the command line is parsed before PyTorch or a GPU is looked for."""
+    out = _run_example(script, "--help", torch=torch)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"usage: {script} [-h]"), out.stdout
+    description = out.stdout.split("\n\n")[1]
+    first_paragraph = (EXAMPLES / script).read_text().split('"""')[1].split("\n\n")[0]
+    assert "".join(description.split()) == "".join(first_paragraph.split())  # argparse rewraps it
+
+
+@pytest.mark.parametrize(("script", "args"), [
+    ("legacy_convolution.py", ["--n", "0"]), ("fp8_linear.py", ["--tokens", "-4"]),
+    ("torch_models.py", ["--layers", "0"]), ("torch_ddp_train.py", ["--steps", "0"]),
+    ("torch_ddp_train.py", ["--models", "gpt,vit"]), ("graph_wrapper.py", ["--bogus"]), ("norms.py", ["extra"]),
+])
+def test_a_bad_argument_to_an_example_is_a_usage_error(script: str, args: list[str]) -> None:
+    out = _run_example(script, *args, torch=False)
+    assert out.returncode == 2, out.stderr
+    error = out.stderr.strip().splitlines()[-1]
+    assert out.stderr.startswith(f"usage: {script}"), out.stderr
+    assert error.startswith((f"{script}: error: argument", f"{script}: error: unrecognized arguments")), error
+    assert "PyTorch" not in out.stderr and "GPU" not in out.stderr
 
 
 def notebook() -> dict:
