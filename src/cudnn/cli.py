@@ -1,7 +1,7 @@
 """``python -m cudnn`` (and the ``cudnn-py`` command): what was found, a demo, pictures, timings.
 
     python -m cudnn --version                 # cudnn-py's version
-    python -m cudnn info                      # driver, GPUs, CUDA runtime, cuDNN and its features
+    python -m cudnn info                      # cuDNN, driver, CUDA runtime, GPUs, cuDNN's features
     python -m cudnn demo                      # build and run conv + bias + ReLU, checked with NumPy
     python -m cudnn show graph.json -o g.svg  # draw a printed graph (str(graph)) as SVG or DOT
     python -m cudnn bench                     # a few ops, cudnn-py and PyTorch side by side
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ import cudnn
 
 from ._lib import cuda
 from ._lib.errors import version_string
+from ._lib.loader import LoadReport
 
 # Features a cuDNN version gates, beyond the backend operations its headers date (listed too):
 # (what, module, name of its version constant or the version itself)
@@ -37,8 +39,22 @@ FEATURE_GATES: tuple[tuple[str, str, str | int], ...] = (
 
 # -- info ---------------------------------------------------------------------------------------
 
+def bindings_installed() -> bool:
+    """Whether cuda-bindings, through which cudnn-py makes its CUDA calls, is installed."""
+    try:
+        return importlib.util.find_spec("cuda.bindings") is not None
+    except (ImportError, ValueError):  # no `cuda` namespace at all
+        return False
+
+
+_NO_BINDINGS = ("cuda-bindings is not installed (cudnn-py makes its CUDA calls through it; "
+                "the cu13 and cu12 extras install it with cuDNN)")
+
+
 def driver_status() -> tuple[int | None, str]:
     """The CUDA version the NVIDIA driver supports (None without a driver) and a line saying so."""
+    if not bindings_installed():
+        return None, f"not checked: {_NO_BINDINGS}"
     try:
         from cuda.bindings import driver as drv
 
@@ -106,23 +122,28 @@ def feature_lines(version: int) -> list[str]:
 
 
 def info() -> int:
+    """Print what was found, cuDNN first: where it is missing, how to get it, then what else is
+    missing. Exit status 1 without cuDNN."""
     print(f"cudnn-py {cudnn.__version__} (Python {sys.version.split()[0]})")
+    try:
+        report: LoadReport | None = cudnn.library_info()
+    except cudnn.LibraryNotFoundError as exc:
+        report = None
+        print("cuDNN: not found\n" + "\n".join(f"  {line}" for line in str(exc).splitlines()))
+    else:
+        print(f"cuDNN: {report}")
     driver_cuda, driver_line = driver_status()
     print(f"NVIDIA driver: {driver_line}")
     rt = runtime_version()
     if rt is not None:
         print(f"CUDA runtime: {_cuda_version(rt)} (cuda-bindings)")
+    elif not bindings_installed():
+        print("CUDA runtime: not checked (no cuda-bindings)")
     # a driver runs runtimes of its CUDA major version (minor version compatibility), not newer ones
     if driver_cuda is not None and rt is not None and driver_cuda // 1000 < rt // 1000:
         print(f"  the driver is too old for this CUDA runtime: it supports CUDA {_cuda_version(driver_cuda)}, the "
               f"runtime is {_cuda_version(rt)}. Update the NVIDIA driver, or install the CUDA "
               f"{driver_cuda // 1000} packages (cudnn-py[cu{driver_cuda // 1000}])")
-    try:
-        report = cudnn.library_info()
-    except cudnn.LibraryNotFoundError as exc:
-        print(f"cuDNN: not loaded\n{exc}")
-        return 1
-    print(f"cuDNN: {report}")
     if driver_cuda is not None:
         reason = cuda.why_no_gpu()
         if reason:
@@ -133,7 +154,9 @@ def info() -> int:
             print(f"GPU {i}: {d.name}, compute capability {cc[0]}.{cc[1]} (sm_{cc[0]}{cc[1]}), {d.sm_count} SMs, "
                   f"{d.total_memory / 2**30:.0f} GiB")
     else:
-        print("GPU: none (no driver)")
+        print("GPU: none (no driver)" if bindings_installed() else "GPU: not checked (no cuda-bindings)")
+    if report is None:
+        return 1
     print(f"features of the loaded cuDNN {version_string(report.version)}:")
     print("\n".join(feature_lines(report.version)))
     return 0

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from no_nvidia_wheels import run as run_without_nvidia_wheels
 
 from cudnn._lib import cuda
 
@@ -50,6 +51,41 @@ def _description(help_text: str) -> str:
     paragraphs = help_text.split("\n\n")
     second = paragraphs[1] if len(paragraphs) > 1 else ""
     return "" if second.startswith(("options:", "positional arguments:")) else " ".join(second.split())
+
+
+INFO = "from cudnn.cli import main\nraise SystemExit(main(['info'], prog='python -m cudnn'))\n"
+
+
+def test_info_without_the_cudnn_wheel_leads_with_the_missing_cudnn(tmp_path: Path) -> None:
+    """First what is missing for cudnn-py itself, and how to get it; then the rest."""
+    out = run_without_nvidia_wheels(INFO, tmp_path)
+    if out.returncode == 0 and "\ncuDNN: libcudnn" in out.stdout:
+        pytest.skip("a cuDNN outside the Python packages is found here")
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("cudnn-py ")
+    assert lines[1] == "cuDNN: not found"
+    assert lines[2].startswith("  cuDNN 9 (libcudnn) was not found. Install it with `pip install \"cudnn-py[cu13]\"`")
+    assert "[cu12]" in lines[2] and "$CUDNN_PY_LIBRARY" in lines[2]
+    first_other = next(i for i, line in enumerate(lines) if "cublasLt" in line or line.startswith("NVIDIA driver:"))
+    assert first_other > 2
+    assert any(line.startswith("NVIDIA driver:") for line in lines) and lines[-1].startswith("GPU")
+    assert "features of the loaded cuDNN" not in out.stdout
+
+
+def test_info_without_cuda_bindings_says_the_driver_was_not_checked(tmp_path: Path) -> None:
+    out = run_without_nvidia_wheels("import sys\nsys.modules['cuda.bindings'] = None\n" + INFO, tmp_path)
+    if out.returncode == 0 and "\ncuDNN: libcudnn" in out.stdout:
+        pytest.skip("a cuDNN outside the Python packages is found here")
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[1] == "cuDNN: not found"
+    driver = next(line for line in lines if line.startswith("NVIDIA driver:"))
+    assert driver.startswith("NVIDIA driver: not checked: cuda-bindings is not installed"), driver
+    assert "libcuda" not in driver
+    assert "CUDA runtime: not checked (no cuda-bindings)" in lines
+    assert lines[-1] == "GPU: not checked (no cuda-bindings)"
 
 
 def test_help() -> None:

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from no_nvidia_wheels import run as run_without_nvidia_wheels
 
 import cudnn
 from cudnn._lib import loader
@@ -53,6 +54,29 @@ def test_override_variable_pointing_nowhere_lists_what_was_tried(tmp_path: Path)
     assert out.returncode == 0, out.stderr
     assert str(missing) in out.stdout
     assert "CUDNN_PY_LIBRARY" in out.stdout
+
+
+def test_without_the_cudnn_wheel_the_error_says_so_first_then_what_else_is_missing(tmp_path: Path) -> None:
+    """cuda-pathfinder opens cuBLASLt before libcudnn and fails there when neither is installed:
+    the error still leads with the missing cuDNN and how to get it, and names cuBLASLt after."""
+    out = run_without_nvidia_wheels(
+        "import cudnn\ntry:\n    cudnn.backend_version()\nexcept cudnn.LibraryNotFoundError as e:\n    print(e)\n"
+        "else:\n    print('loaded', cudnn.library_info().found_via)", tmp_path)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.startswith("loaded"):
+        pytest.skip(f"a cuDNN outside the Python packages is found here: {out.stdout.strip()}")
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("cuDNN 9 (libcudnn) was not found. Install it with"), lines
+    assert "cudnn-py[cu13]" in lines[0] and "[cu12]" in lines[0] and "$CUDNN_PY_LIBRARY" in lines[0]
+    assert lines[1] == "Tried:" and all(line.startswith("  - ") for line in lines[2:]), lines
+    pathfinder = next(line for line in lines if line.startswith("  - cuda-pathfinder: "))
+    said = pathfinder.removeprefix("  - cuda-pathfinder: ")
+    dependency = "a library libcudnn needs is missing too: "
+    if said.startswith(dependency):  # it stopped at cuBLASLt, before looking for libcudnn
+        assert "cublasLt" in said and "cudnn" not in said.removeprefix(dependency).lower(), said
+    else:  # it found cuBLASLt (a system CUDA) and looked for libcudnn
+        assert "cudnn" in said.lower(), said
+    assert any(line.startswith("  - system loader (libcudnn.so.9):") for line in lines)
 
 
 def test_override_variable_accepts_the_library_folder() -> None:

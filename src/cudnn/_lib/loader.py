@@ -143,7 +143,7 @@ def _open_cudnn() -> tuple[ctypes.CDLL, str, str]:
             loaded = load_nvidia_dynamic_lib("cudnn")
             return _dlopen(loaded.abs_path), loaded.abs_path, f"cuda-pathfinder, {loaded.found_via}"
         except Exception as exc:  # noqa: BLE001 - pathfinder's errors (several types) list the folders searched
-            tried.append(f"cuda-pathfinder: {exc}")
+            tried.append(_pathfinder_failure(exc))
     try:
         handle = _dlopen(_SONAME)
         return handle, _SONAME, "system loader"
@@ -153,13 +153,24 @@ def _open_cudnn() -> tuple[ctypes.CDLL, str, str]:
 
 
 def _not_found(tried: list[str]) -> str:
+    """The error's text: that cuDNN is missing and how to get it first, then every place tried
+    (where cuda-pathfinder stopped at a library cuDNN needs, that one is missing too)."""
     lines = "\n".join(f"  - {t}" for t in tried)
     return (
-        "cuDNN 9 (libcudnn) could not be loaded. Tried:\n"
-        f"{lines}\n"
-        f"Install it with `pip install cudnn-py[cu13]` (or [cu12]), or set ${ENV_VAR} to the "
-        "library file or its folder."
+        "cuDNN 9 (libcudnn) was not found. Install it with `pip install \"cudnn-py[cu13]\"` (or [cu12]; "
+        "in a checkout: `pip install -e \".[cu13]\"`), or set "
+        f"${ENV_VAR} to the library file or its folder.\n"
+        f"Tried:\n{lines}"
     )
+
+
+def _pathfinder_failure(exc: Exception) -> str:
+    """One line of the tried list for cuda-pathfinder's failure. It opens the libraries libcudnn
+    needs (cuBLASLt) before libcudnn itself, so its error may name only one of those."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if "cudnn" in text.lower():
+        return f"cuda-pathfinder: {text}"
+    return f"cuda-pathfinder: a library libcudnn needs is missing too: {text}"
 
 
 def _dlopen(path: str) -> ctypes.CDLL:
