@@ -105,9 +105,10 @@ def format_report(report: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Print the report (``--json``: as JSON)."""
-    parser = argparse.ArgumentParser(description="Collect environment information for cudnn-py bug reports.")
+def main(argv: list[str] | None = None, prog: str | None = None) -> None:
+    """Print the report (``--json``: as JSON); ``prog``: the name the usage line gives the command."""
+    parser = argparse.ArgumentParser(prog=prog, description="Collect environment information for cudnn-py bug "
+                                                            "reports.")
     parser.add_argument("--json", action="store_true", help="emit JSON")
     args = parser.parse_args(argv)
     report = collect_env_info()
@@ -115,4 +116,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(prog="python -m cudnn.collect_env")

@@ -96,6 +96,14 @@ def test_help() -> None:
         assert command in out.stdout
 
 
+@pytest.mark.parametrize("module", ["cudnn.cli", "cudnn.collect_env"])
+def test_other_modules_run_with_dash_m_are_named_so(module: str) -> None:
+    out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": SRC}, check=False)
+    assert out.returncode == 0 and out.stdout.startswith(f"usage: python -m {module} [-h]"), out.stdout
+    assert _description(out.stdout)
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_each_command_help_says_what_it_does(command: str) -> None:
     out = _run(command, "--help")
