@@ -74,6 +74,30 @@ def test_project_urls_are_https() -> None:
     assert urls and all(u.startswith("https://") for u in urls.values())
 
 
+def test_metadata_names_an_author_and_cudnn_pys_own_pages() -> None:
+    """`pip show` prints an author and a home page (recent pip reads Home-page from the URL
+    labelled Homepage); the first URLs are cudnn-py's own, NVIDIA's come after them."""
+    assert PROJECT["authors"] and all(a.get("name") for a in PROJECT["authors"])
+    urls = PROJECT["urls"]
+    own = ("Homepage", "Documentation", "Source", "Issues", "Changelog")
+    assert list(urls)[:len(own)] == list(own)
+    source = urls["Source"]
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", source), source
+    assert urls["Issues"] == f"{source}/issues"
+    assert urls["Changelog"].startswith(f"{source}/") and urls["Changelog"].endswith("CHANGELOG.md")
+    assert urls["Homepage"] in (urls["Documentation"], source)
+    assert any("nvidia.com" in u for label, u in urls.items() if label not in own)
+    assert not any("nvidia" in urls[label].lower() for label in own)
+
+
+def test_documentation_site_and_repository_agree_with_the_metadata() -> None:
+    config = dict(re.findall(r"^(\w+):[ \t]*(\S.*)$", (ROOT / "mkdocs.yml").read_text(), re.MULTILINE))
+    urls = PROJECT["urls"]
+    assert config["site_url"] == urls["Documentation"] and config["site_url"].endswith("/")
+    assert config["repo_url"] == urls["Source"]
+    assert config["repo_name"] == urls["Source"].removeprefix("https://github.com/")
+
+
 @pytest.mark.parametrize("extra", ["cu12", "cu13"])
 def test_each_cuda_extra_pulls_one_cuda_major(extra: str) -> None:
     majors = [_cuda_major(r) for r in EXTRAS[extra]]
