@@ -3,7 +3,11 @@
 After collection one line says what became of the GPU tests (not collected without PyTorch;
 collected and skipped, with the reason; or collected to run), at every verbosity. A GPU test
 module that touches the GPU while it is imported is a collection error naming it: on a machine
-without a GPU it would stop the whole run before any test."""
+without a GPU it would stop the whole run before any test.
+
+At the end, skipped tests are counted by reason, one line each ("31 skipped: could not import
+'torch'..."): one cause (no PyTorch, no GPU) skips tests in many files, and pytest's own list
+(`-rs`, or `-ra`) names every file and line. Given -rs or -ra, that list is printed instead."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import contextlib
 import importlib.util
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,3 +112,22 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     hang = float(os.environ.get("CUDNN_PY_TEST_HANG_SECONDS", "480"))
     return (f"GPU tests: {n} collected, to run; plan cache {os.environ.get('CUDNN_PY_CACHE_DIR', 'default')}; "
             f"a test over {hang:.0f} s dumps every stack and ends the run")
+
+
+def skip_reason(report: pytest.CollectReport | pytest.TestReport) -> str:
+    """What a skipped test or module was skipped for, as given to pytest.skip (no location)."""
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """One line per skip reason, with its count, most frequent first; failures and errors are
+    listed after it by pytest (-rfE)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped or "s" in terminalreporter.reportchars or config.option.no_summary:
+        return
+    counts = Counter(skip_reason(report) for report in skipped)
+    terminalreporter.write_sep("=", f"{len(skipped)} skipped, by reason (-rs lists each test)")
+    width = len(str(max(counts.values())))
+    for reason, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        terminalreporter.write_line(f"{n:>{width}} skipped: {reason}")
