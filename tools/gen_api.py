@@ -129,8 +129,9 @@ def render_types(include_dir: Path, version: tuple[int, int, int]) -> str:
     return "\n".join(lines)
 
 
-def generate(include_dir: Path) -> dict[Path, str]:
-    version = header_version(include_dir)
+def generate(include_dir: Path, version: tuple[int, int, int] | None = None) -> dict[Path, str]:
+    """The generated files' text; ``version``: the version written in them (default: the headers')."""
+    version = version or header_version(include_dir)
     out = {
         LIB / name: render(collect(include_dir, headers), headers, version)
         for name, headers in OUTPUTS.items()

@@ -1,62 +1,97 @@
-"""Generated enums: current with the installed headers, exact values, documented names."""
+"""Generated enums: current with the installed headers, exact values, documented names.
+
+The comparisons with the headers run where the installed headers declare what the tables'
+headers do (generated_tables.py): on the README's set-up as cuDNN patch releases come out."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import re
 from enum import Enum, IntEnum
 from pathlib import Path
 
 import pytest
+from generated_tables import generated, headers_of_the_tables, tables_version, tool
 
 import cudnn
 from cudnn._lib import enums
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _tool(name: str):  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(ROOT / "tools"))
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[name] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
-
-def _include_or_skip() -> Path:
-    cheader = _tool("cheader")
-    include = cheader.find_include_dir()
-    if include is None:
-        pytest.skip("nvidia-cudnn wheel headers are not installed")
-    version = cheader.header_version(include)
-    if version[0] * 10000 + version[1] * 100 + version[2] != enums.HEADER_VERSION:
-        pytest.skip(f"installed headers are {version}, the committed tables {enums.HEADER_VERSION}; "
-                    "install the gen extra (pip install -e '.[gen]') to compare like with like")
-    return include
-
-
-@pytest.mark.parametrize("tool", ["gen_enums", "gen_api"])
-def test_generated_files_are_current(tool: str) -> None:
-    include = _include_or_skip()
-    module = _tool(tool)
-    generated = module.generate(include)
-    outputs = generated if isinstance(generated, dict) else {module.OUTPUT: generated}
-    for path, text in outputs.items():
-        assert Path(path).read_text() == text, f"{path} is stale: run python tools/{tool}.py"
+@pytest.mark.parametrize("name", ["gen_enums", "gen_api"])
+def test_generated_files_are_current(name: str) -> None:
+    include = headers_of_the_tables()
+    for path, text in generated(name, include).items():
+        assert Path(path).read_text() == text, f"{path} is stale: run python tools/{name}.py"
 
 
 def test_classic_api_tables_are_among_the_checked_outputs() -> None:
-    include = _include_or_skip()
-    enum_outputs = {Path(p).name for p in _tool("gen_enums").generate(include)}
-    api_outputs = {Path(p).name for p in _tool("gen_api").generate(include)}
+    include = headers_of_the_tables()
+    enum_outputs = {Path(p).name for p in generated("gen_enums", include)}
+    api_outputs = {Path(p).name for p in generated("gen_api", include)}
     assert enum_outputs == {"enums.py", "legacy_enums.py"}
     assert api_outputs == {"api_graph.py", "api_legacy.py", "structs.py"}
 
 
+def test_the_header_digest_covers_every_header_the_tables_are_made_from() -> None:
+    gen_enums, gen_api = tool("gen_enums"), tool("gen_api")
+    digested = set(gen_enums.HEADERS + gen_enums.LEGACY_HEADERS)
+    assert {h for headers in gen_api.OUTPUTS.values() for h in headers} | set(gen_api.TYPES_HEADERS) <= digested
+    assert re.fullmatch("[0-9a-f]{64}", enums.HEADER_DIGEST)
+
+
+def _dotted(version: tuple[int, int, int]) -> str:
+    return ".".join(map(str, version))
+
+
+def _release(tmp_path: Path, version: tuple[int, int, int], new_member: bool) -> Path:
+    """A copy of the installed headers as another release: ``version`` in every version line,
+    and one more pointwise mode where ``new_member``."""
+    include = headers_of_the_tables()
+    names = [*tool("gen_enums").HEADERS, *tool("gen_enums").LEGACY_HEADERS, "cudnn_version_v9.h"]
+    out = tmp_path / "include"
+    out.mkdir()
+    for name in names:
+        text = (include / name).read_text()
+        for key, value in zip(("MAJOR", "MINOR", "PATCH"), version):
+            define = rf"^(#define CUDNN_(?:\w+_)?{key}(?:LEVEL)?) \d+$"
+            text = re.sub(define, rf"\g<1> {value}", text, flags=re.MULTILINE)
+        if new_member and name == "cudnn_graph_v9.h":
+            text = text.replace("CUDNN_POINTWISE_ADD ", "CUDNN_POINTWISE_NEW = 99,\n    CUDNN_POINTWISE_ADD ", 1)
+        (out / name).write_text(text)
+    assert tool("cheader").header_version(out) == version
+    return out
+
+
+def test_a_patch_release_that_declares_the_same_gives_the_committed_tables(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    major, minor, patch = tables_version()
+    other = _release(tmp_path, (major, minor, patch + 97), new_member=False)
+    monkeypatch.setattr(tool("cheader"), "find_include_dir", lambda: other)
+    assert headers_of_the_tables() == other
+    for name in ("gen_enums", "gen_api"):
+        for path, text in generated(name, other).items():
+            assert Path(path).read_text() == text, path
+    own = tool("gen_enums").generate(other)[tool("gen_enums").OUTPUT]  # stamped with its own version
+    assert f"cuDNN {major}.{minor}.{patch + 97} enums" in own
+
+
+@pytest.mark.parametrize(("release", "new_member"), [("next minor", False), ("patch", True)])
+def test_headers_that_declare_other_things_skip_naming_both_versions(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, release: str, new_member: bool) -> None:
+    major, minor, patch = tables_version()
+    version = (major, minor + 1, 0) if release == "next minor" else (major, minor, patch + 97)
+    other = _release(tmp_path, version, new_member)
+    monkeypatch.setattr(tool("cheader"), "find_include_dir", lambda: other)
+    with pytest.raises(pytest.skip.Exception) as skipped:
+        headers_of_the_tables()
+    assert skipped.value.msg == (
+        f"the installed cuDNN {_dotted(version)} headers declare other things than the cuDNN "
+        f"{_dotted(tables_version())} headers the tables were generated from; install the gen extra "
+        "(pip install -e '.[gen]') to compare them with their own headers")
+
+
 def test_every_header_enum_is_there_with_exact_values() -> None:
-    include = _include_or_skip()
-    cheader = _tool("cheader")
+    include = headers_of_the_tables()
+    cheader = tool("cheader")
     parsed = cheader.parse_enums((include / "cudnn_graph_v9.h").read_text())
     assert len(parsed) >= 30
     for enum in parsed:

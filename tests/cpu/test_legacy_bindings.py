@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from generated_tables import headers_of_the_tables, tool
 
 import cudnn
 from cudnn import legacy as L
@@ -28,18 +29,9 @@ ROOT = Path(__file__).resolve().parents[2]
 HEADERS = ("cudnn_ops_v9.h", "cudnn_cnn_v9.h", "cudnn_adv_v9.h")
 
 
-def _cheader():  # type: ignore[no-untyped-def]
-    sys.path.insert(0, str(ROOT / "tools"))
-    import cheader
-
-    return cheader
-
-
 def _parsed_header_functions() -> list:  # type: ignore[type-arg]
-    cheader = _cheader()
-    include = cheader.find_include_dir()
-    if include is None:
-        pytest.skip("nvidia-cudnn wheel headers are not installed")
+    include = headers_of_the_tables()
+    cheader = tool("cheader")
     out = []
     for header in HEADERS:
         out += cheader.parse_functions((include / header).read_text(), header)
@@ -199,10 +191,8 @@ def test_removed_seed_names_say_what_replaces_them() -> None:
 
 
 def test_legacy_enums_have_the_header_values() -> None:
-    cheader = _cheader()
-    include = cheader.find_include_dir()
-    if include is None:
-        pytest.skip("nvidia-cudnn wheel headers are not installed")
+    include = headers_of_the_tables()
+    cheader = tool("cheader")
     known: dict[str, int] = {}
     cheader.parse_enums((include / "cudnn_graph_v9.h").read_text(), "", known)
     parsed = [e for h in HEADERS for e in cheader.parse_enums((include / h).read_text(), h, known)]

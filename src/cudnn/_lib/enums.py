@@ -10,6 +10,8 @@ from __future__ import annotations
 from .lazy_enums import LazyEnums
 
 HEADER_VERSION = 92800
+# sha256 of cudnn_graph_v9.h, cudnn_ops_v9.h, cudnn_cnn_v9.h, cudnn_adv_v9.h, patch-level numbers left out
+HEADER_DIGEST = '380c16408887bd78941477e5a38191d795f243e54dce5b8b1dc0d3b41524395b'
 
 # Every enum of the headers under its C name: member -> value, in header order.
 C_ENUMS: dict[str, dict[str, int]] = {
