@@ -40,7 +40,8 @@ def test_loads_cudnn9_from_wheel_and_reports_versions() -> None:
     report = cudnn.library_info()
     assert Path(report.path).name.startswith("libcudnn.so.9")
     assert report.cudart_version >= 12000
-    assert "cuda-pathfinder" in report.found_via or "CUDNN_PY_LIBRARY" in report.found_via
+    # where a framework imported earlier in this process (a CUDA PyTorch) opened it first, that copy
+    assert report.found_via.startswith(("cuda-pathfinder", "$CUDNN_PY_LIBRARY", "already loaded in this process"))
     assert set(report.dependencies) == {"nvrtc", "cublasLt", "cublas"}
     assert re.fullmatch(r"\d+\.\d+\.\d+\S*", cudnn.__version__)
 
