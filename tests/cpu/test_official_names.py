@@ -42,13 +42,14 @@ def planned(monkeypatch: pytest.MonkeyPatch) -> list[list[Any]]:
 def test_opensource_alone_is_refused_naming_the_mode_and_the_versions(planned: list[list[Any]]) -> None:
     g = _relu_graph()
     g.validate()
-    for modes in ([cudnn.heur_mode.OPENSOURCE], cudnn.heur_mode.OPENSOURCE):
-        with pytest.raises(cudnn.cudnnGraphNotSupportedError,
-                           match=r"(?s)heur_mode\.OPENSOURCE: .*own engines \(compiled with NVRTC.*"
-                                 r"no libcudnn version has "
-                                 r"such a heuristic mode \(none up to the 9\.\d+\.\d+ headers; the loaded libcudnn is "
-                                 r"9\.19\.0\).*hint: .*heur_mode\.A, cudnn\.heur_mode\.FALLBACK"):
-            g.create_execution_plans(modes)
+    with pytest.raises(cudnn.cudnnGraphNotSupportedError,
+                       match=r"(?s)heur_mode\.OPENSOURCE: .*own engines \(compiled with NVRTC.*"
+                             r"no libcudnn version has "
+                             r"such a heuristic mode \(none up to the 9\.\d+\.\d+ headers; the loaded libcudnn is "
+                             r"9\.19\.0\).*hint: .*heur_mode\.A, cudnn\.heur_mode\.FALLBACK"):
+        g.create_execution_plans([cudnn.heur_mode.OPENSOURCE])
+    with pytest.raises(TypeError, match=r"one mode goes in a list too: \[cudnn\.heur_mode\.OPENSOURCE\]"):
+        g.create_execution_plans(cudnn.heur_mode.OPENSOURCE)  # as the official's binding refuses it
     assert planned == []
 
 

@@ -86,7 +86,7 @@ def test_constructor_keywords_of_1_32(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_graph_helper_passes_graph_kwargs() -> None:
     with cudnn.graph(None, "h", is_cuda_graph_replay_expected=True, sm_count=4) as (g, uids):
         assert (g.name, g.is_cuda_graph_replay_expected, g.sm_count, uids) == ("h", True, 4, [])
-    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"), cudnn.graph(None, bogus=1):
+    with pytest.raises(TypeError, match="'bogus' is not an argument of pygraph"), cudnn.graph(None, bogus=1):
         pass
 
 
@@ -127,7 +127,7 @@ def test_build_without_arguments_builds_a_plan_as_1_32(monkeypatch: pytest.Monke
     g, _, _ = relu_graph()
     g.build()
     g.build(heuristics=[A], ctx=object())
-    g.build(heur_modes=FALLBACK)
+    g.build(heur_modes=[FALLBACK])
     assert steps == ["op_graph", [A, FALLBACK], "check", "plans", "op_graph", [A], "check", "plans",
                      "op_graph", [FALLBACK], "check", "plans"]
 
@@ -159,7 +159,7 @@ def test_plan_introspection_agrees_with_the_plan_index_methods() -> None:
         g.select_plan(3)
     with pytest.raises(IndexError, match=r"plan index -1 is out of range: there are 3"):
         g.get_engine_and_knobs_at_index(-1)
-    with pytest.raises(TypeError, match="plan index must be an int"):
+    with pytest.raises(TypeError, match="select_plan: index: expected an int, got '0'"):
         g.select_plan("0")  # type: ignore[arg-type]
 
 

@@ -24,6 +24,7 @@ from .._lib.enums import build_plan_policy
 from .._lib.errors import CudnnError
 from ..backend.handle import get_stream
 from ..backend.replay import execute_replay
+from .convert import check_variant_pack
 from .errors import GraphError
 from .execute import REPLAY_AFTER, workspace_capacity
 from .pipeline import DEFAULT_HEURISTICS
@@ -62,6 +63,18 @@ class TuneReport(list[TuneResult]):
         return self[0]
 
 
+def check_arguments(variant_pack: Any, warmup: Any, repeats: Any, max_plans: Any) -> None:
+    """What `autotune` is given, checked before anything needs a GPU: a dict of buffers, counts."""
+    check_variant_pack(variant_pack, "autotune", "variant_pack")
+    for name, value in (("warmup", warmup), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"autotune: {name}: expected an int, got {value!r}")
+    if warmup < 0 or repeats < 1:
+        raise ValueError(f"autotune: warmup must be >= 0 and repeats >= 1, got {warmup}, {repeats}")
+    if max_plans is not None and (isinstance(max_plans, bool) or not isinstance(max_plans, int) or max_plans < 1):
+        raise ValueError(f"autotune: max_plans must be None or an int >= 1, got {max_plans!r}")
+
+
 def autotune(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any = None, handle: Any = None,
              warmup: int = 3, repeats: int = 10, progress: bool | None = None,
              alternatives: Sequence[Pipeline] = (), max_plans: int | None = None) -> tuple[Pipeline, TuneReport]:
@@ -72,10 +85,7 @@ def autotune(p: Pipeline, variant_pack: Mapping[Any, Any], workspace: Any = None
     ``workspace`` may be None: a buffer as large as the largest plan needs is allocated. Given
     a workspace, plans that need more than it holds are reported and skipped, so the caller's
     buffer stays valid for whatever is selected."""
-    if warmup < 0 or repeats < 1:
-        raise ValueError(f"autotune: warmup must be >= 0 and repeats >= 1, got {warmup}, {repeats}")
-    if max_plans is not None and (isinstance(max_plans, bool) or not isinstance(max_plans, int) or max_plans < 1):
-        raise ValueError(f"autotune: max_plans must be None or an int >= 1, got {max_plans!r}")
+    check_arguments(variant_pack, warmup, repeats, max_plans)
     capacity = workspace_capacity(workspace) if workspace is not None else None
     h = handle if handle is not None else p.handle()
     timer = _Timer(p.label, get_stream(h), progress)

@@ -134,3 +134,56 @@ def exact_bool(value: Any, at: str, arg: str) -> bool:
     if not isinstance(value, bool):
         raise _refuse(at, arg, "True or False", value)
     return value
+
+
+def _member_hint(value: Any, kind: type[Enum]) -> str:
+    """'; did you mean cudnn.heur_mode.A?' for a str that names a member of ``kind`` (in any case)."""
+    if isinstance(value, str):
+        member = next((m for m in kind.__members__ if m.lower() == value.strip().lower()), None)
+        if member is not None:
+            return f"; did you mean cudnn.{kind.__name__}.{member}?"
+    return ""
+
+
+def as_enum(value: Any, kind: type[Enum], at: str, arg: str) -> Any:
+    """One of cudnn's enums (``build_plan_policy``, ...): a member, or the int of one (what
+    ``kind(value)`` takes); anything else is refused naming the members."""
+    try:
+        return kind(value)
+    except (ValueError, TypeError):
+        members = ", ".join(f"cudnn.{kind.__name__}.{m}" for m in kind.__members__)
+        raise TypeError(f"{at}: {arg}: expected one of {members}; got {value!r}{_member_hint(value, kind)}") from None
+
+
+def as_enum_list(value: Any, kind: type[Enum], at: str, arg: str) -> list[Any]:
+    """A list of one of cudnn's enums (``std::vector<heur_mode>``): a list, tuple or other
+    iterable of its members. A bare member, a str or a number is refused, as pybind11 refuses
+    them, and so is an element that is no member (the message names it and its position)."""
+    name = f"cudnn.{kind.__name__}"
+    if isinstance(value, (str, bytes, Mapping, Enum)) or not hasattr(value, "__iter__"):
+        one = "; one mode goes in a list too: [" + f"{name}.{value.name}]" if isinstance(value, kind) else ""
+        raise TypeError(f"{at}: {arg}: expected a list of {name}, got {value!r}{one}")
+    items = list(value)
+    for i, item in enumerate(items):
+        if not isinstance(item, kind):
+            members = ", ".join(kind.__members__)
+            raise TypeError(f"{at}: {arg}[{i}]: expected a {name} ({members}), got {item!r}"
+                            f"{_member_hint(item, kind)}")
+    return items
+
+
+def check_variant_pack(value: Any, at: str, arg: str, hint: str = "") -> None:
+    """A variant pack: a dict of cudnn.tensor (or uid, or name) -> buffer; ``hint`` ends the message."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{at}: {arg}: expected a dict of cudnn.tensor (or uid, or name) -> buffer, "
+                        f"got {type(value).__name__}{hint}")
+
+
+def check_handle_type(value: Any, at: str) -> None:
+    """A handle argument's type: None, a cudnn handle, or a raw int (whether it is live is the
+    caller's to check where it uses it)."""
+    from ..backend.handle import Handle
+
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (Handle, int))):
+        raise TypeError(f"{at}: handle: expected a cudnn handle (from cudnn.create_handle()) or None, "
+                        f"got {type(value).__name__}")

@@ -11,6 +11,7 @@ introspection, pictures, serialization) is imported by the method that uses it.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +29,17 @@ from .._version import __version__
 from ..backend import engine as eng
 from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr, prefetch_default_handle
-from . import hygiene, oplib, ops, plan_store  # noqa: F401 - ops registers its methods in oplib
-from .convert import as_bool, as_int, as_int_list, optional
+from . import hygiene, keywords, oplib, ops, plan_store  # noqa: F401 - ops registers its methods in oplib
+from .convert import (
+    as_bool,
+    as_enum,
+    as_enum_list,
+    as_int,
+    as_int_list,
+    check_handle_type,
+    check_variant_pack,
+    optional,
+)
 from .errors import GraphError, GraphNotImplementedError, GraphStateError
 from .graph_types import as_retention, cuda_graph_retention, effective_retention
 from .jsonfmt import compact, dumps
@@ -155,8 +165,8 @@ class pygraph:  # the documented name
                             f"got {reordering_type!r}")
         given_uid = optional(as_int, uid, at, "uid")  # None: 1.32's default
         dim, stride = as_int_list(dim, at, "dim"), optional(as_int_list, stride, at, "stride")
-        t = Tensor(name, dim, stride, data_type, is_virtual, is_pass_by_value, reordering_type,
-                   -1 if given_uid is None else given_uid)
+        t = Tensor(name, dim, stride, as_data_type(data_type, f"{at}: data_type"), is_virtual, is_pass_by_value,
+                   reordering_type, -1 if given_uid is None else given_uid)
         if not t.get_stride():
             t.set_stride(row_major(t.get_dim()))
         if ragged_offset is not None:
@@ -321,19 +331,13 @@ class pygraph:  # the documented name
             raise GraphStateError(f"{self.label()}: call build_operation_graph() (or build()) first")
         return self._pipeline.op_graph()
 
-    def create_execution_plans(self, heuristics: Iterable[heur_mode] | heur_mode | None = None, *,
-                               heur_modes: Iterable[heur_mode] | heur_mode | None = None) -> None:
+    def create_execution_plans(self, heuristics: Iterable[heur_mode] | None = None, *,
+                               heur_modes: Iterable[heur_mode] | None = None) -> None:
         """Ask the heuristics (in order) for ranked engine configs: ``heuristics`` (1.32's name;
         ``heur_modes=`` is the earlier one), (A, FALLBACK) when neither is given."""
+        modes = _heuristics_arg("create_execution_plans", heuristics, heur_modes)
         self._op_graph()
-        heuristics = _heuristics_arg("create_execution_plans", heuristics, heur_modes)
-        modes = as_heur_modes(DEFAULT_HEURISTICS if heuristics is None else heuristics)
-        if not modes:
-            raise GraphError("create_execution_plans: give at least one cudnn.heur_mode")
-        for mode in modes:
-            if not isinstance(mode, heur_mode):
-                raise GraphError(f"create_execution_plans: expected cudnn.heur_mode values, got {mode!r}")
-        self._pipeline.create_plans(modes)
+        self._pipeline.create_plans(as_heur_modes(modes))
 
     def check_support(self) -> None:
         """Raise cudnnGraphNotSupportedError unless some candidate plan can be built."""
@@ -345,11 +349,12 @@ class pygraph:  # the documented name
         pinned by ``select_plan`` is built and stays selected (its failure raises: no other plan
         is run in its place). ``ctx`` (1.32) is accepted for the official's Python engines; the
         handle a plan is built with is the graph's."""
+        policy = as_enum(policy, build_plan_policy, "build_plans", "policy")
         pinned = self._pinned_candidate()
         if pinned is None:
             self._pipeline.build_plans(policy)
             return
-        if build_plan_policy(policy) == build_plan_policy.ALL:
+        if policy == build_plan_policy.ALL:
             try:
                 self._pipeline.build_plans(policy)
             except cudnnGraphNotSupportedError:
@@ -364,8 +369,8 @@ class pygraph:  # the documented name
             return None
         return pinned if any(c is pinned for c in self._pipeline.plans().candidates) else None
 
-    def build(self, heuristics: Iterable[heur_mode] | heur_mode | None = None, ctx: Any = None, *,
-              heur_modes: Iterable[heur_mode] | heur_mode | None = None) -> None:
+    def build(self, heuristics: Iterable[heur_mode] | None = None, ctx: Any = None, *,
+              heur_modes: Iterable[heur_mode] | None = None) -> None:
         """validate, build_operation_graph, create_execution_plans(``heuristics``: 1.32's name,
         ``heur_modes=`` the earlier one; (A, FALLBACK) when neither is given), check_support,
         build_plans. As in 1.32, ``build()`` with no arguments builds a plan too.
@@ -374,12 +379,12 @@ class pygraph:  # the documented name
         in this process or another, reuses its chosen plan and skips the rest. A plan pinned by
         ``select_plan`` keeps the plans already made: it is built, and no heuristics are asked
         again. ``ctx``: as in `build_plans`."""
-        heuristics = _heuristics_arg("build", heuristics, heur_modes)
+        modes = _heuristics_arg("build", heuristics, heur_modes)  # before anything needs a GPU
         if self._pinned_candidate() is not None:  # 1.32 never re-plans under a pin
             self.build_plans()
             return
         self.validate()
-        modes = as_heur_modes(DEFAULT_HEURISTICS if heuristics is None else heuristics)
+        modes = as_heur_modes(modes)
         self._pipeline = Pipeline(self)
         cached = plan_store.adopt_cached(self._pipeline, modes)
         if cached is not None:
@@ -407,8 +412,13 @@ class pygraph:  # the documented name
         try:
             runner = self._pipeline.current_runner()
         except GraphStateError:
+            _check_run_arguments("execute", tensor_to_device_buffer, handle)  # a mistake first, built or not
             raise GraphStateError(self._no_plan_message("execute")) from None
-        runner.run(tensor_to_device_buffer, workspace, handle)
+        try:  # costs nothing unless raised (Python >= 3.11)
+            runner.run(tensor_to_device_buffer, workspace, handle)
+        except AttributeError:  # a variant pack that is no dict
+            _check_run_arguments("execute", tensor_to_device_buffer, handle)
+            raise
 
     def execute_plan_at_index(self, tensor_to_device_buffer: Any = None, workspace: Any = None, index: int = 0,
                               handle: Any = None, override_uids: Sequence[int] | None = None,
@@ -416,15 +426,20 @@ class pygraph:  # the documented name
                               override_strides: Sequence[Sequence[int]] | None = None, *, tensor_dict: Any = None,
                               tensor_uids: Sequence[int] | None = None) -> None:
         """Run candidate plan ``index`` (built on first use); arguments as for ``execute``."""
+        index = _plan_index("execute_plan_at_index", index)
         tensor_to_device_buffer = self._call_pack("execute_plan_at_index", tensor_to_device_buffer, tensor_dict,
                                                   tensor_uids)
         self._check_overrides("execute_plan_at_index", override_uids, override_shapes, override_strides)
-        if isinstance(index, bool) or not hasattr(index, "__index__"):
-            raise TypeError(f"execute_plan_at_index: index: expected an int, got {index!r}")
         p = self._pipeline
         if not p.has_plans():
+            _check_run_arguments("execute_plan_at_index", tensor_to_device_buffer, handle)
             raise GraphStateError(self._no_plan_message("execute_plan_at_index"))
-        p.runner(p.plans().at(int(index))).run(tensor_to_device_buffer, workspace, handle)
+        runner = p.runner(p.plans().at(index))
+        try:
+            runner.run(tensor_to_device_buffer, workspace, handle)
+        except AttributeError:
+            _check_run_arguments("execute_plan_at_index", tensor_to_device_buffer, handle)
+            raise
 
     def _call_pack(self, op: str, pack: Any, tensor_dict: Any, tensor_uids: Sequence[int] | None) -> Any:
         """The variant pack of an execute call: the first argument under either of its names,
@@ -501,6 +516,7 @@ class pygraph:  # the documented name
     def build_plan_at_index(self, index: int) -> pygraph:
         """Finalize candidate plan ``index`` (compiling its kernels if its engine does so) and, as
         in 1.32, select it: get_workspace_size() and execute() then use it. Errors are raised."""
+        index = _plan_index("build_plan_at_index", index)
         cand = self._plans_for("build_plan_at_index").at(index)
         self._pipeline.build_candidate(cand)
         self._pipeline.select(cand)
@@ -518,6 +534,7 @@ class pygraph:  # the documented name
     def select_plan(self, index: int) -> pygraph:
         """Pin candidate plan ``index`` (of ``plans``): execute runs it (built on first use), and
         build_plans() / build() build it rather than the first that builds, raising if it fails."""
+        index = _plan_index("select_plan", index)
         cand = self._plans_for("select_plan").at(index)
         self._pipeline.select(cand)
         self._pinned = cand
@@ -551,6 +568,7 @@ class pygraph:  # the documented name
         ``create_execution_plan(engine_id, knobs)`` rebuilds."""
         from . import plan_entries
 
+        index = _plan_index("get_engine_and_knobs_at_index", index)
         entry = plan_entries.entry(self._plans_for("get_engine_and_knobs_at_index").at(index), index)
         if entry.engine_id < 0:
             raise GraphStateError(f"{self.label()}: plan {index} was restored from the plan cache or serialized "
@@ -564,6 +582,7 @@ class pygraph:  # the documented name
 
     def get_plan_name_at_index(self, index: int) -> str:
         """Candidate plan ``index``'s name: engine index and knob choices, e.g. ``'eng12_k2=3'``."""
+        index = _plan_index("get_plan_name_at_index", index)
         return self._pipeline.plans().at(index).name
 
     def get_workspace_size_plan_at_index(self, index: int, handle: Any = None,
@@ -571,6 +590,7 @@ class pygraph:  # the documented name
                                          override_shapes: Sequence[Sequence[int]] | None = None,
                                          override_strides: Sequence[Sequence[int]] | None = None) -> int:
         """Bytes of workspace candidate plan ``index`` needs (built on first use)."""
+        index = _plan_index("get_workspace_size_plan_at_index", index)
         self._check_handle("get_workspace_size_plan_at_index", handle)
         self._check_overrides("get_workspace_size_plan_at_index", override_uids, override_shapes, override_strides)
         cand = self._pipeline.plans().at(index)
@@ -604,30 +624,36 @@ class pygraph:  # the documented name
 
     def get_behavior_notes_for_plan_at_index(self, index: int) -> list[behavior_note]:
         """Behavior notes of candidate plan ``index``'s engine."""
+        index = _plan_index("get_behavior_notes_for_plan_at_index", index)
         return [behavior_note(int(n)) for n in self._pipeline.plans().at(index).behavior_notes]
 
     def get_numerical_notes_for_plan_at_index(self, index: int) -> list[numerical_note]:
         """Numerical notes of candidate plan ``index``'s engine."""
+        index = _plan_index("get_numerical_notes_for_plan_at_index", index)
         return [numerical_note(int(n)) for n in self._pipeline.plans().at(index).numerical_notes]
 
     def select_numeric_notes(self, notes: Iterable[numerical_note]) -> pygraph:
         """Keep only candidates whose engines have every one of ``notes``."""
-        self._plans_for("select_numeric_notes").filters.numeric_select |= notes_of(notes, numerical_note)
+        wanted = notes_of(notes, numerical_note, "select_numeric_notes")
+        self._plans_for("select_numeric_notes").filters.numeric_select |= wanted
         return self
 
     def deselect_numeric_notes(self, notes: Iterable[numerical_note]) -> pygraph:
         """Drop candidates whose engines have any of ``notes``."""
-        self._plans_for("deselect_numeric_notes").filters.numeric_deselect |= notes_of(notes, numerical_note)
+        wanted = notes_of(notes, numerical_note, "deselect_numeric_notes")
+        self._plans_for("deselect_numeric_notes").filters.numeric_deselect |= wanted
         return self
 
     def select_behavior_notes(self, notes: Iterable[behavior_note]) -> pygraph:
         """Keep only candidates whose engines have every one of ``notes``."""
-        self._plans_for("select_behavior_notes").filters.behavior_select |= notes_of(notes, behavior_note)
+        wanted = notes_of(notes, behavior_note, "select_behavior_notes")
+        self._plans_for("select_behavior_notes").filters.behavior_select |= wanted
         return self
 
     def deselect_behavior_notes(self, notes: Iterable[behavior_note]) -> pygraph:
         """Drop candidates whose engines have any of ``notes``."""
-        self._plans_for("deselect_behavior_notes").filters.behavior_deselect |= notes_of(notes, behavior_note)
+        wanted = notes_of(notes, behavior_note, "deselect_behavior_notes")
+        self._plans_for("deselect_behavior_notes").filters.behavior_deselect |= wanted
         return self
 
     def deselect_engines(self, engine_names: Iterable[str]) -> pygraph:
@@ -645,6 +671,8 @@ class pygraph:  # the documented name
 
     def get_knobs_for_engine(self, engine_id: int) -> list[eng.KnobInfo]:
         """The tunable knobs of engine ``engine_id`` (``cudnn.knob``: type, bounds, stride)."""
+        _check_engine_id(engine_id, "get_knobs_for_engine")
+
         def read() -> list[eng.KnobInfo]:
             e = self._engine(engine_id)
             try:
@@ -660,6 +688,9 @@ class pygraph:  # the documented name
         it is neither built nor selected; ``get_execution_plan_count() - 1`` is its index for
         ``build_plan_at_index`` and ``execute_plan_at_index``, and ``build_plans`` reaches it in
         turn (every one with ``ALL``, in parallel)."""
+        _check_engine_id(engine_id, "create_execution_plan")
+        if knobs is not None and not isinstance(knobs, Mapping):
+            raise TypeError(f"create_execution_plan: knobs: expected a dict of cudnn.knob_type -> int, got {knobs!r}")
         knobs = dict(knobs or {})
         e = self._engine(engine_id)
         try:
@@ -681,8 +712,9 @@ class pygraph:  # the documented name
         return self
 
     def _engine(self, engine_id: int) -> Any:
+        _check_engine_id(engine_id)
         count = self.get_engine_count()
-        if isinstance(engine_id, bool) or not isinstance(engine_id, int) or not 0 <= engine_id < count:
+        if not 0 <= engine_id < count:
             raise GraphError(f"engine id {engine_id!r} is out of range: this graph has {count} engines "
                              "(get_engine_count())")
         return eng.engine(self._op_graph(), engine_id, self.sm_count, self.label(),
@@ -701,8 +733,10 @@ class pygraph:  # the documented name
         ``max_plans``: build and time only the heuristics' first ``max_plans`` candidates of
         each lowering (a runtime-compiled engine's plan takes a compilation to build)."""
         from . import plan_report
-        from .autotune import autotune
+        from .autotune import autotune, check_arguments
 
+        check_arguments(variant_pack, warmup, repeats, max_plans)  # before anything needs a GPU
+        check_handle_type(handle, "autotune")
         if not self._pipeline.has_plans() or not any(c.config is not None for c in self._pipeline.plans().all):
             # built from the plan cache (no candidates kept): ask the heuristics now
             self.build_operation_graph()
@@ -894,14 +928,43 @@ class pygraph:  # the documented name
         return plan_report.describe(self._pipeline, report)
 
 
-def _heuristics_arg(op: str, heuristics: Any, heur_modes: Any) -> Any:
-    """The heuristic modes given as ``heuristics`` (1.32) or ``heur_modes=`` (earlier); not both."""
-    if heur_modes is None:
-        return heuristics
-    if heuristics is not None:
-        raise TypeError(f"{op}: give the heuristic modes once, as heuristics= (the 1.32 name) or heur_modes=, "
-                        "not both")
-    return heur_modes
+def _heuristics_arg(op: str, heuristics: Any, heur_modes: Any) -> list[heur_mode]:
+    """The heuristic modes given as ``heuristics`` (1.32) or ``heur_modes=`` (earlier), not both;
+    (A, FALLBACK) when neither. A list of cudnn.heur_mode, checked before anything needs a GPU."""
+    if heur_modes is not None:
+        if heuristics is not None:
+            raise TypeError(f"{op}: give the heuristic modes once, as heuristics= (the 1.32 name) or heur_modes=, "
+                            "not both")
+        heuristics = heur_modes
+    if heuristics is None:
+        return list(DEFAULT_HEURISTICS)
+    modes = as_enum_list(heuristics, heur_mode, op, "heuristics")
+    if not modes:
+        raise GraphError(f"{op}: give at least one cudnn.heur_mode")
+    return modes
 
 
+def _check_run_arguments(op: str, variant_pack: Any, handle: Any) -> None:
+    """An execute's variant pack and handle type, checked where a call failed or found no plan
+    (the hot path checks nothing); a list of buffers goes with tensor_uids= (`_call_pack`)."""
+    check_variant_pack(variant_pack, op, "tensor_to_device_buffer", "; a list of buffers goes with tensor_uids=[...]")
+    check_handle_type(handle, op)
+
+
+def _check_engine_id(engine_id: Any, op: str = "") -> None:
+    """An engine id argument (an int, not a bool), checked before anything needs a GPU."""
+    if isinstance(engine_id, bool) or not isinstance(engine_id, int):
+        raise TypeError(f"{op + ': ' if op else ''}engine_id: expected an int (0 .. get_engine_count() - 1), "
+                        f"got {engine_id!r}")
+
+
+def _plan_index(op: str, index: Any) -> int:
+    """A plan index argument (an int), checked before anything needs the plans or a GPU."""
+    if isinstance(index, bool) or not hasattr(type(index), "__index__"):
+        raise TypeError(f"{op}: index: expected an int, got {index!r}")
+    return operator.index(index)
+
+
+# execute, the hot path, keeps Python's own error for a keyword it does not take (see `keywords`)
+keywords.name_unknown_keywords(pygraph, "pygraph", skip=("execute",))
 oplib.bind(pygraph)  # the op methods of ops.py now; the other families' when first read (oplib.FAMILIES)

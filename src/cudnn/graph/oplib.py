@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from .._lib.enums import data_type
 from .._lib.record import Record
+from .keywords import unknown_keyword
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -253,16 +254,6 @@ def _reading(op_name: str, order: Order, ours: list[str], params: Mapping[str, i
 
 
 # -- the method every op is bound as -----------------------------------------------------------
-
-def unknown_keyword(op_name: str, keyword: str, valid: list[str]) -> TypeError:
-    """The error for a keyword ``op_name`` does not take, naming the closest valid one."""
-    import difflib
-
-    close = difflib.get_close_matches(keyword, valid, n=1, cutoff=0.5)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return TypeError(f"{op_name}(): {keyword!r} is not an argument of {op_name}{hint} "
-                     f"(its arguments: {', '.join(valid)})")
-
 
 def adapt(op_name: str, fn: F) -> F:
     """``fn`` as the ``pygraph`` method ``op_name``: unknown keywords refused by name, and

@@ -19,6 +19,7 @@ from ..backend import plan as backend_plan
 from ..backend.descriptor import Descriptor
 from ..backend.handle import Handle, as_handle_ptr
 from . import guards
+from .convert import check_handle_type, check_variant_pack
 from .errors import GraphError, GraphNotSupportedError, SerializationError
 from .execute import Binding, ScratchSlot
 from .pipeline import Lowered, Pipeline
@@ -304,6 +305,10 @@ def deserialize(p: Pipeline, data: bytes) -> Pipeline:
 def cuda_graph_call(p: Pipeline, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any, cuda_graph: Any,
                     update: bool) -> None:
     """Populate (or update) a CUDA graph with the selected plan's work on these buffers."""
+    op = "update_cuda_graph" if update else "populate_cuda_graph"
+    check_variant_pack(variant_pack, op, "variant_pack")  # the arguments first: no plan or GPU needed to see a mistake
+    check_handle_type(handle, op)
+    graph_ptr = cuda_graph_pointer(cuda_graph)
     cand = p.plans().require_selected()
     if cand.config is not None and int(behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API) not in {
             int(n) for n in cand.behavior_notes}:
@@ -318,7 +323,7 @@ def cuda_graph_call(p: Pipeline, handle: Any, variant_pack: Mapping[Any, Any], w
                                      "execute() with stream capture instead")
     entry = runner.prepare(variant_pack, workspace)
     h = as_handle_ptr(handle) if handle is not None else p.handle_ptr()
-    backend_plan.populate_cuda_graph(h, runner.plan, entry.pack, cuda_graph_pointer(cuda_graph), update, p.label)
+    backend_plan.populate_cuda_graph(h, runner.plan, entry.pack, graph_ptr, update, p.label)
 
 
 def cuda_graph_pointer(cuda_graph: Any) -> int:

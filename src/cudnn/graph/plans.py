@@ -430,10 +430,13 @@ class PlanSet:
         self.selected = None
 
 
-def notes_of(values: Iterable[Any], kind: type[IntEnum]) -> set[int]:
+def notes_of(values: Iterable[Any], kind: type[IntEnum], op: str = "") -> set[int]:
+    """The ints of ``values``, notes of ``kind`` (members or their ints), for the filter ``op``."""
+    if isinstance(values, (str, bytes, kind)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{op + ': ' if op else ''}expected a list of cudnn.{kind.__name__}, got {values!r}")
     out: set[int] = set()
     for v in values:
         if not isinstance(v, (kind, int)) or isinstance(v, bool):
-            raise TypeError(f"expected cudnn.{kind.__name__} values, got {v!r}")
+            raise TypeError(f"{op + ': ' if op else ''}expected cudnn.{kind.__name__} values, got {v!r}")
         out.add(int(v))
     return out

@@ -19,6 +19,7 @@ from typing import Any
 from .._lib.enums import data_type, tensor_reordering
 from .convert import as_bool, as_int, as_int_list
 from .jsonfmt import compact
+from .keywords import name_unknown_keywords
 
 NOT_SET = data_type.NOT_SET
 
@@ -29,20 +30,21 @@ FILLABLE = ("name", "dim", "stride", "data_type", "uid", "ragged_offset", "is_vi
 
 
 def as_data_type(value: Any, what: str = "data_type") -> data_type:
-    """A cudnn.data_type from a data_type, its name, or a framework dtype (torch, numpy...)."""
+    """A cudnn.data_type from a data_type, a framework dtype (torch, numpy, ...) or a name as
+    typed: "fp16", "bfloat16", "HALF", in any case (`interop.dtypes.from_string`)."""
     if isinstance(value, data_type):
         return value
     if value is None:
         return NOT_SET
     if isinstance(value, str) and value in data_type.__members__:
         return data_type[value]
-    from ..interop.tensors import data_type_of
+    from ..interop import dtypes
 
     try:
-        return data_type_of(value)
+        return dtypes.data_type_of(value)
     except (TypeError, ValueError):
         pass
-    raise TypeError(f"{what}: expected a cudnn.data_type or a framework dtype, got {value!r}")
+    raise TypeError(dtypes.refusal(what, value))
 
 
 def _int_list(values: Any, what: str) -> list[int]:
@@ -74,7 +76,7 @@ class Tensor:
         self._name = str(name)
         self._dim = _int_list(dim, "dim")
         self._stride = _int_list(stride, "stride")
-        self._data_type = as_data_type(data_type)
+        self._data_type = as_data_type(data_type, "cudnn.tensor: data_type")
         self._is_virtual = as_bool(is_virtual, "", "is_virtual")
         self._is_pass_by_value = as_bool(is_pass_by_value, "", "is_pass_by_value")
         self._value: int | float | None = None  # a constant carried by the graph (by-value scalar)
@@ -141,8 +143,9 @@ class Tensor:
         return self
 
     def set_data_type(self, data_type: Any = NOT_SET) -> Tensor:
-        """The element type: a ``cudnn.data_type`` or a framework dtype (NOT_SET: inferred)."""
-        self._data_type = as_data_type(data_type)
+        """The element type: a ``cudnn.data_type``, a framework dtype or a name such as "fp16"
+        (`as_data_type`; NOT_SET: inferred)."""
+        self._data_type = as_data_type(data_type, "set_data_type")
         self._given.pop("data_type", None)
         return self
 
@@ -218,8 +221,8 @@ class Tensor:
         from .._lib.enums import data_type as data_type_enum
 
         if not isinstance(data_type, data_type_enum):
-            raise TypeError(f"_set_data_type: expected a cudnn.data_type, got {data_type!r}; "
-                            "set_data_type() also takes framework dtypes")
+            raise TypeError(f"_set_data_type: expected a cudnn.data_type, got {data_type!r}; set_data_type() "
+                            "also takes framework dtypes and data type names ('fp16', 'bfloat16', 'HALF', ...)")
         self._data_type = data_type
         self._given.pop("data_type", None)
         return self
@@ -600,3 +603,6 @@ def packed(dims: Sequence[int], order: Sequence[int]) -> list[int]:
 def nhwc(dims: Sequence[int]) -> list[int]:
     """Dense channels-last strides of ``dims``."""
     return packed(dims, nhwc_order(len(dims)))
+
+
+name_unknown_keywords(Tensor, "cudnn.tensor", only=("__init__",))  # its setters take no keywords officially

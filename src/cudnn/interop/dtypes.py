@@ -70,6 +70,46 @@ for _entry in _TABLE:
         _BY_TYPESTR.setdefault(_entry.typestr, _entry.dtype)
 del _entry, _name, _code, _bits, _lanes
 
+# The short names people type for a data type, beside the framework names of `_TABLE` and the
+# cudnn.data_type member names ("HALF", "FP8_E4M3", ...); every string is matched without case.
+_SPELLINGS: dict[str, D] = {
+    "fp16": D.HALF, "bf16": D.BFLOAT16, "fp32": D.FLOAT, "fp64": D.DOUBLE,
+    "fp8_e4m3fn": D.FP8_E4M3, "fp8_e8m0fnu": D.FP8_E8M0, "fp4_e2m1fn": D.FP4_E2M1,
+}
+_BY_MEMBER: dict[str, D] = {member.lower(): dt for member, dt in D.__members__.items()}
+
+
+def from_string(text: str) -> D:
+    """A data type's name as typed -> data_type, or NOT_SET: a framework name ('float16',
+    'torch.bfloat16'), a short name ('fp16', 'bf16', 'fp32') or a cudnn.data_type member name
+    ('HALF', 'half'), without case. A framework's name wins: 'bool' is a framework bool."""
+    key = text.strip().lower().removeprefix("torch.")
+    dt = from_name(key)
+    if dt is not D.NOT_SET:
+        return dt
+    dt = _SPELLINGS.get(key, D.NOT_SET)
+    return dt if dt is not D.NOT_SET else _BY_MEMBER.get(key.removeprefix("data_type."), D.NOT_SET)
+
+
+def refusal(what: str, value: Any) -> str:
+    """The message for ``value``, given as ``what``, that is no data type: what is taken, and the
+    closest name when ``value`` is a string."""
+    hint = ""
+    if isinstance(value, str):
+        import difflib
+
+        close = difflib.get_close_matches(value.strip().lower(), string_names(), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (f"{what}: expected a cudnn.data_type, a framework dtype (torch.float16, numpy.float16, ...) or a "
+            "data type's name in any case: a cudnn.data_type member name ('HALF', 'BFLOAT16', 'FLOAT', "
+            "'FP8_E4M3', ...), a framework dtype name ('float16', 'bfloat16', 'float32', 'float8_e4m3fn', ...) "
+            f"or 'fp16', 'bf16', 'fp32', 'fp64'; got {value!r}{hint}")
+
+
+def string_names() -> list[str]:
+    """Every name `from_string` takes (lower case, ``torch.`` and ``data_type.`` prefixes aside)."""
+    return sorted({*_BY_NAME, *_SPELLINGS, *_BY_MEMBER} - {"not_set"})
+
 
 def from_name(name: str) -> D:
     """A framework dtype name ('float16', 'float8_e4m3fn', 'torch.int32') -> data_type, or NOT_SET."""
@@ -91,8 +131,8 @@ def data_type_of(x: Any) -> D:
 
     Accepts a cudnn.data_type (returned as is), a torch dtype, a numpy / cupy / ml_dtypes dtype
     or scalar type, a jax dtype, a DLPack dtype ((code, bits[, lanes]) or a struct with those
-    fields), anything with a ``.dtype`` (arrays, tensors), or a string: a framework name such as
-    "float16" / "bfloat16" or a data_type member name such as "HALF".
+    fields), anything with a ``.dtype`` (arrays, tensors), or a string (`from_string`): a framework
+    name such as "float16", a short name such as "fp16" / "bf16", or a member name such as "HALF".
     """
     dt = _lookup(x)
     if dt is D.NOT_SET:
@@ -104,8 +144,7 @@ def _lookup(x: Any) -> D:
     if isinstance(x, D):
         return x
     if isinstance(x, str):
-        dt = from_name(x)
-        return dt if dt is not D.NOT_SET else D.__members__.get(x.upper(), D.NOT_SET)
+        return from_string(x)
     if isinstance(x, tuple) and 2 <= len(x) <= 3:
         return from_dlpack(*x)
     kind = type(x)

@@ -22,10 +22,12 @@ from typing import Any, Literal
 
 from .._lib.enums import data_type, heur_mode
 from ..graph import pygraph
+from ..graph.convert import as_enum_list
 from ..graph.errors import ExecutionInputError, GraphError, GraphStateError
+from ..graph.keywords import name_unknown_keywords, unknown_keyword
 from ..graph.oplib import is_op
 from ..graph.pipeline import DEFAULT_HEURISTICS, all_tensors, assign_uids
-from ..graph.tensor import Tensor
+from ..graph.tensor import Tensor, as_data_type
 from .calls import OUTPUT_FRAMEWORKS, Executor, IoPlan, OutSpec
 from .names import Recorder, show
 
@@ -37,6 +39,7 @@ _PASS_THROUGH = frozenset({"get_workspace_size", "get_workspace_size_plan_at_ind
                            "describe_plans", "find_tensor", "get_node", "get_inputs", "get_outputs", "inspect",
                            "get_cuda_graph_retention"})
 _PYGRAPH_PARAMS = inspect.signature(pygraph).parameters
+_DATA_TYPES = ("io_data_type", "intermediate_data_type", "compute_data_type")
 
 
 class Graph:
@@ -53,13 +56,16 @@ class Graph:
         if output_framework not in OUTPUT_FRAMEWORKS:
             raise ValueError(f"cudnn.Graph: output_framework must be one of {OUTPUT_FRAMEWORKS}, "
                              f"got {output_framework!r}")
-        unknown = sorted(set(kwargs) - set(_PYGRAPH_PARAMS))
-        if unknown:
-            raise TypeError(f"cudnn.Graph got unexpected keyword arguments {unknown}; it takes handle, "
-                            f"heuristics, inputs, outputs, workspace_alloc, output_framework and the "
-                            f"pygraph arguments {[p for p in _PYGRAPH_PARAMS if p != 'handle']}")
+        for key in kwargs:
+            if key not in _PYGRAPH_PARAMS:
+                raise unknown_keyword("cudnn.Graph", key, [*_OWN_PARAMS, *(p for p in _PYGRAPH_PARAMS
+                                                                            if p != "handle")])
+        for key in _DATA_TYPES:  # what pygraph() would refuse when the block starts, refused now
+            if key in kwargs:
+                kwargs[key] = as_data_type(kwargs[key], f"cudnn.Graph: {key}")
         self._handle = None if isinstance(handle, str) and handle == "auto" else handle
-        self._heuristics = list(heuristics) if heuristics is not None else list(DEFAULT_HEURISTICS)
+        self._heuristics = (as_enum_list(heuristics, heur_mode, "cudnn.Graph", "heuristics") if heuristics is not None
+                            else list(DEFAULT_HEURISTICS))
         self._kwargs = kwargs
         self._pending_io: tuple[list[Any], list[Any]] | None = \
             (list(inputs), list(outputs)) if inputs is not None and outputs is not None else None
@@ -345,3 +351,7 @@ def _kind_text(t: Tensor, kind: str | None) -> str:
     if t.get_value() is not None:
         return "a constant the graph carries"
     return "not an input or output of the graph"
+
+
+_OWN_PARAMS = [p for p in inspect.signature(Graph).parameters if p != "kwargs"]
+name_unknown_keywords(Graph, "cudnn.Graph")
