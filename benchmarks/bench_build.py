@@ -26,9 +26,9 @@ round.
 the order they ran (to see the machine's drift behind a ratio).
 ``--cases TEXT`` keeps the cases whose name contains TEXT (for both packages);
 ``--no-kernel-cfg`` leaves out the KERNEL_CFG workload, ``--kernel-cfg-runs N`` runs it in N
-processes per mode (default 3; modes: one thread, threads alone, the default (threads, joined
-by worker processes once the build proves long), and worker processes from the start with
-``CUDNN_PY_BUILD_PROCESSES`` set to the cores this process may use).
+processes per mode (default 3; modes: one thread, threads alone (the default), threads joined
+by worker processes once the build proves long (``CUDNN_PY_BUILD_PROCESSES=auto``), and worker
+processes from the start with ``CUDNN_PY_BUILD_PROCESSES`` set to the cores this process may use).
 
 ``--interleaved`` measures rebuilds only, both packages in one process per case: the official
 imported as ``cudnn``, cudnn-py loaded beside it under another name (its imports are relative),
@@ -280,7 +280,7 @@ def kernel_cfg_workload() -> dict:  # type: ignore[type-arg]
 
     class Note(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if "worker processes" in record.getMessage():
+            if "worker process" in record.getMessage():
                 workers.append(record.getMessage().split(": ", 1)[-1])
 
     logging.getLogger("cudnn.build").addHandler(Note(logging.INFO))
@@ -318,16 +318,17 @@ KERNEL_CFG_RUNS = 3  # fresh processes per mode, alternated
 
 
 def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
-    """The KERNEL_CFG workload: cudnn-py serial (threads=1, no workers) vs threads alone vs the
-    default (threads, joined by worker processes once the build proves long) vs worker processes
-    from the start (CUDNN_PY_BUILD_PROCESSES, one per core), each in fresh processes, alternated;
+    """The KERNEL_CFG workload: cudnn-py serial (threads=1, no workers) vs threads alone (the
+    default) vs threads joined by worker processes once the build proves long
+    (CUDNN_PY_BUILD_PROCESSES=auto) vs worker processes from the start (CUDNN_PY_BUILD_PROCESSES,
+    one per core), each in fresh processes, alternated;
     the same plans must be built every way; the official beside."""
     from cudnn.graph.parallel import available_cores, build_threads
 
     cores, threads = str(available_cores()), build_threads()
     modes = {"1": ("cudnn-py, threads=1, no workers", {"CUDNN_PY_BUILD_THREADS": "1", "CUDNN_PY_BUILD_PROCESSES": "0"}),
-             "threads": (f"cudnn-py, threads={threads}, no workers", {"CUDNN_PY_BUILD_PROCESSES": "0"}),
-             "default": (f"cudnn-py, default (threads={threads})", {}),
+             "threads": (f"cudnn-py, default (threads={threads}, no workers)", {}),
+             "auto": ("cudnn-py, CUDNN_PY_BUILD_PROCESSES=auto", {"CUDNN_PY_BUILD_PROCESSES": "auto"}),
              "processes": (f"cudnn-py, CUDNN_PY_BUILD_PROCESSES={cores}", {"CUDNN_PY_BUILD_PROCESSES": cores})}
     runs: dict[str, list[dict]] = {m: [] for m in modes}  # type: ignore[type-arg]
     n_runs = int(sys.argv[sys.argv.index("--kernel-cfg-runs") + 1]) if "--kernel-cfg-runs" in sys.argv \
@@ -352,10 +353,10 @@ def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
         row = med[m]
         print(f"{label:42s} {row['graph_ms']:11.1f} {row['create_ms']:10.1f} {row['build_ms']:14.1f} "
               f"{sum(row.values()):9.1f}")
-    for m in ("default", "processes"):
+    for m in ("auto", "processes"):
         print(f"  {modes[m][0]}: " + "; ".join(dict.fromkeys(w for r in runs[m] for w in r["workers"])))
     s_tot = sum(med["1"].values())
-    for m in ("threads", "default", "processes"):
+    for m in ("threads", "auto", "processes"):
         gain = med["1"]["build_ms"] / max(med[m]["build_ms"], 1e-9)
         print(f"speed-up of '{modes[m][0]}' over threads=1: build_plans {gain:.2f}x, "
               f"total {s_tot / sum(med[m].values()):.2f}x")
@@ -372,8 +373,8 @@ def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
             t_tot = theirs["graph_ms"] + theirs["create_ms"] + theirs["build_ms"]
             print(f"{'official (one process)':42s} {theirs['graph_ms']:11.1f} {theirs['create_ms']:10.1f} "
                   f"{theirs['build_ms']:14.1f} {t_tot:9.1f}   ratio official / cudnn-py: default "
-                  f"{t_tot / sum(med['default'].values()):.2f}x, threads alone "
-                  f"{t_tot / sum(med['threads'].values()):.2f}x ({theirs['plans']} plans, "
+                  f"(threads alone) {t_tot / sum(med['threads'].values()):.2f}x, auto "
+                  f"{t_tot / sum(med['auto'].values()):.2f}x ({theirs['plans']} plans, "
                   f"{theirs['build_cpu_ms'] / max(theirs['build_ms'], 1e-9):.1f} cores busy)"
                   + (f"; build_plans raised {theirs['error']}" if theirs.get("error") else ""))
 

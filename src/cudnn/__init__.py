@@ -79,6 +79,7 @@ _EXPORTS: dict[str, str] = {
     "pygraph": ".graph",
     "set_execute_checks": ".graph.execute",
     "set_execute_replay": ".backend.replay",
+    "set_build_processes": ".graph.parallel",
     "execute_replay": ".backend.replay",
     "release_pending": "._lib.release",
     "set_log_level": ".log",

@@ -1,5 +1,6 @@
 """Plans built in worker processes beside the threads (graph/plan_workers.py), what needs no GPU:
-the setting and when workers join a build, when a graph is built in this process only, a
+the setting (`cudnn.set_build_processes`, CUDNN_PY_BUILD_PROCESSES; unset, a build starts no
+process) and when workers join a build, when a graph is built in this process only, a
 worker's environment, the graph identity a worker must reproduce from the printed JSON, how the
 threads' build keeps what helpers return (restored plans, plans handed back), real worker
 processes that cannot serve on this machine, and a stand-in worker process that dies, is
@@ -15,6 +16,7 @@ import io
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -33,11 +35,11 @@ from cudnn.graph import parallel
 from cudnn.graph import plan_workers as workers
 from cudnn.graph.parallel import RETRY, Elsewhere, PlanQueue, WorkerSetting, build_all
 from cudnn.graph.pipeline import Pipeline
-from cudnn.graph.plans import Candidate
+from cudnn.graph.plans import Candidate, PlanSet
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
-NOW = WorkerSetting(4, 0.0)  # CUDNN_PY_BUILD_PROCESSES=4
-AUTO = WorkerSetting(8, parallel.AUTO_AFTER_S)  # unset, on 8 cores
+NOW = WorkerSetting(4, 0.0, "CUDNN_PY_BUILD_PROCESSES=4")
+AUTO = WorkerSetting(8, parallel.AUTO_AFTER_S, "CUDNN_PY_BUILD_PROCESSES=auto")  # on 8 cores
 
 
 def conv_relu(**kw: object) -> cudnn.pygraph:
@@ -50,21 +52,65 @@ def conv_relu(**kw: object) -> cudnn.pygraph:
     return g
 
 
-@pytest.mark.parametrize("text, setting", [("", WorkerSetting(0, parallel.AUTO_AFTER_S)), ("0", None), ("1", None),
-                                           ("2", WorkerSetting(2, 0.0)), (" 16 ", WorkerSetting(16, 0.0))])
-def test_the_setting(monkeypatch: pytest.MonkeyPatch, text: str, setting: WorkerSetting | None) -> None:
-    monkeypatch.setenv(workers.ENV, text)
-    if setting is not None and setting.auto:  # unset: as many as the cores, later
-        setting = WorkerSetting(parallel.available_cores(), setting.after_s)
-    assert parallel.build_processes() == setting
+@pytest.fixture(autouse=True)
+def processes_as_the_environment_says() -> Iterator[None]:
+    """Each test starts and ends with no `set_build_processes` value in force."""
+    parallel.set_build_processes(None)
+    yield
+    parallel.set_build_processes(None)
 
 
-@pytest.mark.parametrize("text, says", [("four", "'four'"), ("-2", "got -2")])
-def test_a_bad_setting_names_the_variable(monkeypatch: pytest.MonkeyPatch, text: str, says: str) -> None:
+@pytest.mark.parametrize("text, processes", [(None, None), ("", None), ("0", None), ("1", 1), ("2", 2), (" 16 ", 16),
+                                              ("auto", "auto"), (" Auto ", "auto")])
+def test_the_setting(monkeypatch: pytest.MonkeyPatch, text: str | None, processes: int | str | None) -> None:
+    if text is None:
+        monkeypatch.delenv(workers.ENV, raising=False)
+    else:
+        monkeypatch.setenv(workers.ENV, text)
+    expected = None if processes is None else (
+        WorkerSetting(parallel.available_cores(), parallel.AUTO_AFTER_S, f"{workers.ENV}=auto") if processes == "auto"
+        else WorkerSetting(int(processes), 0.0, f"{workers.ENV}={processes}"))  # N: with the build
+    assert parallel.build_processes() == expected
+
+
+def test_the_call_overrides_the_environment_until_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cudnn.set_build_processes is parallel.set_build_processes
+    monkeypatch.setenv(workers.ENV, "0")
+    cudnn.set_build_processes(3)
+    assert parallel.build_processes() == WorkerSetting(3, 0.0, "set_build_processes(3)")
+    cudnn.set_build_processes("auto")
+    assert parallel.build_processes() == WorkerSetting(parallel.available_cores(), parallel.AUTO_AFTER_S,
+                                                       "set_build_processes('auto')")
+    monkeypatch.setenv(workers.ENV, "4")
+    cudnn.set_build_processes(0)
+    assert parallel.build_processes() is None
+    cudnn.set_build_processes(None)  # the environment's again
+    assert parallel.build_processes() == WorkerSetting(4, 0.0, f"{workers.ENV}=4")
+
+
+@pytest.mark.parametrize("text, got", [("four", "'four'"), ("-2", "-2"), ("2.5", "'2.5'")])
+def test_a_bad_setting_names_the_variable(monkeypatch: pytest.MonkeyPatch, text: str, got: str) -> None:
     monkeypatch.setenv(workers.ENV, text)
-    with pytest.raises(ValueError, match=workers.ENV) as err:
+    with pytest.raises(ValueError) as err:
         parallel.build_processes()
-    assert says in str(err.value)
+    assert str(err.value) == f"{workers.ENV}: expected an int >= 0 (0: no worker processes) or 'auto', got {got}"
+
+
+@pytest.mark.parametrize("value, error, says", [
+    (-1, ValueError, "got -1"),
+    ("4", ValueError, "got '4'"),  # text is the environment's, not the call's
+    ("AUTO", ValueError, "got 'AUTO'"),
+    (2.5, TypeError, "got float (2.5)"),
+    (True, TypeError, "got bool (True)"),
+    ([2], TypeError, "got list ([2])"),
+])
+def test_a_bad_call_names_the_setting(monkeypatch: pytest.MonkeyPatch, value: object, error: type[Exception],
+                                      says: str) -> None:
+    monkeypatch.setenv(workers.ENV, "2")
+    with pytest.raises(error) as err:
+        cudnn.set_build_processes(value)
+    assert str(err.value) == f"set_build_processes: expected an int >= 0 (0: no worker processes) or 'auto', {says}"
+    assert parallel.build_processes() == WorkerSetting(2, 0.0, f"{workers.ENV}=2")  # unchanged
 
 
 def cands(*engines: int) -> list[Candidate]:
@@ -74,23 +120,12 @@ def cands(*engines: int) -> list[Candidate]:
 def test_graphs_workers_cannot_reproduce_are_built_here(monkeypatch: pytest.MonkeyPatch) -> None:
     g, dynamic = conv_relu(), conv_relu(is_dynamic_shape_enabled=True)  # a pipeline refers to its graph weakly
     p = Pipeline(g)
-    assert workers.why_not(p, cands(1, 2), WorkerSetting(1, 0.0)) == "fewer than two worker processes allowed"
-    assert workers.why_not(p, cands(1), NOW) == "fewer than two plans to build"
-    assert workers.why_not(p, cands(1, 2), NOW) == "a candidate without an engine config"
-    assert "dynamic shapes" in str(workers.why_not(Pipeline(dynamic), cands(1, 2), NOW))
-    assert "lowering" in str(workers.why_not(Pipeline(g, lowering="other"), cands(1, 2), NOW))
-    monkeypatch.setattr(sys, "executable", "/usr/bin/uwsgi")  # an embedded interpreter: only when asked for
-    assert "does not look like Python" in str(workers.why_not(p, cands(1, 2), AUTO))
-    assert workers.why_not(p, cands(1, 2), NOW) == "a candidate without an engine config"
+    assert workers.why_not(p, cands(1)) == "fewer than two plans to build"
+    assert workers.why_not(p, cands(1, 2)) == "a candidate without an engine config"
+    assert "dynamic shapes" in str(workers.why_not(Pipeline(dynamic), cands(1, 2)))
+    assert "lowering" in str(workers.why_not(Pipeline(g, lowering="other"), cands(1, 2)))
     monkeypatch.setattr(sys, "executable", "")
-    assert "no Python executable" in str(workers.why_not(p, cands(1, 2), NOW))
-
-
-@pytest.mark.parametrize("path, python", [("/usr/bin/python3.12", True), ("/venv/bin/python", True),
-                                          (r"C:\Python312\python.exe", True), ("/opt/pypy3", True),
-                                          ("/usr/bin/uwsgi", False), ("/usr/bin/python-config", False)])
-def test_what_looks_like_python(path: str, python: bool) -> None:
-    assert workers.looks_like_python(path.replace("\\", "/")) is python
+    assert "no Python executable" in str(workers.why_not(p, cands(1, 2)))
 
 
 def test_a_workers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,7 +181,7 @@ def test_when_workers_join_a_build(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.skipif(cuda.device_count() > 0, reason="a machine without a GPU")
-def test_without_a_gpu_no_worker_joins_an_unasked_build() -> None:
+def test_without_a_gpu_auto_starts_no_worker() -> None:
     n, why = workers.workers_for(AUTO, queue_after(2.0, 0, 100), 0)
     assert n == 0 and "free memory is unknown" in why
 
@@ -210,8 +245,11 @@ def test_a_helper_needs_more_than_one_plan(fake_plans: list[FakePlan]) -> None:
     assert asked == []
 
 
-def children() -> str:
-    return Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read_text().strip()
+def children() -> list[str]:
+    """The processes started by any thread of this one that are still there (a process is listed
+    under the thread that started it, such as the pool's, while that thread lives)."""
+    return [pid for task in Path(f"/proc/{os.getpid()}/task").iterdir()
+            for pid in (task / "children").read_text().split()]
 
 
 @contextmanager
@@ -265,16 +303,16 @@ def test_real_workers_that_cannot_serve_leave_their_plans_here(fake_plans: list[
     # the build lasts until both workers said why they cannot serve
     with plan_0_held_until(lambda r: r.levelno == logging.WARNING, monkeypatch, times=2), \
             caplog.at_level(logging.DEBUG, logger="cudnn.build"):
-        build_all(cands, 0x1, "g", threads=1, offload=lambda todo: workers.pool(p, todo, WorkerSetting(2, 0.0)))
+        build_all(cands, 0x1, "g", threads=1, offload=lambda todo: workers.pool(p, todo, WorkerSetting(2, 0.0, "test")))
     assert outcome(cands) == outcome(serial)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warned and all("a plan-build worker failed (" in m and "it built no plans" in m for m in warned), warned
     assert any("CUDA" in m or "GPU" in m for m in warned), warned  # the worker says why
     assert "0 of 12 plans built in 2 worker processes" in caplog.text
-    assert threading.active_count() == before and children() == ""
+    assert threading.active_count() == before and children() == []
 
 
-def test_an_unasked_pool_starts_nothing_for_a_short_build(fake_plans: list[FakePlan], on_device_0: None,
+def test_auto_starts_nothing_for_a_short_build(fake_plans: list[FakePlan], on_device_0: None,
                                                           caplog: pytest.LogCaptureFixture) -> None:
     g = conv_relu()
     p = Pipeline(g)
@@ -283,7 +321,7 @@ def test_an_unasked_pool_starts_nothing_for_a_short_build(fake_plans: list[FakeP
     with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
         build_all(cands, 0x1, "g", threads=2, offload=lambda todo: workers.pool(p, todo, AUTO))
     assert time.monotonic() - started < parallel.AUTO_AFTER_S  # the build ended first: not waited for
-    assert "worker processes" not in caplog.text and children() == ""
+    assert "worker process" not in caplog.text and children() == []
 
 
 @pytest.mark.parametrize("request_line, says", [("", None), ("{\"graph\": \"{\\\"nodes\\\": 1}\", \"device\": 0}\n",
@@ -324,6 +362,24 @@ for line in sys.stdin:
 '''
 
 
+def stand_in_workers(mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker processes started from here on are `FAKE_WORKER`s in ``mode``; the plans they
+    return are restored as finalized FakePlans labelled "restored PLAN e"."""
+    script = tmp_path / "fake-worker"
+    script.write_text(FAKE_WORKER.format(python=sys.executable, failing=sorted(FAILING)))
+    script.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(script))
+    monkeypatch.setenv("FAKE_MODE", mode)
+    monkeypatch.setattr(Pipeline, "build_handle_ptr", lambda self: 0x1)
+
+    def restore(handle: int, text: str, label: str, retention: object = None) -> FakePlan:
+        plan = FakePlan(int(text.split()[1]), f"restored {text}")
+        plan.finalized = True
+        return plan
+
+    monkeypatch.setattr(workers.backend_plan, "plan_from_json", restore)
+
+
 @pytest.mark.parametrize("mode, says", [
     ("builds", None),
     ("fails there", None),  # no plan: built here, as cuDNN's error would be raised here
@@ -341,22 +397,10 @@ def test_a_worker_process_that_fails_leaves_its_plan_here(fake_plans: list[FakeP
     """A real process in the worker's place (`FAKE_WORKER`) takes plans 1, 2, ... while this
     process is held on plan 0; engine 2's plan meets ``mode``. Plans it returned are restored
     (stand-ins), the rest built here: the serial outcome, and no process or thread left."""
-    script = tmp_path / "fake-worker"
-    script.write_text(FAKE_WORKER.format(python=sys.executable, failing=sorted(FAILING)))
-    script.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(script))
-    monkeypatch.setenv("FAKE_MODE", mode)
+    stand_in_workers(mode, tmp_path, monkeypatch)
     monkeypatch.setattr(workers, "PER_PLAN_S", 1.0 if mode == "hangs" else workers.PER_PLAN_S)
     if mode == "closes its output":  # and stays: given this long to exit before it is said to be running
         monkeypatch.setattr(workers, "EXIT_S", 0.2)
-    monkeypatch.setattr(Pipeline, "build_handle_ptr", lambda self: 0x1)
-
-    def restore(handle: int, text: str, label: str, retention: object = None) -> FakePlan:
-        plan = FakePlan(int(text.split()[1]), f"restored {text}")
-        plan.finalized = True
-        return plan
-
-    monkeypatch.setattr(workers.backend_plan, "plan_from_json", restore)
     serial = candidates()
     build_all(serial, 0x1, "g", threads=1)
     g = conv_relu()
@@ -364,13 +408,15 @@ def test_a_worker_process_that_fails_leaves_its_plan_here(fake_plans: list[FakeP
     cands = candidates()
     before = threading.active_count()
     # this process takes plan 0 and holds it until the worker is done
-    with plan_0_held_until(lambda r: "plans built in 1 worker processes" in r.getMessage(), monkeypatch), \
+    with plan_0_held_until(lambda r: "plans built in 1 worker process" in r.getMessage(), monkeypatch), \
             caplog.at_level(logging.INFO, logger="cudnn.build"):
-        build_all(cands, 0x1, "g", threads=1, offload=lambda todo: workers.Pool(p, todo, WorkerSetting(1, 0.0)))
+        build_all(cands, 0x1, "g", threads=1, offload=lambda todo: workers.Pool(p, todo, WorkerSetting(1, 0.0, "test")))
     assert outcome(cands) == outcome(serial)
     restored = [c.engine_index for c in cands if c.plan is not None and c.plan.label.startswith("restored")]
     if mode == "builds":  # the worker went on to the end of the queue
         assert restored == [e for e in range(1, 12) if e not in FAILING]
+        assert f"{p.label}: 1 worker process joins the build (test)" in caplog.text  # one: singular
+        assert f"{p.label}: {len(restored)} of 12 plans built in 1 worker process\n" in caplog.text
     elif mode == "fails there":  # and plan 2 was built here
         assert restored == [e for e in range(1, 12) if e not in FAILING | {2}]
     else:
@@ -380,4 +426,67 @@ def test_a_worker_process_that_fails_leaves_its_plan_here(fake_plans: list[FakeP
         assert warned == []
     else:
         assert len(warned) == 1 and says in warned[0] and warned[0].endswith("its plans are built here"), warned
-    assert threading.active_count() == before and children() == ""
+    assert threading.active_count() == before and children() == []
+
+
+@pytest.mark.parametrize("env, call, starts", [
+    (None, None, False),  # unset: never a worker process
+    ("0", None, False),
+    ("auto", 0, False),  # the call wins
+    ("auto", None, True),
+    (None, "auto", True),
+    (None, 2, True),
+])
+def test_a_build_starts_worker_processes_only_when_asked(fake_plans: list[FakePlan], on_device_0: None,
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         caplog: pytest.LogCaptureFixture, env: str | None,
+                                                         call: int | str | None, starts: bool) -> None:
+    """``build_plans(ALL)`` of a pipeline whose plan 0 takes a second (or, where workers are
+    asked for, until one is seen): with room for workers on the GPU, four cores and "auto"
+    deciding after 0.05 s, "auto" and N start stand-in workers; unset or 0, no process is
+    started at any time of the build, and nothing is said of workers. The same plans either way."""
+    stand_in_workers("builds", tmp_path, monkeypatch)
+    monkeypatch.setattr(parallel, "AUTO_AFTER_S", 0.05)
+    monkeypatch.setattr(parallel, "available_cores", lambda: 4)
+    monkeypatch.setattr(workers, "AUTO_LEFT_S", 0.0)
+    monkeypatch.setattr(cuda, "set_device", lambda device: None)
+    monkeypatch.setattr(cuda, "free_memory", lambda: 100 * workers.WORKER_GPU_BYTES)
+    monkeypatch.setenv(parallel.ENV, "1")  # one thread: plan 0 holds the build here
+    if env is None:
+        monkeypatch.delenv(workers.ENV, raising=False)
+    else:
+        monkeypatch.setenv(workers.ENV, env)
+    if call is not None:
+        cudnn.set_build_processes(call)
+    serial = candidates()
+    build_all(serial, 0x1, "g", threads=1)
+    plans = PlanSet("g")
+    for c in reversed(candidates()):
+        plans.put_first(c)
+    monkeypatch.setattr(Pipeline, "plans", lambda self: plans)
+    g = conv_relu()  # a pipeline refers to its graph weakly
+    p = Pipeline(g)
+    seen: set[str] = set()
+    finalize = FakePlan.finalize
+
+    def held(plan: FakePlan) -> FakePlan:
+        if plan.engine == 0:
+            deadline = time.monotonic() + (60.0 if starts else 1.0)
+            while time.monotonic() < deadline and not (starts and seen):
+                seen.update(children())
+                time.sleep(0.01)
+        return finalize(plan)
+
+    monkeypatch.setattr(FakePlan, "finalize", held)
+    before = threading.active_count()
+    with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
+        p.build_plans(cudnn.build_plan_policy.ALL)
+    assert outcome(plans.candidates) == outcome(serial)
+    if starts:
+        assert seen, caplog.text
+        asked = f"set_build_processes({call!r})" if call is not None else f"{workers.ENV}={env}"
+        assert re.search(rf"{re.escape(p.label)}: [2-4] worker processes join the build \({re.escape(asked)}",
+                         caplog.text), caplog.text
+    else:
+        assert seen == set() and "worker process" not in caplog.text, caplog.text
+    assert threading.active_count() == before and children() == []

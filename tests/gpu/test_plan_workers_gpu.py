@@ -1,9 +1,10 @@
 """build_plans(ALL) joined by worker processes (graph/plan_workers.py) on the GPU: a knob sweep of
 a conv+relu graph (the official suite's test_conv_relu_execution_plan_creation, cut to a few
 configs per engine) gives the same plans as a build in this process alone, each computing what
-PyTorch computes, whether the workers were asked for (CUDNN_PY_BUILD_PROCESSES=N) or joined a
-build that proved long (unset); some plans come from the workers; a candidate that fails here
-fails alone; no worker process and no descriptor outlives the build.
+PyTorch computes, whether N workers start with the build (CUDNN_PY_BUILD_PROCESSES=N) or join
+a build that proved long (CUDNN_PY_BUILD_PROCESSES=auto); some plans come from the workers; a
+candidate that fails here fails alone; no worker process and no descriptor outlives the build.
+Unset, a build starts none (tests/cpu/test_plan_workers.py).
 
 So that the workers (which take a few seconds to start) get plans to build, the plans finalized
 in this process are made slower by `SLOW_HERE_S` each (`slow_here`); restoring the workers'
@@ -136,18 +137,19 @@ def test_the_same_plans_as_built_here_and_some_come_from_the_workers(monkeypatch
     assert from_workers(caplog.text, 2) >= 1
 
 
-def test_unasked_workers_join_a_long_build(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """CUDNN_PY_BUILD_PROCESSES unset: the build runs on its threads, and after a couple of
+def test_auto_workers_join_a_long_build(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """CUDNN_PY_BUILD_PROCESSES=auto: the build runs on its threads, and after a couple of
     seconds, with most of it left, workers join it (as many as the cores, the plans left and
     the GPU's memory allow); same plans as this process alone builds."""
     before = children()
     here, _ = sweep("0", monkeypatch)
     slow_here(monkeypatch, 1.0)  # a second a plan here: still most of the build left after two seconds
     with caplog.at_level(logging.DEBUG, logger="cudnn.build"):
-        there, _ = sweep(None, monkeypatch, threads="2")
+        there, _ = sweep("auto", monkeypatch, threads="2")
     assert children() <= before
     same_plans(here, there)
-    joined = re.findall(r"(\d+) worker processes join the build \((\d+) plans left", caplog.text)
+    joined = re.findall(r"(\d+) worker processes join the build \(CUDNN_PY_BUILD_PROCESSES=auto: (\d+) plans left",
+                        caplog.text)
     assert len(joined) == 1, caplog.text[-2000:]
     workers = int(joined[0][0])
     assert 2 <= workers <= parallel.available_cores()

@@ -14,14 +14,15 @@ How far this scales is set by NVRTC, not by cuDNN's handle: runtime-compiled eng
 their kernels with ``nvrtcCompileProgram``, and concurrent compiles wait on one another on a lock
 inside NVRTC that is shared by the whole process. A thread per core therefore keeps far fewer
 cores busy than it starts; separate handles per thread, or plans built for a DEVICEPROP without
-a handle, wait on the same lock. Worker processes do not (graph/plan_workers.py): they take
-plans from the same queue as the threads, as `Offload` helpers of the build; ``build_all`` keeps
-what they built, restored here, and finalizes here whatever they handed back.
+a handle, wait on the same lock. Worker processes do not (graph/plan_workers.py), and join a
+build only when asked for (`set_build_processes`, ``CUDNN_PY_BUILD_PROCESSES``): they take plans
+from the same queue as the threads, as `Offload` helpers of the build; ``build_all`` keeps what
+they built, restored here, and finalizes here whatever they handed back.
 
 The threads share the graph's handle. cuDNN's general rule is one handle per thread at a time;
 cudnn-frontend (v1.1 release notes, "Autotuning") documents finalizing the plans of one graph
-in parallel, one thread per plan, with the graph's handle. ``CUDNN_PY_BUILD_THREADS=1`` with
-``CUDNN_PY_BUILD_PROCESSES=0`` restores the serial build.
+in parallel, one thread per plan, with the graph's handle. ``CUDNN_PY_BUILD_THREADS=1`` restores
+the serial build.
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ if TYPE_CHECKING:
 
 ENV = "CUDNN_PY_BUILD_THREADS"
 PROCESSES_ENV = "CUDNN_PY_BUILD_PROCESSES"  # worker processes beside the threads (graph/plan_workers.py)
-AUTO_AFTER_S = 2.0  # unset: worker processes are considered once a build has run this long
+AUTO = "auto"  # the worker processes' automatic sizing, when asked for
+AUTO_AFTER_S = 2.0  # "auto": worker processes are considered once a build has run this long
+_PROCESSES_EXPECTED = "an int >= 0 (0: no worker processes) or 'auto'"
+_asked_processes: list[int | str | None] = [None]  # set_build_processes's; None: $CUDNN_PY_BUILD_PROCESSES's
 
 
 def available_cores() -> int:
@@ -77,30 +81,72 @@ def build_threads(threads: int | None = None) -> int:
 
 @dataclass(frozen=True)
 class WorkerSetting:
-    """How many worker processes may join a build, and after how long (0: from the start)."""
+    """How many worker processes may join a build, after how long (0: from the start), and who
+    asked for them (``CUDNN_PY_BUILD_PROCESSES=4``, ``set_build_processes('auto')``)."""
 
     processes: int
     after_s: float
+    source: str
 
     @property
     def auto(self) -> bool:
         return self.after_s > 0
 
 
-def build_processes() -> WorkerSetting | None:
-    """Worker processes that may take plans of ``build_plans(ALL)`` beside the threads, from
-    ``$CUDNN_PY_BUILD_PROCESSES``: N >= 2 starts N with the build; 0 or 1, none; unset, up to
-    one per core, started only for a build still far from done after `AUTO_AFTER_S`."""
+def set_build_processes(processes: int | str | None) -> None:
+    """Worker processes that take plans of ``build_plans(ALL)`` (and so of ``autotune``) beside
+    its threads, in this process from now on: 0 (the default) none; N >= 1 starts N with each
+    build of two plans or more; "auto" up to one per core, started only for a build still far
+    from done after a couple of seconds, as many as the plans left and half the GPU's free
+    memory allow. None: back to ``$CUDNN_PY_BUILD_PROCESSES``, which takes the same values
+    (unset: 0).
+
+    They pay off in long builds of many runtime-compiled plans (a knob sweep), where NVRTC's
+    process-wide lock keeps threads waiting on one another; each costs an interpreter, about
+    three seconds to start and a CUDA context of a few hundred MB of GPU memory. Inside a job of
+    several ranks per node, each rank would start its own."""
+    _asked_processes[0] = None if processes is None else _worker_processes(processes, "set_build_processes")
+
+
+def _worker_processes(value: object, source: str) -> int | str:
+    """``value`` checked as a count of worker processes (an int >= 0) or "auto"; errors name ``source``."""
+    if isinstance(value, str):
+        if value == AUTO:
+            return value
+        raise ValueError(f"{source}: expected {_PROCESSES_EXPECTED}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{source}: expected {_PROCESSES_EXPECTED}, got {type(value).__name__} ({value!r})")
+    if value < 0:
+        raise ValueError(f"{source}: expected {_PROCESSES_EXPECTED}, got {value}")
+    return value
+
+
+def _processes_from_env() -> int | str:
+    """``$CUDNN_PY_BUILD_PROCESSES`` as `set_build_processes` takes it (unset or empty: 0)."""
     text = os.environ.get(PROCESSES_ENV, "").strip()
-    if not text:
-        return WorkerSetting(available_cores(), AUTO_AFTER_S)
+    if text.lower() == AUTO:
+        return AUTO
     try:
-        n = int(text)
+        n = int(text or "0")
     except ValueError:
-        raise ValueError(f"{PROCESSES_ENV} must be an int (0 or 1: no worker processes), got {text!r}") from None
-    if n < 0:
-        raise ValueError(f"{PROCESSES_ENV} must be an int >= 0 (0 or 1: no worker processes), got {n}")
-    return WorkerSetting(n, 0.0) if n >= 2 else None
+        raise ValueError(f"{PROCESSES_ENV}: expected {_PROCESSES_EXPECTED}, got {text!r}") from None
+    return _worker_processes(n, PROCESSES_ENV)
+
+
+def build_processes() -> WorkerSetting | None:
+    """Worker processes that may take plans of ``build_plans(ALL)`` beside the threads, as
+    `set_build_processes` set them, else as ``$CUDNN_PY_BUILD_PROCESSES`` says: None (no worker
+    process) unless asked for; N, started with the build; "auto", up to one per core, considered
+    once the build has run `AUTO_AFTER_S`."""
+    asked = _asked_processes[0]
+    if asked is None:
+        asked = _processes_from_env()
+        source = f"{PROCESSES_ENV}={asked}"
+    else:
+        source = f"set_build_processes({asked!r})"
+    if isinstance(asked, str):  # "auto"
+        return WorkerSetting(available_cores(), AUTO_AFTER_S, source)
+    return WorkerSetting(asked, 0.0, source) if asked else None
 
 
 class PlanQueue:

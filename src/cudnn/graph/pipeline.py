@@ -303,7 +303,7 @@ class Pipeline:
 
     def build_plans(self, policy: build_plan_policy, limit: int | None = None) -> None:
         """Build the first supported candidate, or (ALL) every one, or the first ``limit``; ALL
-        on threads, which worker processes may join (``CUDNN_PY_BUILD_PROCESSES``)."""
+        on threads, which worker processes join only when asked for (`parallel.build_processes`)."""
         policy = build_plan_policy(policy)
         offload = None
         if policy == build_plan_policy.ALL:

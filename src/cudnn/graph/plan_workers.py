@@ -17,12 +17,13 @@ there, the worker died or ran past its time) is finalized here afterwards, so th
 names and order, the errors (raised here, by cuDNN) and the selection are those of a build in
 this process. No worker outlives the build.
 
-``CUDNN_PY_BUILD_PROCESSES`` (`parallel.build_processes`) sets how many: N >= 2 start with the
-build; 0 or 1, none; unset, up to one per core join a build that is still far from done after
-a couple of seconds (a knob sweep of runtime-compiled engines), as many as the plans left and
-half the GPU's free memory allow. Each worker starts an interpreter and a CUDA context (about
-three seconds and a few hundred MB of GPU memory), which a build of a handful of plans would
-not repay.
+Workers are started only when asked for, by ``cudnn.set_build_processes`` or
+``CUDNN_PY_BUILD_PROCESSES`` (`parallel.build_processes`): N starts N with the build; "auto" up
+to one per core, joining a build that is still far from done after a couple of seconds, as many
+as the plans left and half the GPU's free memory allow; unset or 0, none. Each worker starts an
+interpreter and a CUDA context (about three seconds and a few hundred MB of GPU memory), which
+only a long build repays: a knob sweep of runtime-compiled engines, whose compiles wait on one
+another on NVRTC's lock in one process.
 
 A graph is built in this process alone when workers could not reproduce it: a kernel cache,
 DEVICEPROP (ahead-of-time) builds, dynamic or overridden shapes, a non-default lowering, a graph
@@ -34,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import signal
 import site
 import subprocess
@@ -62,35 +62,26 @@ if TYPE_CHECKING:
 
 START_S = 120.0  # a worker's allowance to start (interpreter, cudnn-py, CUDA context) and rebuild the graph
 PER_PLAN_S = 60.0  # and to finalize each plan it takes (a runtime-compiled kernel takes about a second)
-AUTO_LEFT_S = 5.0  # unset: workers join a build whose plans left would take this long more as it goes
-WORKER_GPU_BYTES = 1 << 30  # unset: a worker per this much of half the GPU's free memory, at most
+AUTO_LEFT_S = 5.0  # "auto": workers join a build whose plans left would take this long more as it goes
+WORKER_GPU_BYTES = 1 << 30  # "auto": a worker per this much of half the GPU's free memory, at most
 POLL_S = 0.05  # how often the pool looks at its workers' deadlines and at the build's end
 EXIT_S = 5.0  # how long a worker whose output ended is given to exit before it is said to be running
 
 
-def why_not(p: Pipeline, todo: Sequence[Candidate], setting: WorkerSetting) -> str | None:
+def why_not(p: Pipeline, todo: Sequence[Candidate]) -> str | None:
     """Why the candidates ``todo`` of ``p`` are not built in worker processes; None if they can be."""
     g = p.graph
     reasons = (
-        (setting.processes < 2, "fewer than two worker processes allowed"),
         (g.kernel_cache is not None, "the graph has a kernel cache"),
         (g.device_property is not None, "the graph is built for described device properties"),
         (bool(g.is_dynamic_shape_enabled), "the graph has dynamic shapes"),
         (bool(g.is_override_shape_enabled), "the graph overrides shapes"),
         (p.lowering is not None, "a lowering other than the graph's default"),
         (not sys.executable or bool(getattr(sys, "frozen", False)), "no Python executable to start workers with"),
-        (setting.auto and not looks_like_python(sys.executable),
-         f"{ENV} is unset and this process's executable ({sys.executable}) does not look like Python"),
         (len(todo) < 2, "fewer than two plans to build"),
         (any(c.config is None for c in todo), "a candidate without an engine config"),
     )
     return next((why for cond, why in reasons if cond), None)
-
-
-def looks_like_python(executable: str) -> bool:
-    """Whether ``executable`` is named as a Python interpreter is (python, python3.12, pypy3,
-    python.exe), not a program that embeds one (which ``-m`` would not run as Python)."""
-    return re.fullmatch(r"(python|pypy)[0-9.]*(\.exe)?", Path(executable).name.lower()) is not None
 
 
 def identity(p: Pipeline) -> str:
@@ -115,7 +106,7 @@ def worker_env() -> dict[str, str]:
 def pool(p: Pipeline, todo: Sequence[Candidate], setting: WorkerSetting) -> Pool | None:
     """The worker processes that may take ``todo``'s plans (indices into ``todo``), or None (logged) if
     the graph is built here alone."""
-    reason = why_not(p, todo, setting)
+    reason = why_not(p, todo)
     if reason is not None:
         _log().debug("%s: plans built in this process: %s", p.label, reason)
         return None
@@ -126,19 +117,19 @@ def workers_for(setting: WorkerSetting, queue: PlanQueue, device: int) -> tuple[
     """How many workers to start for ``queue`` now (0: none) and why."""
     left = queue.left()
     if not setting.auto:
-        return min(setting.processes, left), f"{ENV}={setting.processes}"
+        return min(setting.processes, left), setting.source
     more_s = queue.elapsed() * left / max(queue.kept, 1)  # at the rate so far (none kept yet: at least)
     if left < 2 or more_s < AUTO_LEFT_S:
-        return 0, f"{left} plans left, about {more_s:.1f} s more here"
+        return 0, f"{setting.source}: {left} plans left, about {more_s:.1f} s more here"
     from .._lib import cuda
 
     try:
         cuda.set_device(device)
         room = cuda.free_memory() // (2 * WORKER_GPU_BYTES)
     except Exception as exc:  # noqa: BLE001 - no room to be had: build here
-        return 0, f"the GPU's free memory is unknown ({exc})"
+        return 0, f"{setting.source}: the GPU's free memory is unknown ({exc})"
     n = min(setting.processes, left, room)
-    return (n if n >= 2 else 0), (f"{left} plans left, about {more_s:.1f} s more here; "
+    return (n if n >= 2 else 0), (f"{setting.source}: {left} plans left, about {more_s:.1f} s more here; "
                                   f"{setting.processes} cores, room on the GPU for {room}")
 
 
@@ -227,7 +218,7 @@ class Pool:
             _log().debug("%s: no worker processes: the graph has no JSON form (%s: %s)", self.label,
                          type(exc).__name__, exc)
             return
-        _log().info("%s: %d worker processes join the build (%s)", self.label, n, why)
+        _log().info("%s: %s join%s the build (%s)", self.label, processes(n), "s" if n == 1 else "", why)
         with tempfile.TemporaryDirectory(prefix="cudnn-py-plans-") as tmp:
             workers: list[Worker] = []
             drivers: list[threading.Thread] = []
@@ -261,8 +252,8 @@ class Pool:
                     for pipe in (worker.proc.stdin, worker.proc.stdout):
                         if pipe is not None:
                             pipe.close()
-            _log().info("%s: %d of %d plans built in %d worker processes", self.label,
-                         sum(w.built for w in workers), len(self.todo), len(workers))
+            _log().info("%s: %d of %d plans built in %s", self.label, sum(w.built for w in workers), len(self.todo),
+                        processes(len(workers)))
 
     def _start(self, tmp: Path, w: int, env: dict[str, str]) -> Worker | None:
         log = tmp / f"{w}.log"
@@ -323,6 +314,11 @@ class Pool:
         """On the caller's thread: the plan a worker built, restored with this process's handle."""
         return backend_plan.plan_from_json(self.pipeline.build_handle_ptr(), text, f"{self.label}: {c.name}",
                                            retention=c.retention)
+
+
+def processes(n: int) -> str:
+    """ "1 worker process", "2 worker processes"."""
+    return f"{n} worker process" + ("" if n == 1 else "es")
 
 
 def _log() -> Any:
