@@ -45,19 +45,19 @@ def keyword_names(fn: Callable[..., Any]) -> list[str] | None:
 
 def named(name: str, fn: F) -> F:
     """``fn`` refusing an unknown keyword by name (`unknown_keyword`). The keywords are looked at
-    only after Python refused the call: a call with the right keywords costs one more frame."""
-    valid = keyword_names(fn)
-    if valid is None:
+    only after Python refused the call: a call with the right keywords costs one more frame, and
+    ``fn``'s signature is read then, not at import."""
+    if fn.__code__.co_flags & inspect.CO_VARKEYWORDS:  # it takes any keyword
         return fn
-    taken = frozenset(valid)
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except TypeError:
+            valid = keyword_names(fn) or []
             for key in kwargs:
-                if key not in taken:  # Python refused the call before running fn
+                if key not in valid:  # Python refused the call before running fn
                     raise unknown_keyword(name, key, valid) from None
             raise
 
