@@ -132,3 +132,15 @@ def test_every_name_listed_is_taken() -> None:
     for name in names:
         assert dtypes.from_string(name) is not D.NOT_SET, name
         assert dtypes.from_string(name.upper()) is dtypes.from_string(name), name
+
+
+def test_a_name_given_by_position_reads_as_a_data_type() -> None:
+    """1.32's order (name, then compute_data_type) is told from v1.23's by the argument types: a
+    data type's name is a data type there too."""
+    g = cudnn.pygraph(io_data_type=D.HALF)
+    x = g.tensor([2, 2], name="x")
+    node = g.relu(x, None, None, None, "r", "fp16").producer
+    assert (node.name, node.compute_data_type) == ("r", D.HALF)
+    with pytest.raises(TypeError, match=r"can be read two ways: as compute_data_type='fp32', name='half' \(v1\.23's "
+                                        r"order\) or as name='fp32', compute_data_type='half' \(1\.32's order\)"):
+        g.relu(x, None, None, None, "fp32", "half")

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from .._lib.enums import data_type
 from .._lib.record import Record
+from ..interop.dtypes import from_string
 from .keywords import unknown_keyword
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -188,7 +189,8 @@ def _phase(v: Any) -> bool:
 
 
 def _dtype(v: Any) -> bool:
-    return v is None or isinstance(v, data_type)
+    """A cudnn.data_type or a data type's name ("fp16", `as_data_type`'s rule for strings)."""
+    return v is None or isinstance(v, data_type) or (isinstance(v, str) and from_string(v) is not data_type.NOT_SET)
 
 
 def _number(v: Any) -> bool:
