@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 import cudnn
@@ -157,3 +159,26 @@ def test_hidden_gpu_is_reported_as_no_device() -> None:
     assert "found no GPU (CUDA_VISIBLE_DEVICES='')" in result["detail"]
     for name, err in result["errors"].items():
         assert err is not None and err[0] == "no_device", (name, err)
+
+
+def test_a_build_says_what_it_did_in_one_info_sentence(caplog: pytest.LogCaptureFixture) -> None:
+    """At INFO, a build is one sentence of ``cudnn.graph``: the graph, its nodes, the plan chosen
+    and where it came from; the graph's JSON is not at INFO."""
+    torch.manual_seed(0)
+    a = torch.randn(2, 64, 32, device="cuda", dtype=torch.float16)
+    b = torch.randn(2, 32, 48, device="cuda", dtype=torch.float16)
+    g = cudnn.pygraph(name="logged_mm", io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
+    A, B = g.tensor_like(a), g.tensor_like(b)
+    C = g.matmul(A, B).set_output(True)
+    with caplog.at_level(logging.INFO, logger="cudnn"):
+        g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    said = [r.getMessage() for r in caplog.records if r.name == "cudnn.graph"]
+    assert len(said) == 1, said
+    assert re.fullmatch(r"graph 'logged_mm' built in [0-9.]+ ms: 1 node \(matmul\), plan \S+ from "
+                        r"(heur_mode\.(A|FALLBACK)|cache|autotuned cache)", said[0]), said
+    assert not any("{" in r.getMessage() for r in caplog.records if r.levelno >= logging.INFO)
+    c = torch.empty(C.get_dim(), device="cuda", dtype=torch.float16)
+    ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+    g.execute({A: a, B: b, C: c}, ws)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=5e-2, rtol=1e-2)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -380,6 +381,12 @@ class pygraph:  # the documented name
         ``select_plan`` keeps the plans already made: it is built, and no heuristics are asked
         again. ``ctx``: as in `build_plans`."""
         modes = _heuristics_arg("build", heuristics, heur_modes)  # before anything needs a GPU
+        started = time.perf_counter()
+        self._build(modes)
+        if _graph_log.isEnabledFor(logging.INFO):
+            _graph_log.info("%s", self._built_message(time.perf_counter() - started))
+
+    def _build(self, modes: Iterable[heur_mode] | None) -> None:
         if self._pinned_candidate() is not None:  # 1.32 never re-plans under a pin
             self.build_plans()
             return
@@ -395,6 +402,17 @@ class pygraph:  # the documented name
         self.check_support()
         self.build_plans()
         plan_store.store(self._pipeline, modes, autotuned=False)
+
+    def _built_message(self, seconds: float) -> str:
+        """What a build did, in a sentence: the graph, its nodes, the plan chosen and from where."""
+        nodes = len(self._nodes)
+        said = (f"{self.label()} built in {seconds * 1e3:.1f} ms: {nodes} node{'s' * (nodes != 1)} "
+                f"({', '.join(node.op for node in self._nodes)})")
+        chosen = self._pipeline.plans().selected if self._pipeline.has_plans() else None
+        if chosen is None:
+            return said
+        source = f"heur_mode.{chosen.source}" if chosen.source in heur_mode.__members__ else chosen.source
+        return f"{said}, plan {chosen.name} from {source or 'a manual choice'}"
 
     # -- execute ----------------------------------------------------------------------------
 
