@@ -48,16 +48,36 @@ def _pytest_settings() -> str:
     return table.group(0)
 
 
-def _run(tmp_path: Path, *args: str) -> str:
-    (tmp_path / "tests").mkdir(exist_ok=True)
+GPU_TESTS = '''import pytest
+
+def test_any():
+    pass
+
+@pytest.mark.skipif(True, reason="needs two GPUs")
+def test_two():
+    pass
+'''
+# A CPU-only torch of a few lines: the GPU tests are collected, and no GPU is usable
+FAKE_TORCH = {"torch/__init__.py": "from . import cuda\n",
+              "torch/cuda/__init__.py": "def _lazy_init():\n    pass\n\ndef is_available():\n    return False\n"}
+
+
+def _run(tmp_path: Path, *args: str, tests: dict[str, str] | None = None, returncode: int = 1) -> str:
+    (tmp_path / "tests" / "gpu").mkdir(parents=True, exist_ok=True)
     shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
     (tmp_path / "pyproject.toml").write_text(_pytest_settings())
-    for name, text in (("test_skips.py", SKIPS), ("test_module_skip.py", MODULE_SKIP), ("test_other.py", OTHER_SKIP)):
+    if tests is None:
+        tests = {"test_skips.py": SKIPS, "test_module_skip.py": MODULE_SKIP, "test_other.py": OTHER_SKIP}
+    for name, text in tests.items():
         (tmp_path / "tests" / name).write_text(text)
-    env = {**os.environ, "CUDNN_PY_TEST_INSTALLED": "1", "PYTHONPATH": str(ROOT / "src")}
+    for name, text in FAKE_TORCH.items():
+        (tmp_path / "site" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "site" / name).write_text(text)
+    paths = [str(ROOT / "src")] if "gpu/test_gpu.py" not in tests else [str(tmp_path / "site"), str(ROOT / "src")]
+    env = {**os.environ, "CUDNN_PY_TEST_INSTALLED": "1", "PYTHONPATH": os.pathsep.join(paths)}
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=tmp_path,
                          env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert out.returncode == 1, out.stdout + out.stderr  # a test failed
+    assert out.returncode == returncode, out.stdout + out.stderr
     return out.stdout
 
 
@@ -83,3 +103,11 @@ def test_asked_for_it_pytest_lists_every_skipped_test_instead(tmp_path: Path) ->
     assert "skipped, by reason" not in out
     assert re.search(r"^SKIPPED \[3\] tests/test_skips\.py:\d+: no frobnicator here$", out, re.MULTILINE), out
     assert re.search(r"^SKIPPED \[1\] tests/test_other\.py:\d+: root writes anywhere$", out, re.MULTILINE), out
+
+
+def test_every_gpu_test_skipped_for_want_of_a_gpu_is_counted_under_that_reason(tmp_path: Path) -> None:
+    """A GPU test's own skip condition ("needs two GPUs") comes after the missing GPU."""
+    out = _run(tmp_path, tests={"gpu/test_gpu.py": GPU_TESTS}, returncode=0)
+    reason = re.search(r"^GPU tests: 2 collected, all skipped here: (.+)$", out, re.MULTILINE)
+    assert reason is not None, out
+    assert f"2 skipped: GPU test: {reason.group(1)}" in out.splitlines(), out
