@@ -7,10 +7,9 @@ arguments: ...)``. Op methods check their keywords as they adapt positional argu
 (`oplib.adapt`); the other public methods are wrapped once, by `name_unknown_keywords` on
 their class, and look at the keywords only when Python has refused the call.
 
-``pygraph.execute``, the hot path, is left out: the wrapper's frame costs about 100 ns a call
-and a ``**unknown`` catch-all about 25 ns (its empty dict, and calls CPython no longer
-specializes), against some 800 ns of host time for the whole call. There, Python's own
-TypeError names the keyword without a suggestion.
+``pygraph.execute``, the hot path, is left out: the wrapper's extra frame, or a ``**unknown``
+catch-all (an empty dict per call, and calls CPython no longer specializes), would add host time
+to every call. There, Python's own TypeError names the keyword, without a suggestion.
 """
 
 from __future__ import annotations
