@@ -129,12 +129,25 @@ def test_readme_test_command_is_what_ci_runs_first() -> None:
     assert not [c for c in commands[:commands.index(tests)] if "[cu" in c or "nvidia" in c]
 
 
-def test_ci_runs_ruff_and_mypy_before_the_tests() -> None:
+LINT_IMPORTS = 'python -c "from importlinter.cli import lint_imports_command; lint_imports_command()"'
+
+
+def test_ci_runs_ruff_mypy_and_the_import_contracts_before_the_tests() -> None:
     _, tests = _readme_commands()
     commands = _ci_commands()
-    lint = commands.index("python -m ruff check src"), commands.index("python -m mypy")
+    lint = commands.index("python -m ruff check src"), commands.index("python -m mypy"), commands.index(LINT_IMPORTS)
     assert max(lint) < commands.index(tests)
-    assert {r.name for r in EXTRAS["lint"]} == {"ruff", "mypy"}
+    assert {r.name for r in EXTRAS["lint"]} == {"ruff", "mypy", "import-linter"}
+
+
+def test_the_import_contract_names_every_package() -> None:
+    """Each package under src/cudnn is in a layer of the import-linter contract, except the
+    classic C API (`legacy`), which stands apart."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = config["contracts"]
+    named = {name.strip() for layer in contract["layers"] for name in re.split(r"[:|]", layer)}
+    packages = {f"cudnn.{p.parent.name}" for p in (ROOT / "src" / "cudnn").glob("*/__init__.py")}
+    assert named == packages - {"cudnn.legacy"}
 
 
 def test_readme_test_command_keeps_the_setup_commands_cudnn() -> None:
