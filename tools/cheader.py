@@ -262,8 +262,11 @@ def preamble(first_line: str, imports: tuple[str, ...] = ()) -> list[str]:
     return lines + ([*imports, ""] if imports else [])
 
 
-def run_generator(doc: str, generate: Callable[[Path], dict[Path, str]], root: Path) -> int:
-    """Command line of a generator: write its outputs, or with --check report stale ones (exit 1)."""
+def run_generator(doc: str, generate: Callable[[Path, tuple[int, int, int] | None], dict[Path, str]], root: Path,
+                  checked_version: Callable[[Path], tuple[int, int, int] | None] = lambda include: None) -> int:
+    """Command line of a generator: write its outputs, or with --check report stale ones (exit 1).
+    ``checked_version``: the version --check compares the committed files as stamped with (None:
+    the headers' own), so that a patch release declaring the same things finds them current."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--include", type=Path, help="cuDNN include folder (default: the wheel's)")
     ap.add_argument("--check", action="store_true", help="fail if a committed file is stale")
@@ -272,7 +275,7 @@ def run_generator(doc: str, generate: Callable[[Path], dict[Path, str]], root: P
     if include is None:
         ap.error("no cuDNN headers found: pip install nvidia-cudnn-cu13, or pass --include")
     stale = 0
-    for path, text in generate(include).items():
+    for path, text in generate(include, checked_version(include) if args.check else None).items():
         rel = path.relative_to(root)
         if args.check:
             is_stale = not path.exists() or path.read_text() != text

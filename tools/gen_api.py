@@ -141,7 +141,9 @@ def generate(include_dir: Path, version: tuple[int, int, int] | None = None) -> 
 
 
 def main() -> int:
-    return run_generator(__doc__, generate, ROOT)
+    from gen_enums import committed_version  # the tables' stamp lives in enums.py
+
+    return run_generator(__doc__, generate, ROOT, committed_version)
 
 
 if __name__ == "__main__":

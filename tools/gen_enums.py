@@ -226,8 +226,20 @@ def generate(include_dir: Path, version: tuple[int, int, int] | None = None) -> 
     }
 
 
+def committed_version(include_dir: Path) -> tuple[int, int, int] | None:
+    """The version the committed tables are stamped with, where ``include_dir``'s headers declare
+    what theirs did (the same HEADER_DIGEST: a patch release); else None."""
+    text = OUTPUT.read_text() if OUTPUT.exists() else ""
+    version = re.search(r"^HEADER_VERSION = (\d+)$", text, re.M)
+    digest = re.search(r"^HEADER_DIGEST = '(\w+)'$", text, re.M)
+    if version is None or digest is None or digest.group(1) != header_digest(include_dir):
+        return None
+    v = int(version.group(1))
+    return v // 10000, v // 100 % 100, v % 100
+
+
 def main() -> int:
-    return run_generator(__doc__, generate, ROOT)
+    return run_generator(__doc__, generate, ROOT, committed_version)
 
 
 if __name__ == "__main__":

@@ -72,6 +72,9 @@ def test_a_patch_release_that_declares_the_same_gives_the_committed_tables(tmp_p
             assert Path(path).read_text() == text, path
     own = tool("gen_enums").generate(other)[tool("gen_enums").OUTPUT]  # stamped with its own version
     assert f"cuDNN {major}.{minor}.{patch + 97} enums" in own
+    assert tool("gen_enums").committed_version(other) == (major, minor, patch)  # what --check compares with
+    (tmp_path / "new").mkdir()
+    assert tool("gen_enums").committed_version(_release(tmp_path / "new", (major, minor, patch + 97), True)) is None
 
 
 @pytest.mark.parametrize(("release", "new_member"), [("next minor", False), ("patch", True)])
