@@ -323,7 +323,7 @@ def kernel_cfg_rows(other_env: dict[str, str] | None) -> None:
     (CUDNN_PY_BUILD_PROCESSES=auto) vs worker processes from the start (CUDNN_PY_BUILD_PROCESSES,
     one per core), each in fresh processes, alternated;
     the same plans must be built every way; the official beside."""
-    from cudnn.graph.parallel import available_cores, build_threads
+    from cudnn._graph.plans.threads import available_cores, build_threads
 
     cores, threads = str(available_cores()), build_threads()
     modes = {"1": ("cudnn-py, threads=1, no workers", {"CUDNN_PY_BUILD_THREADS": "1", "CUDNN_PY_BUILD_PROCESSES": "0"}),

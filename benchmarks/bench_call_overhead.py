@@ -193,8 +193,8 @@ def breakdown(calls: int, batches: int) -> dict[str, list[float]]:
     import torch
 
     import cudnn
+    from cudnn._graph.run.execute import identity_key, torch_key
     from cudnn._lib import loader
-    from cudnn.graph.execute import identity_key, torch_key
 
     handle, g, (_, _, Y), (x, w), pack, ws = conv_graph()
     dims, strides = tuple(Y.get_dim()), tuple(Y.get_stride())

@@ -232,7 +232,7 @@ def cudnn_decode(c: Decode, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o
     pack = {ts[name]: t for name, t in bufs.items()} | {to: o}
     g.execute(pack, ws)
     torch.cuda.synchronize()
-    from cudnn.graph.expand import expand
+    from cudnn._graph.model.expand import expand
 
     nodes, _ = expand(g.nodes, g.context, cudnn.backend_version())
     how = "unified" if [n.op for n in nodes] == ["sdpa_fwd"] else "composite"

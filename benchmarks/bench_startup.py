@@ -361,7 +361,7 @@ def first_graph_times(envs: dict[str, dict[str, str]], runs: int, own_handle: bo
 def uncompiled_modules() -> list[str]:
     """The modules of cudnn-py's first graph that a new process would compile from source (no
     bytecode beside them)."""
-    import cudnn.graph.graph as graph_module  # the modules the first graph loads
+    import cudnn._graph.pygraph as graph_module  # the modules the first graph loads
 
     names = [m for m in sys.modules if m.startswith(("cudnn.graph", "cudnn.backend"))]
     files = [getattr(sys.modules[m], "__file__", None) or "" for m in names] + [graph_module.__file__ or ""]

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -42,10 +40,10 @@ _EXPORTS: dict[str, str] = {
     "reshape_mode": "._lib.enums",
     "rng_distribution": "._lib.enums",
     "tensor_reordering": "._lib.enums",
-    "diagonal_alignment": ".graph.sdpa_enums",  # frontend-only enums of the attention API
-    "attention_implementation": ".graph.sdpa_enums",
-    "scalar_type": ".graph.api_enums",  # frontend enums without a header enum of their own
-    "moe_grouped_matmul_mode": ".graph.api_enums",
+    "diagonal_alignment": "._graph.model.sdpa_enums",  # frontend-only enums of the attention API
+    "attention_implementation": "._graph.model.sdpa_enums",
+    "scalar_type": "._graph.model.api_enums",  # frontend enums without a header enum of their own
+    "moe_grouped_matmul_mode": "._graph.model.api_enums",
     # errors
     "CudnnBadParamError": "._lib.errors",
     "CudnnError": "._lib.errors",
@@ -59,14 +57,14 @@ _EXPORTS: dict[str, str] = {
     "cudnnGraphNotSupportedError": "._lib.errors",
     "CudaUnavailableError": "._lib.errors",
     "CudaError": "._lib.cuda",
-    "ExecutionInputError": ".graph",
-    "ExecutionInputWarning": ".graph",
-    "GraphError": ".graph",
-    "GraphNotImplementedError": ".graph",
-    "GraphNotSupportedError": ".graph",
-    "GraphStateError": ".graph",
-    "SerializationError": ".graph",
-    "SerializationNotSupportedError": ".graph",
+    "ExecutionInputError": "._graph.model.graph_errors",
+    "ExecutionInputWarning": "._graph.model.graph_errors",
+    "GraphError": "._graph.model.graph_errors",
+    "GraphNotImplementedError": "._graph.model.graph_errors",
+    "GraphNotSupportedError": "._graph.model.graph_errors",
+    "GraphStateError": "._graph.model.graph_errors",
+    "SerializationError": "._graph.model.graph_errors",
+    "SerializationNotSupportedError": "._graph.model.graph_errors",
     # handles, streams, kernel caches, knobs
     "Handle": ".backend",
     "destroy_handle": ".backend",
@@ -75,26 +73,27 @@ _EXPORTS: dict[str, str] = {
     "create_kernel_cache": ".backend.kernel_cache",
     "create_device_properties": ".backend.deviceprop",
     "knob": ".backend.engine:KnobInfo",
-    # graphs; `graph`, the builder subpackage that is also a context manager, is in _SUBPACKAGES
-    "pygraph": ".graph",
-    "set_execute_checks": ".graph.execute",
+    # graphs
+    "pygraph": "._graph.pygraph",
+    "graph": ".graph",  # the official context manager; its module is cudnn/graph.py
+    "set_execute_checks": "._graph.run.execute",
     "set_execute_replay": ".backend.replay",
-    "set_build_processes": ".graph.parallel",
+    "set_build_processes": "._graph.plans.threads",
     "execute_replay": ".backend.replay",
     "release_pending": "._lib.release",
     "set_log_level": ".log",
-    "tensor": ".graph:Tensor",
-    "Tensor": ".graph:Tensor",  # 1.32's name of cudnn.tensor: the same class
-    "Node": ".graph.node",
-    "NodeType": ".graph.graph_types",
-    "GraphContext": ".graph.graph_types",
-    "cuda_graph_retention": ".graph.graph_types",
+    "tensor": "._graph.model.tensor:Tensor",
+    "Tensor": "._graph.model.tensor",  # 1.32's name of cudnn.tensor: the same class
+    "Node": "._graph.model.node",
+    "NodeType": "._graph.model.node_types",
+    "GraphContext": "._graph.model.node_types",
+    "cuda_graph_retention": "._graph.model.node_types",
     "handle": ".backend:Handle",  # the official's alias of Handle, for annotations
     "DeviceInfo": ".devices",
     "sdpa_capabilities": ".devices",
-    "plan_cache": ".graph",
-    "graph_cache": ".helpers",
-    "jit": ".helpers",
+    "plan_cache": "._graph.records.plan_cache",
+    "graph_cache": ".graph",
+    "jit": ".graph",
     "Graph": ".wrapper",
     # plain C API functions outside the graph API (cuDNN >= 9.22, checked when called)
     "causal_conv1d_forward": ".causal_conv1d",
@@ -108,8 +107,8 @@ _EXPORTS: dict[str, str] = {
 # Subpackages reachable as attributes without an import statement (``cudnn.backend.Descriptor``,
 # as when `import cudnn` imported them all), each imported on first use.
 # ``ops``, ``nn`` and ``experimental`` import torch, so only when first read.
-_SUBPACKAGES = ("_lib", "backend", "collect_env", "datatypes", "experimental", "graph", "graph_types", "helpers",
-                "interop", "nn", "nodes", "ops", "sdpa", "torch", "wrapper")
+_SUBPACKAGES = ("_lib", "backend", "collect_env", "datatypes", "experimental", "graph_types", "interop", "nn", "nodes",
+                "ops", "sdpa", "torch", "wrapper")
 
 
 def __getattr__(name: str) -> Any:
@@ -138,22 +137,6 @@ def __dir__() -> list[str]:
     """Every public name and subpackage, imported yet or not."""
     return sorted({*globals(), *_EXPORTS, *_SUBPACKAGES})
 
-
-class _Package(types.ModuleType):
-    """The class of the ``cudnn`` module object. The import system binds the ``graph``
-    subpackage here after any ``import cudnn.graph...``; that binding makes it callable as the
-    documented ``cudnn.graph(handle)`` context manager, whichever import pulled it in first
-    (helpers.py says why the subpackage is also the function)."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "graph" and isinstance(value, types.ModuleType) and not callable(value):
-            from .helpers import make_callable
-
-            make_callable(value)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 if os.environ.get("CUDNN_FRONTEND_LOG_INFO"):  # the official frontend's log switches (cudnn.log)
     from .log import frontend_log_from_environment
@@ -187,14 +170,17 @@ def get_last_error_string() -> str:
 def create_handle() -> Handle:
     """A new cuDNN handle on the current device, to pass to graphs as ``handle=``.
 
-    A handle is made to declare graphs on, so the first call imports the graph layer first. In a
-    process whose CUDA context is live and that has no handle yet, that import starts cudnnCreate
-    and cuDNN's opening of its engine libraries on a helper thread
-    (`backend.handle.prefetch_default_handle`), and this call takes that handle: cuDNN's start-up
-    and the import overlap instead of following one another. Without a live context the handle is
-    made here, on the calling thread (cudnnCreate initialises CUDA)."""
-    from . import graph  # noqa: F401 - imported for its prefetch of this thread's first handle
+    A handle is made to declare graphs on, so this call also imports the graph layer. In a process
+    whose CUDA context is live and that has no handle yet, it first starts cudnnCreate and cuDNN's
+    opening of its engine libraries on a helper thread (`backend.handle.prefetch_default_handle`),
+    imports the graph layer meanwhile, then takes that handle: the two overlap instead of following
+    one another. Without a live context the handle is made here, on the calling thread
+    (cudnnCreate initialises CUDA)."""
     from .backend.handle import create_handle as make
+    from .backend.handle import prefetch_default_handle
+
+    prefetch_default_handle()
+    from ._graph import pygraph  # noqa: F401 - the graph layer, imported while the handle is made
 
     return make()
 
@@ -208,7 +194,6 @@ def library_info() -> LoadReport:
 
 __all__ = [  # noqa: PLE0604 - not a literal: every name of _EXPORTS is public
     *_EXPORTS,
-    "graph",  # noqa: F822 - the subpackage, imported by __getattr__ when first read
     "__version__",
     "backend_version",
     "backend_version_string",

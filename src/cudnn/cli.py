@@ -30,9 +30,9 @@ FEATURE_GATES: tuple[tuple[str, str, str | int], ...] = (
     ("kernel cache", "cudnn.backend.kernel_cache", "SINCE"),
     ("kernel cache JSON (save / load)", "cudnn.backend.kernel_cache", "SERIALIZE_SINCE"),
     ("device properties (builds for a described GPU)", "cudnn.backend.deviceprop", "DEVICEPROP_SINCE"),
-    ("block-scale quantize / dequantize", "cudnn.graph.nodes.block_scale", "BLOCK_SCALE_SINCE"),
-    ("execute-time shape overrides", "cudnn.graph.pipeline", "OVERRIDE_SHAPE_SINCE"),
-    ("compile-time constant scalars", "cudnn.graph.ops", "COMPILE_TIME_CONST_SINCE"),
+    ("block-scale quantize / dequantize", "cudnn._graph.families.block_scale", "BLOCK_SCALE_SINCE"),
+    ("execute-time shape overrides", "cudnn._graph.build.pipeline", "OVERRIDE_SHAPE_SINCE"),
+    ("compile-time constant scalars", "cudnn._graph.methods.core_methods", "COMPILE_TIME_CONST_SINCE"),
     ("causal conv1d", "cudnn.causal_conv1d", "SINCE"),
 )
 
@@ -246,7 +246,7 @@ def demo(as_json: bool = False) -> int:
 
 def show(source: str, output: str | None, expand: bool) -> int:
     """Draw a printed graph: SVG or DOT by the output's suffix; DOT on stdout without -o."""
-    from .graph import picture
+    from ._graph.text import diagram as picture
 
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")

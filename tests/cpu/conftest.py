@@ -18,7 +18,7 @@ def fake_handles(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     (an int no handle was made for is refused before cuDNN reads it), then forget them. A
     build's release point asks cuDNN for its handle's stream: for a fake handle it does nothing
     (cuDNN would read whatever memory the int points at)."""
-    from cudnn.graph import pipeline
+    from cudnn._graph.build import pipeline
 
     real = pipeline.release_point
     monkeypatch.setattr(pipeline, "release_point", lambda handle: None if handle in FAKE_HANDLES else real(handle))

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph import execute
-from cudnn.graph.execute import Runner
-from cudnn.graph.pipeline import all_tensors, assign_uids, make_bindings
+from cudnn._graph.build.pipeline import all_tensors, assign_uids, make_bindings
+from cudnn._graph.run import execute
+from cudnn._graph.run.execute import Runner
 
 
 class Pack:

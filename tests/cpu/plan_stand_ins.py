@@ -11,9 +11,9 @@ import time
 from collections.abc import Iterator
 from typing import Any, ClassVar, cast
 
+from cudnn._graph.plans.candidates import Candidate
 from cudnn._lib.errors import exception_class
 from cudnn.backend import plan as backend_plan
-from cudnn.graph.plans import Candidate
 
 FAILING = {3, 7, 8}  # engines whose plans do not finalize
 NOT_SUPPORTED = 3000

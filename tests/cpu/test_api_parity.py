@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 import cudnn
+from cudnn._graph.build import pipeline as pipeline_module
+from cudnn._graph.model.lower import Lowering
+from cudnn._graph.records.plan_bytes import PlanRecord
 from cudnn._lib import enums
 from cudnn.backend import attr_label
 from cudnn.backend import descriptor as backend_descriptor
-from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph.lower import Lowering
-from cudnn.graph.serialize import PlanRecord
 
 dt = cudnn.data_type
 FLOAT, HALF = dt.FLOAT, dt.HALF
@@ -344,7 +344,7 @@ def test_execute_keywords_of_1_32(monkeypatch: pytest.MonkeyPatch) -> None:
         g.execute({1: 10}, 0, None, [1], [[1, 3, 4]], [[12, 4, 1]])
     import types
 
-    from cudnn.graph import graph as graph_module
+    from cudnn._graph import pygraph as graph_module
 
     monkeypatch.setattr(graph_module.loader, "report", lambda: types.SimpleNamespace(version=91900))
     with pytest.raises(cudnn.FeatureUnavailableError, match=r"needs cuDNN >= 9.21.0; the loaded libcudnn is 9.19.0"):
@@ -369,7 +369,7 @@ def test_build_with_modes_runs_every_step(monkeypatch: pytest.MonkeyPatch, fake_
         monkeypatch.setattr(cudnn.pygraph, step, lambda self, *a, step=step: steps.append(step))
     monkeypatch.setattr(pipeline_module.Pipeline, "handle_ptr", lambda self: 1)
     monkeypatch.setattr(pipeline_module.Pipeline, "device", lambda self: 0)
-    from cudnn.graph import plan_store
+    from cudnn._graph.records import plan_reuse as plan_store
 
     monkeypatch.setattr(plan_store, "adopt_cached", lambda p, modes: None)
     monkeypatch.setattr(plan_store, "store", lambda p, modes, autotuned: None)
@@ -403,7 +403,7 @@ def test_enforce_precompiled_refuses_what_would_compile() -> None:
 
 
 def test_serialize_returns_byte_values_unless_asked_for_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cudnn.graph import plan_store
+    from cudnn._graph.records import plan_reuse as plan_store
 
     cand = types.SimpleNamespace(config=object(), behavior_notes=[int(cudnn.behavior_note.RUNTIME_COMPILATION)])
     planset = types.SimpleNamespace(require_selected=lambda: cand)
@@ -501,12 +501,12 @@ def test_a_printed_graph_deserializes_to_the_same_graph(make: Any, validated: bo
 def test_deserialized_graph_keeps_uids_and_names() -> None:
     g = conv_bias_relu()
     g.validate()
-    for i, t in enumerate(cudnn.graph.pipeline.all_tensors(g.nodes), start=1):
+    for i, t in enumerate(cudnn._graph.build.pipeline.all_tensors(g.nodes), start=1):
         t.set_uid(100 + i)
     back = cudnn.pygraph()
     back.deserialize(str(g))
     assert back.query_tensor_attributes_of_uid(101).get_name() == "x"
-    out = next(t for t in cudnn.graph.pipeline.all_tensors(back.nodes) if t.get_name() == "out")
+    out = next(t for t in cudnn._graph.build.pipeline.all_tensors(back.nodes) if t.get_name() == "out")
     assert out.has_uid() and not out.get_is_virtual()
     assert back.name == "cbr" and back.context.io_data_type == HALF
 

@@ -11,7 +11,6 @@ as not given. What is refused is a ``TypeError`` naming the op, the argument and
 from __future__ import annotations
 
 import enum
-
 import inspect
 import re
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph.convert import KINDS, as_bool, as_float, as_int, as_int_list, convert, optional
+from cudnn._graph.model.arguments import KINDS, as_bool, as_float, as_int, as_int_list, convert, optional
 
 dt = cudnn.data_type
 H, F, I32, E4, E8 = dt.HALF, dt.FLOAT, dt.INT32, dt.FP8_E4M3, dt.FP8_E8M0

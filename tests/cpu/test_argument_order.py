@@ -18,10 +18,10 @@ import pytest
 from fake_backend import Backend, sub_graph
 
 import cudnn
+from cudnn._graph.build import pipeline as pipeline_module
+from cudnn._graph.records import plan_reuse as plan_store
+from cudnn._graph.run import execute as execute_module
 from cudnn._lib import cuda
-from cudnn.graph import execute as execute_module
-from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph import plan_store
 
 A, B, FALLBACK = cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK
 HALF = cudnn.data_type.HALF

@@ -20,10 +20,10 @@ from fake_backend import Backend, Pack
 from fake_backend import sub_graph as fake_graph
 
 import cudnn
-from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph.execute import Binding, Runner, needed_bytes, token_bytes
-from cudnn.graph.pipeline import Pipeline, make_bindings
-from cudnn.graph.serialize import TensorRecord
+from cudnn._graph.build import pipeline as pipeline_module
+from cudnn._graph.build.pipeline import Pipeline, make_bindings
+from cudnn._graph.records.plan_bytes import TensorRecord
+from cudnn._graph.run.execute import Binding, Runner, needed_bytes, token_bytes
 
 dt = cudnn.data_type
 H, F, I32 = dt.HALF, dt.FLOAT, dt.INT32

@@ -72,8 +72,8 @@ def test_a_framework_bool_buffer_for_a_bit_packed_mask_warns(cudnn_version, monk
     mask's, so execute says so (an error in strict mode); a packed uint8 buffer is quiet."""
     from fake_backend import Backend, Pack
 
-    from cudnn.graph.execute import Runner
-    from cudnn.graph.pipeline import make_bindings
+    from cudnn._graph.build.pipeline import make_bindings
+    from cudnn._graph.run.execute import Runner
 
     cudnn_version(version)  # the bool buffer is BOOLEAN before 9.25, BYTE_BOOLEAN from it: a mismatch both ways
     backend = Backend()

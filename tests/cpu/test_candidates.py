@@ -7,8 +7,8 @@ import pytest
 from plan_stand_ins import FakePlan
 
 import cudnn
-from cudnn.graph import plans as plans_module
-from cudnn.graph.plans import Candidate, Filters
+from cudnn._graph.plans import candidates as plans_module
+from cudnn._graph.plans.candidates import Candidate, Filters
 
 
 class _Unreadable:

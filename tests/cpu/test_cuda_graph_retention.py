@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 
 import cudnn
+from cudnn._graph.build import pipeline as pipeline_module
+from cudnn._graph.build.pipeline import Pipeline
+from cudnn._graph.plans.candidates import Candidate
 from cudnn._lib.enums import cudnnBackendAttributeName_t as Attr
 from cudnn._lib.enums import cudnnBackendAttributeType_t as AttrType
 from cudnn._lib.enums import cudnnBackendDescriptorType_t as DescType
 from cudnn.backend import descriptor
 from cudnn.backend import plan as backend_plan
 from cudnn.backend.descriptor import Descriptor
-from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph.pipeline import Pipeline
-from cudnn.graph.plans import Candidate
 
 RETENTION = Attr.CUDNN_ATTR_EXECUTION_PLAN_CUDA_GRAPH_RETENTION
 NONE, PER_GRAPH = cudnn.cuda_graph_retention.NONE, cudnn.cuda_graph_retention.PER_GRAPH
@@ -139,8 +139,8 @@ def test_a_plan_restored_from_its_json_is_given_the_retention(attributes_set: li
 
 
 def test_restoring_a_serialized_plan_passes_the_graphs_retention(version: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cudnn.graph import plan_store
-    from cudnn.graph.serialize import PlanRecord
+    from cudnn._graph.records import plan_reuse as plan_store
+    from cudnn._graph.records.plan_bytes import PlanRecord
 
     given: list[Any] = []
     monkeypatch.setattr(plan_store.backend_plan, "plan_from_json",

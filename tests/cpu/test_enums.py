@@ -222,7 +222,7 @@ def test_attribute_names_are_ints_and_their_enum_is_built_only_for_a_reader() ->
         "import cudnn, cudnn._lib.enums as e\n"
         "from cudnn.graph import oplib\n"
         "oplib.load_all()\n"
-        "import cudnn.graph.lower, cudnn.backend.engine, cudnn.backend.plan, cudnn.backend.kernel_cache\n"
+        "import cudnn._graph.model.lower, cudnn.backend.engine, cudnn.backend.plan, cudnn.backend.kernel_cache\n"
         "from cudnn.backend import Descriptor, attr_label\n"
         "from cudnn._lib.attributes import A\n"
         "d = Descriptor('CUDNN_BACKEND_TENSOR_DESCRIPTOR', 't')\n"

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 import cudnn
+from cudnn._graph.build import pipeline as pipeline_module
+from cudnn._graph.model.lower import Lowering
+from cudnn._graph.records.plan_bytes import FORMAT, FORMAT_VERSION, PlanRecord
 from cudnn._lib import loader
 from cudnn._lib.errors import exception_class, raise_status
-from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph.lower import Lowering
-from cudnn.graph.serialize import FORMAT, FORMAT_VERSION, PlanRecord
 
 dt = cudnn.data_type
 HALF, FLOAT = dt.HALF, dt.FLOAT
@@ -281,7 +281,7 @@ def test_heuristics_that_fail_are_not_supported(fake_backend: dict[str, Any], mo
 
 
 def test_a_graph_every_engine_is_refused_for_is_not_supported() -> None:
-    from cudnn.graph.plans import Candidate, PlanSet
+    from cudnn._graph.plans.candidates import Candidate, PlanSet
 
     plans = PlanSet("g")
     c = Candidate(None, 7, {}, [], [cudnn.behavior_note.RUNTIME_COMPILATION], "A")

@@ -17,9 +17,9 @@ import pytest
 from fake_backend import Backend, sub_graph
 
 import cudnn
+from cudnn._graph.run import execute
+from cudnn._graph.run.execute import Runner, identity_key
 from cudnn._lib.layout import row_major
-from cudnn.graph import execute
-from cudnn.graph.execute import Runner, identity_key
 
 SHAPE = (4, 4)
 _addresses = itertools.count(0x7C0000000000, 0x10000)

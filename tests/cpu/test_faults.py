@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import cudnn
-from cudnn.graph.cache import PlanCache
-from cudnn.graph.serialize import PlanRecord, TensorRecord
+from cudnn._graph.records.plan_bytes import PlanRecord, TensorRecord
+from cudnn._graph.records.plan_cache import PlanCache
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -105,8 +105,8 @@ def test_entry_without_read_permission_is_logged(tmp_path: Path, caplog: pytest.
 FULL_DISK = textwrap.dedent("""
     import logging, os, resource, signal, sys
     sys.path.insert(0, {src!r})
-    from cudnn.graph.cache import PlanCache
-    from cudnn.graph.serialize import PlanRecord, TensorRecord
+    from cudnn._graph.records.plan_cache import PlanCache
+    from cudnn._graph.records.plan_bytes import PlanRecord, TensorRecord
     logging.basicConfig(level=logging.WARNING, stream=sys.stdout)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead
     resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
@@ -158,8 +158,8 @@ def test_a_record_that_fails_to_serialize_leaves_no_file_and_the_writer_goes_on(
 WRITER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {src!r})
-    from cudnn.graph.cache import PlanCache
-    from cudnn.graph.serialize import PlanRecord, TensorRecord
+    from cudnn._graph.records.plan_cache import PlanCache
+    from cudnn._graph.records.plan_bytes import PlanRecord, TensorRecord
     cache = PlanCache({dir!r}, enabled=True)
     t = TensorRecord(1, "X", [2], [1], "HALF", False, None, "n", "X")
     for i in range(150):

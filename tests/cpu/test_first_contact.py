@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 import cudnn
+from cudnn._graph.model.graph_errors import GraphError
 from cudnn._lib import cuda, enums
-from cudnn.graph.errors import GraphError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

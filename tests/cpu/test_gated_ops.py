@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph.lower import Lowering
-from cudnn.graph.nodes.gated import LA_SPECS
+from cudnn._graph.families.gated import LA_SPECS
+from cudnn._graph.model.lower import Lowering
 
 DT = cudnn.data_type
 SPECS = Path("/work/shared/reference/official-1.32/op_specs.txt")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import cudnn
-from cudnn.graph.expand import expand
-from cudnn.graph.guards import guard_for
-from cudnn.graph.plans import Candidate, PlanSet
+from cudnn._graph.model.expand import expand
+from cudnn._graph.plans.candidates import Candidate, PlanSet
+from cudnn._graph.plans.known_faults import guard_for
 
 dt = cudnn.data_type
 RTC = cudnn.behavior_note.RUNTIME_COMPILATION

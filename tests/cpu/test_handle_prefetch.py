@@ -187,9 +187,9 @@ marshal.create_handle = create
 handle._open_engine_libraries = lambda: None
 handle.capi = SimpleNamespace(graph=SimpleNamespace(cudnnCreate=object(), cudnnDestroy=lambda ptr: None))
 import cudnn
-before = "cudnn.graph.graph" in sys.modules
+before = "cudnn._graph.pygraph" in sys.modules
 h = cudnn.create_handle()
-print(json.dumps({{"made": made, "ptr": h.ptr, "before": before, "after": "cudnn.graph.graph" in sys.modules}}))
+print(json.dumps({{"made": made, "ptr": h.ptr, "before": before, "after": "cudnn._graph.pygraph" in sys.modules}}))
 """
 
 

@@ -11,10 +11,10 @@ from typing import Any, ClassVar
 import pytest
 
 import cudnn
+from cudnn._graph.build import pipeline as pipeline_module
+from cudnn._graph.plans import candidates as plans_module
+from cudnn._graph.plans.candidates import Candidate
 from cudnn._lib.errors import exception_class
-from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph import plans as plans_module
-from cudnn.graph.plans import Candidate
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 A, B, FALLBACK = cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK

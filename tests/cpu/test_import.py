@@ -81,7 +81,7 @@ def test_every_public_name_resolves_and_is_listed() -> None:
     for name in cudnn.__all__:
         assert getattr(cudnn, name) is not None, name
     assert set(cudnn.__all__) <= set(dir(cudnn))
-    assert cudnn.data_type is enums.data_type and cudnn.tensor is cudnn.graph.Tensor
+    assert cudnn.data_type is enums.data_type and cudnn.tensor is cudnn.Tensor
     assert cudnn.knob.__name__ == "KnobInfo" and callable(cudnn.graph)
 
 
@@ -122,7 +122,7 @@ def test_unknown_names_are_attribute_errors() -> None:
         enums.cudnnNotAnEnum_t  # noqa: B018
 
 
-@pytest.mark.parametrize("first", ["import cudnn.wrapper", "import cudnn.graph.tensor", "import cudnn.helpers",
+@pytest.mark.parametrize("first", ["import cudnn.wrapper", "import cudnn._graph.model.tensor", "import cudnn.graph",
                                    "import cudnn; cudnn.pygraph", "from cudnn import graph"])
 def test_cudnn_graph_is_callable_whichever_import_comes_first(first: str) -> None:
     result = _fresh(f"{first}\nimport cudnn\nresult = {{'callable': callable(cudnn.graph), "
@@ -181,11 +181,11 @@ FIRST_GRAPH = (
 # families (and their nodes), autotuning, plan reports and records, introspection, pictures, JSON
 # and plan (de)serialization, and the standard modules only those use.
 LAZY_MODULES = (
-    "cudnn.graph.norm_ops", "cudnn.graph.sdpa_ops", "cudnn.graph.lowp_ops", "cudnn.graph.moe_ops",
-    "cudnn.graph.gated_ops", "cudnn.graph.nodes.norm", "cudnn.graph.nodes.sdpa", "cudnn.graph.nodes.sdpa_fp8",
-    "cudnn.graph.nodes.block_scale", "cudnn.graph.nodes.moe", "cudnn.graph.nodes.gated", "cudnn.graph.sdpa_enums",
-    "cudnn.graph.api_enums", "cudnn.graph.from_json", "cudnn.graph.autotune", "cudnn.graph.plan_report",
-    "cudnn.graph.plan_entries", "cudnn.graph.introspect", "cudnn.graph.picture", "cudnn.graph.serialization",
+    "cudnn._graph.methods.norm_methods", "cudnn._graph.methods.attention_methods", "cudnn._graph.methods.lowp_methods", "cudnn._graph.methods.moe_methods",
+    "cudnn._graph.methods.gated_methods", "cudnn._graph.families.norm", "cudnn._graph.families.sdpa", "cudnn._graph.families.sdpa_fp8",
+    "cudnn._graph.families.block_scale", "cudnn._graph.families.moe", "cudnn._graph.families.gated", "cudnn._graph.model.sdpa_enums",
+    "cudnn._graph.model.api_enums", "cudnn._graph.text.graph_from_json", "cudnn._graph.build.autotune", "cudnn._graph.build.plan_report",
+    "cudnn._graph.plans.plan_configs", "cudnn._graph.text.inspection", "cudnn._graph.text.diagram", "cudnn._graph.records.serialize_args",
     "statistics", "html", "difflib",
 )
 
@@ -205,7 +205,7 @@ def test_what_a_first_graph_leaves_out_is_there_when_first_read() -> None:
         "import inspect\n"
         "in_dir = [n for n in ('sdpa', 'layernorm', 'rope', 'gdn_bwd', 'moe_grouped_matmul', 'sdpa_fp8') "
         "if n in dir(cudnn.pygraph)]\n"
-        "unloaded = 'cudnn.graph.sdpa_ops' not in sys.modules\n"
+        "unloaded = 'cudnn._graph.methods.attention_methods' not in sys.modules\n"
         "methods = {n: getattr(cudnn.pygraph, n) for n in ('sdpa', 'layernorm', 'rope', 'gdn_bwd', "
         "'moe_grouped_matmul', 'sdpa_fp8', 'block_scale_quantize')}\n"
         "from cudnn.graph import gated_ops, lowp_ops, moe_ops, norm_ops, oplib, sdpa_ops\n"
@@ -231,16 +231,16 @@ def test_what_a_first_graph_leaves_out_is_there_when_first_read() -> None:
     assert result["same"] is True and result["sdpa_signature"] is True
     assert result["placeholders"] == []  # every family a read imported replaced its placeholders
     assert result["node_type"] is True and result["tensors"] is True and result["plans"] is True
-    assert result["modules"] == ["cudnn.graph.autotune", "cudnn.graph.plan_report"]
+    assert result["modules"] == ["cudnn._graph.build.autotune", "cudnn._graph.build.plan_report"]
 
 
 def test_every_op_method_of_a_lazy_family_is_listed_under_its_module() -> None:
-    from cudnn.graph import oplib
+    from cudnn._graph.methods import method_table as oplib
 
     oplib.load_all()
     module_of = {name: method.__wrapped__.__module__ for name, method in oplib.OPS.items()}  # type: ignore[attr-defined]
     listed = {name: f"cudnn.graph.{module}" for module, names in oplib.FAMILIES.items() for name in names}
-    assert {n: m for n, m in module_of.items() if m != "cudnn.graph.ops"} == listed
+    assert {n: m for n, m in module_of.items() if m != "cudnn._graph.methods.core_methods"} == listed
     assert all(oplib.is_op(name) for name in listed) and not oplib.is_op("tensor")
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import cudnn
+from cudnn._graph.records.plan_cache import PlanCache
 from cudnn.backend import kernel_cache as kc
-from cudnn.graph.cache import PlanCache
 
 DEVICE = ("NVIDIA H200", [9, 0])
 OTHER = ("NVIDIA A100", [8, 0])

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph import oplib
+from cudnn._graph.methods import method_table as oplib
 
 HALF = cudnn.data_type.HALF
 
@@ -82,7 +82,7 @@ def test_every_pygraph_method_names_an_unknown_keyword(method: str) -> None:
 
 
 def test_execute_is_left_as_it_is_and_python_names_the_keyword() -> None:
-    """The hot path gets no wrapper (see cudnn.graph.keywords): Python's own error, which names
+    """The hot path gets no wrapper (see cudnn._graph.model.keywords): Python's own error, which names
     the keyword, without a suggestion."""
     assert "execute" in _public_methods()
     assert not hasattr(cudnn.pygraph.execute, "__wrapped__")

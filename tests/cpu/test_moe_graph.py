@@ -8,8 +8,8 @@ import json
 import pytest
 
 import cudnn
-from cudnn.graph.lower import Lowering
-from cudnn.graph.nodes.moe import MoeGroupedMatmulBackward
+from cudnn._graph.families.moe import MoeGroupedMatmulBackward
+from cudnn._graph.model.lower import Lowering
 
 HALF, INT32 = cudnn.data_type.HALF, cudnn.data_type.INT32
 MODE = cudnn.moe_grouped_matmul_mode

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 import cudnn
+from cudnn._graph.build.pipeline import all_tensors, assign_uids
+from cudnn._graph.model.expand import expand
+from cudnn._graph.model.lower import Lowering
 from cudnn._lib.enums import cudnnBackendDescriptorType_t as D
 from cudnn._lib.errors import FeatureUnavailableError
 from cudnn.backend import attr_label
 from cudnn.backend import descriptor as backend_descriptor
-from cudnn.graph.expand import expand
-from cudnn.graph.lower import Lowering
-from cudnn.graph.pipeline import all_tensors, assign_uids
 
 dt = cudnn.data_type
 TRAIN, INFER = cudnn.norm_forward_phase.TRAINING, cudnn.norm_forward_phase.INFERENCE
@@ -764,7 +764,7 @@ def test_fp32_affine_scratch_is_a_filled_unit_scale_and_a_zeroed_bias() -> None:
     X, S, B = ln_inputs(g)
     outputs(*g.layernorm(TRAIN, X, S, B, 1e-5, name="ln"))
     g.validate()
-    from cudnn.graph.nodes.norm_affine import NormLowering
+    from cudnn._graph.families.norm_affine import NormLowering
     nodes, ex = expand(g.nodes, g.context, 91900)  # the default: the single norm, the epilogue its alternative
     assert len(nodes) == 1 and not ex.scratch
     assert ex.chosen == [NormLowering.NORM] and ex.alternatives == [NormLowering.AFFINE_EPILOGUE]

@@ -17,13 +17,13 @@ import pytest
 from fake_backend import Backend, Pack
 
 import cudnn
+from cudnn._graph.build import pipeline as pipeline_module
+from cudnn._graph.families.rng import Rng
+from cudnn._graph.model.lower import Lowering
+from cudnn._graph.model.node import Context
+from cudnn._graph.run.execute import Runner
 from cudnn._lib import release
 from cudnn.backend import attr_label
-from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph.execute import Runner
-from cudnn.graph.lower import Lowering
-from cudnn.graph.node import Context
-from cudnn.graph.nodes.rng import Rng
 
 dt = cudnn.data_type
 TRAIN = cudnn.norm_forward_phase.TRAINING
@@ -316,7 +316,7 @@ class FakeLowering(Lowering):
         return FakeDesc(desc_type.name.removeprefix("CUDNN_BACKEND_"))
 
     def tensor(self, t: Any) -> Any:  # type: ignore[override]
-        from cudnn.graph.lower import alignment
+        from cudnn._graph.model.lower import alignment
 
         return FakeDesc("TENSOR", (t.get_uid(), t.get_dim(), t.get_stride(), t.get_is_virtual(), alignment(t)))
 

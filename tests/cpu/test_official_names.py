@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph import plan_store
+from cudnn._graph.build import pipeline as pipeline_module
+from cudnn._graph.records import plan_reuse as plan_store
 
 A = cudnn.heur_mode.A
 

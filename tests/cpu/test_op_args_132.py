@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cudnn
-from cudnn.graph.oplib import OPS, load_all
+from cudnn._graph.methods.method_table import OPS, load_all
 
 load_all()  # every op family imported: OPS lists every op method
 DT = cudnn.data_type

@@ -19,9 +19,9 @@ from fake_backend import Backend, Pack
 from fake_backend import sub_graph as fake_graph
 
 import cudnn
-from cudnn.graph import execute
-from cudnn.graph.execute import Runner
-from cudnn.graph.pipeline import all_tensors, assign_uids, make_bindings
+from cudnn._graph.build.pipeline import all_tensors, assign_uids, make_bindings
+from cudnn._graph.run import execute
+from cudnn._graph.run.execute import Runner
 
 SHAPE = (4, 4)
 _addresses = itertools.count(0x7F0000000000, 0x10000)
@@ -196,8 +196,8 @@ def test_scratch_fills_of_one_repeated_unit_become_memsets() -> None:
     their unit; other fills (ALiBi slopes) stay host copies."""
     import struct
 
+    from cudnn._graph.run.execute import ScratchSlot
     from cudnn._lib.cuda import repeated_unit
-    from cudnn.graph.execute import ScratchSlot
 
     assert ScratchSlot(1, 0, 8, b"\x80\x3f" * 4).unit == (2, 0x3F80)
     assert ScratchSlot(1, 0, 12, struct.pack("<f", 1.0) * 3).unit == (4, 0x3F800000)

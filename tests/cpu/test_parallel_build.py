@@ -13,9 +13,9 @@ import pytest
 from plan_stand_ins import FAILING, FakePlan, candidates, outcome, plan_of
 
 import cudnn
-from cudnn.graph import parallel
-from cudnn.graph.parallel import ENV, build_all, build_threads
-from cudnn.graph.plans import Candidate, PlanSet
+from cudnn._graph.plans import threads as parallel
+from cudnn._graph.plans.candidates import Candidate, PlanSet
+from cudnn._graph.plans.threads import ENV, build_all, build_threads
 
 
 def test_threads_follow_cores_and_can_be_set(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import cudnn
-from cudnn.graph import picture
+from cudnn._graph.text import diagram as picture
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 SVG = "{http://www.w3.org/2000/svg}"

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph.cache import PlanCache, default_directory
-from cudnn.graph.errors import SerializationError
-from cudnn.graph.serialize import PlanRecord, TensorRecord
+from cudnn._graph.model.graph_errors import SerializationError
+from cudnn._graph.records.plan_bytes import PlanRecord, TensorRecord
+from cudnn._graph.records.plan_cache import PlanCache, default_directory
 
 
 def _record(name: str = "eng1") -> PlanRecord:
@@ -114,7 +114,7 @@ def test_record_round_trip_and_refusals() -> None:
 def test_the_plan_identity_sees_what_an_expansion_builds() -> None:
     """Two attention graphs alike but for their score_mod lower to different operation graphs:
     the plan cache's identity (the key of the lowered nodes) tells them apart."""
-    from cudnn.graph.pipeline import Pipeline, structure_key
+    from cudnn._graph.build.pipeline import Pipeline, structure_key
 
     def attention(score_mod: Any) -> cudnn.pygraph:
         g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, intermediate_data_type=cudnn.data_type.FLOAT,
@@ -137,7 +137,7 @@ def test_a_build_works_out_the_plan_identity_once(monkeypatch: pytest.MonkeyPatc
     """A build that misses the plan cache looks the graph up and then stores its plan, both under
     the identity of the lowered graph: it is worked out once per pipeline, and again only for a
     lowering put in place of the pipeline's (a plan restored with its record's bindings)."""
-    from cudnn.graph import pipeline as pipeline_module
+    from cudnn._graph.build import pipeline as pipeline_module
 
     g = cudnn.pygraph(io_data_type=cudnn.data_type.HALF, compute_data_type=cudnn.data_type.FLOAT)
     g.relu(g.tensor([2, 3, 4], name="x")).set_output(True)
@@ -159,8 +159,8 @@ def test_a_ragged_tensor_keeps_its_offset_through_a_record() -> None:
     before the field existed load with none."""
     import json
 
-    from cudnn.graph.execute import Binding, token_bytes
-    from cudnn.graph.serialize import record_tensors
+    from cudnn._graph.records.plan_bytes import record_tensors
+    from cudnn._graph.run.execute import Binding, token_bytes
 
     q = TensorRecord(1, "Q", [2, 4, 64, 32], [8192, 32, 128, 1], "HALF", False, None, "sdpa 'a'", "Q",
                      ragged_offset_uid=7)
@@ -243,8 +243,8 @@ def test_clear_drops_queued_writes(tmp_path: Path) -> None:
 def test_the_interpreter_writes_what_is_queued_before_it_exits(tmp_path: Path) -> None:
     src = str(Path(__file__).resolve().parents[2] / "src")
     code = (f"import sys; sys.path.insert(0, {src!r})\n"
-            "from cudnn.graph.cache import PlanCache\n"
-            "from cudnn.graph.serialize import PlanRecord, TensorRecord\n"
+            "from cudnn._graph.records.plan_cache import PlanCache\n"
+            "from cudnn._graph.records.plan_bytes import PlanRecord, TensorRecord\n"
             "t = TensorRecord(1, 'X', [2], [1], 'HALF', False, None, 'n', 'X')\n"
             f"cache = PlanCache({str(tmp_path)!r}, enabled=True)\n"
             "for i in range(20):\n"

@@ -17,12 +17,12 @@ import pytest
 from fake_backend import Backend, Pack
 
 import cudnn
+from cudnn._graph.build import pipeline as pipeline_module
+from cudnn._graph.build.pipeline import Lowered, Pipeline
+from cudnn._graph.records import plan_reuse as plan_store
+from cudnn._graph.records.plan_bytes import PlanRecord
+from cudnn._graph.run.execute import Binding, Runner
 from cudnn._lib import release
-from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph import plan_store
-from cudnn.graph.execute import Binding, Runner
-from cudnn.graph.pipeline import Lowered, Pipeline
-from cudnn.graph.serialize import PlanRecord
 
 dt = cudnn.data_type
 H, F = dt.HALF, dt.FLOAT

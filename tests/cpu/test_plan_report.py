@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph import plan_report
-from cudnn.graph.autotune import TuneReport, TuneResult
-from cudnn.graph.plans import Candidate, PlanSet
+from cudnn._graph.build import plan_report
+from cudnn._graph.build.autotune import TuneReport, TuneResult
+from cudnn._graph.plans.candidates import Candidate, PlanSet
 
 
 @dataclass
@@ -176,7 +176,7 @@ def test_building_all_plans_stops_at_the_limit_autotuning_passes() -> None:
         ps.build(0, cudnn.build_plan_policy.ALL, limit)
         assert _Counted.built == expected
         assert ps.selected is ps.all[0]
-    from cudnn.graph.autotune import autotune
+    from cudnn._graph.build.autotune import autotune
 
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="max_plans must be None or an int >= 1"):

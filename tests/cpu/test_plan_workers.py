@@ -29,13 +29,13 @@ import pytest
 from plan_stand_ins import FAILING, NOT_SUPPORTED, FakePlan, candidates, outcome
 
 import cudnn
+from cudnn._graph.build import workers
+from cudnn._graph.build.pipeline import Pipeline
+from cudnn._graph.plans import threads as parallel
+from cudnn._graph.plans.candidates import Candidate, PlanSet
+from cudnn._graph.plans.threads import RETRY, Elsewhere, PlanQueue, WorkerSetting, build_all
 from cudnn._lib import cuda
 from cudnn._lib.errors import exception_class
-from cudnn.graph import parallel
-from cudnn.graph import plan_workers as workers
-from cudnn.graph.parallel import RETRY, Elsewhere, PlanQueue, WorkerSetting, build_all
-from cudnn.graph.pipeline import Pipeline
-from cudnn.graph.plans import Candidate, PlanSet
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 NOW = WorkerSetting(4, 0.0, "CUDNN_PY_BUILD_PROCESSES=4")

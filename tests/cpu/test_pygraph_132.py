@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph import pipeline as pipeline_module
-from cudnn.graph import plan_store
-from cudnn.graph.plans import Candidate, PlanSet
+from cudnn._graph.build import pipeline as pipeline_module
+from cudnn._graph.plans.candidates import Candidate, PlanSet
+from cudnn._graph.records import plan_reuse as plan_store
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 A, FALLBACK = cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK
@@ -194,7 +194,7 @@ def test_a_pinned_plan_that_fails_raises_rather_than_running_another() -> None:
 
 
 def test_create_execution_plan_chains(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cudnn.graph import graph as graph_module
+    from cudnn._graph import pygraph as graph_module
 
     g, _, _ = relu_graph()
     monkeypatch.setattr(cudnn.pygraph, "_engine", lambda self, engine_id: "ENGINE")
@@ -207,8 +207,8 @@ def test_create_execution_plan_chains(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_knobs_are_read_once_and_a_refused_config_releases_its_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cudnn._graph import pygraph as graph_module
     from cudnn.backend.engine import KnobInfo
-    from cudnn.graph import graph as graph_module
 
     g, _, _ = relu_graph()
     reads: list[object] = []

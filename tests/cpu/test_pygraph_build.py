@@ -7,7 +7,7 @@ import json
 import pytest
 
 import cudnn
-from cudnn.graph.nodes.pointwise import TABLE, float_bits
+from cudnn._graph.families.pointwise import TABLE, float_bits
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 
@@ -328,7 +328,7 @@ def test_tensor_like_from_tensor_and_shape_description() -> None:
 
 
 def test_backend_layout_gives_low_rank_tensors_leading_unit_dims() -> None:
-    from cudnn.graph.lower import backend_layout
+    from cudnn._graph.model.lower import backend_layout
 
     assert backend_layout([8, 256], [256, 1]) == ([1, 8, 256], [2048, 256, 1])
     assert backend_layout([5], [1]) == ([1, 1, 5], [5, 5, 1])

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from cudnn._graph.model.node import Context
+from cudnn._graph.model.tensor import Tensor
+from cudnn._graph.plans.candidates import Filters
+from cudnn._graph.run.execute import Binding, ScratchSlot
 from cudnn._lib.cuda import PointerInfo
 from cudnn._lib.record import Record
-from cudnn.graph.execute import Binding, ScratchSlot
-from cudnn.graph.node import Context
-from cudnn.graph.plans import Filters
-from cudnn.graph.tensor import Tensor
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 import cudnn
+from cudnn._graph.build import pipeline as pipeline_module
 from cudnn._lib import cuda, release
 from cudnn.backend import replay
-from cudnn.graph import pipeline as pipeline_module
 
 
 @pytest.fixture(autouse=True)

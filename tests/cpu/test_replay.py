@@ -20,9 +20,9 @@ from fake_backend import Backend
 from fake_backend import sub_graph as fake_graph
 
 import cudnn
+from cudnn._graph.build.pipeline import all_tensors, assign_uids
+from cudnn._graph.run.execute import REPLAY_AFTER
 from cudnn.backend import replay
-from cudnn.graph.execute import REPLAY_AFTER
-from cudnn.graph.pipeline import all_tensors, assign_uids
 
 _addresses = itertools.count(0x7D0000000000, 0x10000)
 

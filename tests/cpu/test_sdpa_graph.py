@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph.expand import expand
-from cudnn.graph.graph import pygraph
+from cudnn._graph.model.expand import expand
+from cudnn._graph.pygraph import pygraph
 
 dt = cudnn.data_type
 H, F, I32, I64 = dt.HALF, dt.FLOAT, dt.INT32, dt.INT64
@@ -151,7 +151,7 @@ def test_auto_picks_unified_for_plain_attention_and_composite_for_masks() -> Non
 
 
 def test_auto_offers_the_composite_lowering_as_an_alternative_to_unified() -> None:
-    from cudnn.graph.pipeline import Pipeline
+    from cudnn._graph.build.pipeline import Pipeline
 
     g = graph()
     fwd(g, *qkv(g), attn_scale=0.1)
@@ -283,7 +283,7 @@ def test_rng_dump_refused_for_decode() -> None:
 def test_alibi_slopes() -> None:
     import struct
 
-    from cudnn.graph.nodes.sdpa_masks import alibi_slopes
+    from cudnn._graph.families.sdpa_masks import alibi_slopes
 
     assert struct.unpack("<4f", alibi_slopes(4)) == pytest.approx([0.25, 0.0625, 0.015625, 0.00390625])
     assert len(alibi_slopes(12)) == 48
@@ -565,7 +565,7 @@ def test_ragged_backward_needs_no_padding_mask() -> None:
 def test_unified_takes_ragged_tensors_with_the_padding_mask() -> None:
     """Ragged offsets are attributes of the tensor descriptors, which the SDPA_FWD operation
     takes as any other (as in the official, whose ragged UNIFIED cases run on cuDNN 9.19)."""
-    from cudnn.graph.nodes.sdpa_unified import unified_refusal
+    from cudnn._graph.families.sdpa_unified import unified_refusal
 
     g = graph()
     q, k, v = (t.set_ragged_offset(g.tensor(dim=[3, 1, 1, 1], data_type=I32)) for t in qkv(g, bshd=True))

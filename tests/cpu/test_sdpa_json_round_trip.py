@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn.graph.nodes.sdpa_common import SdpaOptions
+from cudnn._graph.families.sdpa_common import SdpaOptions
 
 dt = cudnn.data_type
 H, F, I32, I64, U8 = dt.HALF, dt.FLOAT, dt.INT32, dt.INT64, dt.UINT8

@@ -16,8 +16,10 @@ torch = pytest.importorskip("torch")
 
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
-from cudnn import ops  # noqa: E402
-from cudnn.graph import pygraph  # noqa: E402
+from cudnn import (
+    ops,  # noqa: E402
+    pygraph,  # noqa: E402
+)
 from cudnn.ops import _runtime as rt  # noqa: E402
 
 FRESH = {"aten.empty.memory_format", "aten.empty_strided.default", "aten.new_empty_strided.default",

@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 
 import cudnn
+from cudnn._graph.build.pipeline import all_tensors, assign_uids
+from cudnn._graph.model.graph_errors import ExecutionInputError, GraphError, GraphStateError
 from cudnn._lib.cuda import CudaError, why_no_gpu
-from cudnn.graph.errors import ExecutionInputError, GraphError, GraphStateError
-from cudnn.graph.pipeline import all_tensors, assign_uids
 from cudnn.wrapper import calls
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
@@ -634,14 +634,14 @@ def test_graph_cache_is_first_in_first_out() -> None:
 
 def test_cudnn_graph_is_the_package_and_the_function() -> None:
     code = textwrap.dedent("""
-        import cudnn.graph.tensor as t
+        import cudnn._graph.model.tensor as t
         from cudnn.graph import pygraph
         import cudnn
-        import cudnn.graph.nodes.conv
+        import cudnn._graph.families.conv
         from cudnn import graph
         assert cudnn.graph is graph and callable(graph)
-        assert cudnn.graph.tensor is t and t.Tensor is cudnn.tensor and cudnn.graph.pygraph is pygraph
-        assert cudnn.graph.nodes.conv.ConvFprop
+        assert cudnn._graph.model.tensor is t and t.Tensor is cudnn.tensor and cudnn.pygraph is pygraph
+        assert cudnn._graph.families.conv.ConvFprop
         with cudnn.graph(None, name="n") as (g, lst):
             assert isinstance(g, pygraph) and lst == [] and g.name == "n"
         import inspect

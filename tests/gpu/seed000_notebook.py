@@ -11,8 +11,9 @@ Run as a script by tests/gpu/test_wrapper_gpu.py (it needs a GPU, PyTorch and Cu
 # get_ipython().system('pip3 install --pre torch --index-url https://download.pytorch.org/whl/nightly/cu128')
 
 # --- cell (seed lines 26-27) ---
-import cudnn
 import torch
+
+import cudnn
 
 # --- cell (seed lines 30-60) ---
 device = torch.device("cuda")

@@ -1,6 +1,7 @@
 # The code cells of seed 001 (the pygraph notebook), verbatim; only the notebook's
 # "In [N]:" markers and prose are left out. Run by tests/gpu/test_seed001.py.
 import cudnn
+
 print(cudnn.__version__)
 import torch
 

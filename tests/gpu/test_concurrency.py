@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 import cudnn
-from cudnn.graph.serialize import PlanRecord
+from cudnn._graph.records.plan_bytes import PlanRecord
 
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
 HALF, BF16, FLOAT = cudnn.data_type.HALF, cudnn.data_type.BFLOAT16, cudnn.data_type.FLOAT

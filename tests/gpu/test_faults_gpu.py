@@ -22,8 +22,8 @@ import torch.nn.functional as F
 
 import cudnn
 import cudnn.backend.plan as backend_plan
-from cudnn.graph.autotune import _Timer
-from cudnn.graph.serialize import PlanRecord
+from cudnn._graph.build.autotune import _Timer
+from cudnn._graph.records.plan_bytes import PlanRecord
 
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT

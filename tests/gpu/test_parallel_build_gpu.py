@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 
 import cudnn
+from cudnn._graph.plans.candidates import Candidate
+from cudnn._graph.plans.threads import ENV, PROCESSES_ENV
 from cudnn.backend import Descriptor
 from cudnn.backend.descriptor import live_count
-from cudnn.graph.parallel import ENV, PROCESSES_ENV
-from cudnn.graph.plans import Candidate
 
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]
 HALF, FLOAT, BF16 = cudnn.data_type.HALF, cudnn.data_type.FLOAT, cudnn.data_type.BFLOAT16

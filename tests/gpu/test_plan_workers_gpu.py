@@ -26,9 +26,10 @@ import torch.nn.functional as F
 from test_parallel_build_gpu import refuse_plan, run_every_plan
 
 import cudnn
+from cudnn._graph.build import workers as plan_workers
+from cudnn._graph.plans import threads as parallel
 from cudnn.backend import Descriptor
 from cudnn.backend.descriptor import live_count
-from cudnn.graph import parallel, plan_workers
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 PER_ENGINE = 3  # KERNEL_CFG values per engine: enough plans for two workers, a short test

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 import cudnn
-from cudnn.graph.serialize import PlanRecord
+from cudnn._graph.records.plan_bytes import PlanRecord
 
 HEUR = [cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK]  # build() with no arguments builds no plans
 

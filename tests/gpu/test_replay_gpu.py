@@ -275,8 +275,8 @@ def test_autotune_never_times_a_capture(monkeypatch: pytest.MonkeyPatch, launche
     """With warmup=0 each plan still executes REPLAY_AFTER times before its timed runs, so the
     capture (host work of milliseconds, inside the CUDA events) falls outside them: every
     timed run is a replay."""
-    from cudnn.graph import autotune as tuning
-    from cudnn.graph import execute
+    from cudnn._graph.build import autotune as tuning
+    from cudnn._graph.run import execute
 
     timing = [False]
     captured_while_timing: list[bool] = []

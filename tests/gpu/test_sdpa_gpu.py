@@ -682,7 +682,7 @@ def test_sdpa_backward(name: str, dtype: torch.dtype) -> None:
 
 def test_unified_is_chosen_by_auto_without_masks() -> None:
     """AUTO lowers plain attention (compute FLOAT) to the single SDPA_FWD operation."""
-    from cudnn.graph.expand import expand
+    from cudnn._graph.model.expand import expand
 
     g = check_forward(Case())["graph"]
     nodes, _ = expand(g.nodes, g.context, cudnn.backend_version())

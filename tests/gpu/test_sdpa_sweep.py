@@ -23,9 +23,9 @@ import re
 import time
 
 import torch
+from test_sdpa_gpu import Case, check_backward, check_forward
 
 import cudnn
-from test_sdpa_gpu import Case, check_backward, check_forward
 
 N = int(os.environ.get("SDPA_SWEEP_N", "500"))
 SHARDS = int(os.environ.get("SDPA_SWEEP_SHARDS", "1"))  # run configs i with i % SHARDS == SHARD

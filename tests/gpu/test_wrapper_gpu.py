@@ -19,8 +19,8 @@ import pytest
 import torch
 
 import cudnn
+from cudnn._graph.model.graph_errors import ExecutionInputError
 from cudnn.backend.handle import default_handle
-from cudnn.graph.errors import ExecutionInputError
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent.parent / "src"

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import torch
 
-from ..graph import pygraph
-from ..graph.api_enums import moe_grouped_matmul_mode
-from ..graph.tensor import Tensor
+from .._graph.model.api_enums import moe_grouped_matmul_mode
+from .._graph.model.tensor import Tensor
+from .._graph.pygraph import pygraph
 from ..ops import _runtime as rt
 
 OP = "moe_grouped_matmul"

@@ -27,12 +27,13 @@ from typing import Any
 
 import torch
 
+from .._graph.model.graph_errors import GraphError, GraphNotSupportedError
+from .._graph.model.tensor import Tensor
+from .._graph.pygraph import pygraph
+from .._graph.records.plan_reuse import TUNED_SOURCE
 from .._lib.enums import data_type, heur_mode
 from .._lib.errors import CudnnError, FeatureUnavailableError, cudnnGraphNotSupportedError
 from ..backend.handle import Handle, default_handle
-from ..graph import GraphError, GraphNotSupportedError, pygraph
-from ..graph.plan_store import TUNED_SOURCE
-from ..graph.tensor import Tensor
 from ..log import get_logger
 
 CUDNN_DTYPE: dict[torch.dtype, data_type] = {

@@ -23,7 +23,7 @@ import torch
 from . import _runtime as rt
 
 if TYPE_CHECKING:
-    from ..graph import pygraph
+    from .._graph.pygraph import pygraph
 
 _OP = "scaled_dot_product_attention"
 _SEEDS = 1 << 62  # Philox seeds and offsets are drawn below this

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from . import _runtime as rt
 
 if TYPE_CHECKING:
-    from ..graph import pygraph
+    from .._graph.pygraph import pygraph
 
 ACTS = ("none", "relu", "gelu", "silu")
 _NHWC = torch.channels_last

@@ -25,8 +25,8 @@ from .._lib.errors import CudnnNotSupportedError
 from . import _runtime as rt
 
 if TYPE_CHECKING:
-    from ..graph import pygraph
-    from ..graph.tensor import Tensor
+    from .._graph.model.tensor import Tensor
+    from .._graph.pygraph import pygraph
 
 TRAIN, INFER = norm_forward_phase.TRAINING, norm_forward_phase.INFERENCE
 

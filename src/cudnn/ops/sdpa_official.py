@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
+from .._graph.model.sdpa_enums import diagonal_alignment
 from .._lib.enums import data_type
-from ..graph.sdpa_enums import diagonal_alignment
 from . import _runtime as rt
 
 if TYPE_CHECKING:
-    from ..graph import pygraph
-    from ..graph.tensor import Tensor
+    from .._graph.model.tensor import Tensor
+    from .._graph.pygraph import pygraph
 
 __all__ = ["BWD_SCHEMA", "FWD_SCHEMA", "backward", "forward", "plan_names", "sdpa", "thd_lse_to_padded"]
 

@@ -27,11 +27,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._graph.model.graph_errors import ExecutionInputError
+from .._graph.pygraph import pygraph
+from .._graph.run.execute import Entry, Runner
 from .._lib.enums import data_type
 from ..backend.handle import Handle, default_handle, set_stream
-from ..graph import pygraph
-from ..graph.errors import ExecutionInputError
-from ..graph.execute import Entry, Runner
 from ..interop import tensors as interop
 from ..interop.streams import stream_getter, stream_ptr
 

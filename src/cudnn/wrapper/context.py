@@ -20,14 +20,14 @@ import inspect
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from .._graph.build.pipeline import DEFAULT_HEURISTICS, all_tensors, assign_uids
+from .._graph.methods.method_table import is_op
+from .._graph.model.arguments import as_enum_list
+from .._graph.model.graph_errors import ExecutionInputError, GraphError, GraphStateError
+from .._graph.model.keywords import name_unknown_keywords, unknown_keyword
+from .._graph.model.tensor import Tensor, as_data_type
+from .._graph.pygraph import pygraph
 from .._lib.enums import data_type, heur_mode
-from ..graph import pygraph
-from ..graph.convert import as_enum_list
-from ..graph.errors import ExecutionInputError, GraphError, GraphStateError
-from ..graph.keywords import name_unknown_keywords, unknown_keyword
-from ..graph.oplib import is_op
-from ..graph.pipeline import DEFAULT_HEURISTICS, all_tensors, assign_uids
-from ..graph.tensor import Tensor, as_data_type
 from .calls import OUTPUT_FRAMEWORKS, Executor, IoPlan, OutSpec
 from .names import Recorder, show
 

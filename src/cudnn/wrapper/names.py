@@ -25,9 +25,9 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from ..graph import pygraph
-from ..graph.errors import GraphError
-from ..graph.tensor import Tensor
+from .._graph.model.graph_errors import GraphError
+from .._graph.model.tensor import Tensor
+from .._graph.pygraph import pygraph
 from ..interop.tensors import is_tensor_like
 
 

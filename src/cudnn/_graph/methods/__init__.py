@@ -1,0 +1,1 @@
+"""The op methods of ``pygraph``, one module per op family."""

@@ -1,0 +1,1 @@
+"""What outlives one build: the plan cache and plans and graphs as bytes."""

@@ -1,0 +1,1 @@
+"""A built plan executed: variant packs, bindings and the launch."""

@@ -1,0 +1,1 @@
+"""A graph as text and back: JSON, pictures, inspection."""
