@@ -125,7 +125,7 @@ def fake_runtime(monkeypatch: pytest.MonkeyPatch) -> Any:
         fake = _FakeRuntime(runtime, driver, count_error, count)
         monkeypatch.setattr(cuda, "runtime", lambda: fake)
         monkeypatch.setattr(cuda, "_libcuda_error", lambda: libcuda)
-        monkeypatch.setattr(cuda.loader, "is_loaded", lambda: False) if hasattr(cuda, "loader") else None
+        monkeypatch.setattr(cuda, "_library_runtime", 0)  # as before libcudnn is loaded
 
     return install
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import release
-from .errors import CudaUnavailableError, install_gpu_check, install_hint
+from .errors import CudaUnavailableError, install_gpu_check
 from .record import Record
 
 
@@ -88,6 +88,7 @@ def device_count() -> int:
 # stub library, insufficient driver, devices unavailable, no device, driver mismatch, compat.
 _NO_GPU_ERRORS = frozenset({3, 34, 35, 46, 100, 803, 804})
 _LIBCUDA = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
+_library_runtime = 0  # the CUDA runtime libcudnn was built with, once loaded (note_library_runtime)
 _NEEDS_GPU = ("cuDNN needs an NVIDIA GPU and its driver; graphs can be declared, validated and printed "
               "without one (graph.validate(), print(graph))")
 
@@ -145,10 +146,8 @@ def diagnose() -> GpuDiagnosis:
     count = int(n or 0) if int(err) == 0 else 0
     if count:
         return GpuDiagnosis("", "", "", driver_version, runtime_version, count)
-    from . import loader
-
-    if loader.is_loaded():  # libcudnn's own CUDA runtime may be newer than cuda-bindings'
-        runtime_version = max(runtime_version, loader.report().cudart_version)
+    # libcudnn's own CUDA runtime, once it is loaded, may be newer than cuda-bindings'
+    runtime_version = max(runtime_version, _library_runtime)
     code = int(err)
     if driver_version == 0 and (missing := _libcuda_error()):
         return GpuDiagnosis("no_driver", f"no usable CUDA GPU: no NVIDIA driver ({missing})",
@@ -578,18 +577,13 @@ def _gpu_problem() -> tuple[str, str, str] | None:
     return (d.reason, d.detail, d.advice) if d.reason else None
 
 
-def _status_hint(status: int) -> str:
-    """The hint of a 1xxx status raised while a GPU is usable (a missing GPU is handled before)."""
-    if status == 1008:  # CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED
-        from . import loader
-
-        if loader.is_loaded():
-            deps = ", ".join(f"{k}: {v}" for k, v in loader.report().dependencies.items())
-            return f"a cuDNN sub-library or one it needs failed to load ({deps})"
-    return ""
+def note_library_runtime(version: int) -> None:
+    """Called by the loader once libcudnn is open: the CUDA runtime version it was built with,
+    which ``diagnose`` reports when it is newer than cuda-bindings' (0 until then)."""
+    global _library_runtime
+    _library_runtime = int(version)
 
 
 # cuDNN reports a missing GPU as CUDNN_STATUS_NOT_INITIALIZED (1xxx) or as a sub-library load
 # failure: with no usable GPU those raise CudaUnavailableError saying why.
 install_gpu_check(_gpu_problem)
-install_hint(1000, _status_hint)

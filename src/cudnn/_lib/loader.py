@@ -23,6 +23,7 @@ from pathlib import Path
 
 from .errors import (
     LibraryNotFoundError,
+    install_hint,
     install_last_error_reader,
     make_last_error_reader,
     version_string,
@@ -109,15 +110,27 @@ def _load() -> None:
         reader = handle.cudnnGetLastErrorString
         reader.restype, reader.argtypes = None, [ctypes.c_char_p, ctypes.c_size_t]
         install_last_error_reader(make_last_error_reader(reader))
-        # Status errors come only from calls into the library opened here, so the hint saying
-        # why no GPU is usable is registered now (importing cuda does it), not at `import cudnn`.
-        from . import cuda  # noqa: F401
+        # Status errors come only from calls into the library opened here, so the check saying
+        # why no GPU is usable is registered now (importing cuda does it), not at `import cudnn`:
+        # an import down, inside the function to keep `import cudnn` cheap.
+        from . import cuda
+
+        install_hint(1000, _status_hint)
         cudart = int(handle.cudnnGetCudartVersion())
+        cuda.note_library_runtime(cudart)
         _report = LoadReport(path, via, version, cudart, _open_dependencies(cudart // 1000))
         _lib = handle
         hooks, _load_hooks[:] = list(_load_hooks), []
         for hook in hooks:
             hook()
+
+
+def _status_hint(status: int) -> str:
+    """The hint of a 1xxx status raised while a GPU is usable (a missing GPU is handled before)."""
+    if status == 1008 and _report is not None:  # CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED
+        deps = ", ".join(f"{k}: {v}" for k, v in _report.dependencies.items())
+        return f"a cuDNN sub-library or one it needs failed to load ({deps})"
+    return ""
 
 
 def _open_cudnn() -> tuple[ctypes.CDLL, str, str]:
