@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import inspect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..._lib.enums import convolution_mode, data_type
 from ..._lib.enums import reshape_mode as reshape_mode_enum
@@ -21,16 +21,14 @@ from ..families.matmul import Matmul
 from ..families.pointwise import REQUIRED, TABLE, Pointwise, Spec
 from ..families.structural import Concatenate, GenStats, Reduction, Reshape, Slice, Transpose
 from ..model.tensor import NOT_SET, Tensor, constant
+from .graph_ops import GraphOps
 from .method_table import op, register
-
-if TYPE_CHECKING:
-    from ..pygraph import pygraph
 
 CROSS_CORRELATION = convolution_mode.CROSS_CORRELATION
 convolution_mode_enum = convolution_mode  # op parameters of the documented name shadow it
 
 
-def _at(graph: pygraph, op: str, name: Any) -> str:
+def _at(graph: GraphOps, op: str, name: Any) -> str:
     """How messages about an op call name its node: ``conv_fprop 'conv1'`` (or its index)."""
     return f"{op} {graph.node_name(name)!r}"
 
@@ -77,7 +75,7 @@ def _conv_overload(op: str, padding: Any, stride: Any, dilation: Any, convolutio
 
 
 @op
-def conv_fprop(self: pygraph, image: Any, weight: Any, padding: Sequence[int] | None = None,
+def conv_fprop(self: GraphOps, image: Any, weight: Any, padding: Sequence[int] | None = None,
                stride: Sequence[int] | None = None, dilation: Sequence[int] | None = None,
                convolution_mode: Any = CROSS_CORRELATION, compute_data_type: Any = NOT_SET,
                name: str = "", *, pre_padding: Sequence[int] | None = None,
@@ -92,7 +90,7 @@ def conv_fprop(self: pygraph, image: Any, weight: Any, padding: Sequence[int] | 
 
 
 @op
-def conv_dgrad(self: pygraph, loss: Any, filter: Any, padding: Sequence[int] | None = None,
+def conv_dgrad(self: GraphOps, loss: Any, filter: Any, padding: Sequence[int] | None = None,
                stride: Sequence[int] | None = None, dilation: Sequence[int] | None = None,
                convolution_mode: Any = CROSS_CORRELATION, compute_data_type: Any = NOT_SET,
                name: str = "", *, pre_padding: Sequence[int] | None = None,
@@ -107,7 +105,7 @@ def conv_dgrad(self: pygraph, loss: Any, filter: Any, padding: Sequence[int] | N
 
 
 @op
-def conv_wgrad(self: pygraph, image: Any, loss: Any, padding: Sequence[int] | None = None,
+def conv_wgrad(self: GraphOps, image: Any, loss: Any, padding: Sequence[int] | None = None,
                stride: Sequence[int] | None = None, dilation: Sequence[int] | None = None,
                convolution_mode: Any = CROSS_CORRELATION, compute_data_type: Any = NOT_SET,
                name: str = "", *, pre_padding: Sequence[int] | None = None,
@@ -124,7 +122,7 @@ def conv_wgrad(self: pygraph, image: Any, loss: Any, padding: Sequence[int] | No
 
 
 @op
-def matmul(self: pygraph, A: Any, B: Any, compute_data_type: Any = NOT_SET, padding: float = 0.0,
+def matmul(self: GraphOps, A: Any, B: Any, compute_data_type: Any = NOT_SET, padding: float = 0.0,
            name: str = "") -> Tensor:
     """C = A @ B over the last two dims, batch dims broadcast; returns C."""
     at = _at(self, "matmul", name)
@@ -134,7 +132,7 @@ def matmul(self: pygraph, A: Any, B: Any, compute_data_type: Any = NOT_SET, padd
 
 
 @op
-def reduction(self: pygraph, input: Any, mode: Any, compute_data_type: Any = NOT_SET, name: str = "",
+def reduction(self: GraphOps, input: Any, mode: Any, compute_data_type: Any = NOT_SET, name: str = "",
               *, group_offset: Any = None, is_deterministic: bool = False) -> Tensor:
     """Reduce X with ``mode`` (a cudnn.reduction_mode) over the dims where Y has size 1.
 
@@ -148,7 +146,7 @@ def reduction(self: pygraph, input: Any, mode: Any, compute_data_type: Any = NOT
 
 
 @op
-def reshape(self: pygraph, input: Any, name: str = "",
+def reshape(self: GraphOps, input: Any, name: str = "",
             reshape_mode: Any = reshape_mode_enum.VIEW_ONLY) -> Tensor:
     """A reshaped X; give the result's dims with set_dim(). VIEW_ONLY reinterprets the memory;
     LOGICAL (cuDNN >= 9.22) reshapes in logical (row-major) element order whatever the strides."""
@@ -157,7 +155,7 @@ def reshape(self: pygraph, input: Any, name: str = "",
 
 
 @op
-def genstats(self: pygraph, input: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Tensor]:
+def genstats(self: GraphOps, input: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Tensor]:
     """Per-channel sum and sum of squares of X; returns [SUM, SQ_SUM]."""
     node = GenStats(self.node_name(name), self.input_tensor(input, _at(self, "genstats", name), "input"),
                     compute_data_type)
@@ -165,7 +163,7 @@ def genstats(self: pygraph, input: Any, compute_data_type: Any = NOT_SET, name: 
 
 
 @op
-def transpose(self: pygraph, input: Any, permutation: Sequence[int], compute_data_type: Any = NOT_SET,
+def transpose(self: GraphOps, input: Any, permutation: Sequence[int], compute_data_type: Any = NOT_SET,
               name: str = "") -> Tensor:
     """Y[i] = X[permutation[i]] dims (cuDNN >= 9.22)."""
     node = Transpose(self.node_name(name), self.input_tensor(input, _at(self, "transpose", name), "input"), permutation,
@@ -174,7 +172,7 @@ def transpose(self: pygraph, input: Any, permutation: Sequence[int], compute_dat
 
 
 @op
-def slice(self: pygraph, input: Any, slices: Sequence[builtins.slice] | None = None,  # noqa: A001 - the documented name
+def slice(self: GraphOps, input: Any, slices: Sequence[builtins.slice] | None = None,  # noqa: A001 - the documented name
           compute_data_type: Any = NOT_SET, name: str = "") -> Tensor:
     """X[slices] with Python slice objects, one per leading dim (none: all of X). cuDNN >= 9.22
     runs its SLICE operation; before, as in the official, the output is a view into X's buffer
@@ -187,7 +185,7 @@ def slice(self: pygraph, input: Any, slices: Sequence[builtins.slice] | None = N
 
 
 @op
-def concatenate(self: pygraph, inputs: Sequence[Any], axis: int, in_place_index: int | None = None,
+def concatenate(self: GraphOps, inputs: Sequence[Any], axis: int, in_place_index: int | None = None,
                 name: str = "", *, compute_data_type: Any = NOT_SET) -> Tensor:
     """The inputs joined along ``axis``."""
     if isinstance(inputs, (Tensor, str, bytes)) or not isinstance(inputs, (list, tuple)):
@@ -200,7 +198,7 @@ def concatenate(self: pygraph, inputs: Sequence[Any], axis: int, in_place_index:
 
 
 @op
-def tensor_scalar(self: pygraph, value: float, scalar_type: Any, name: str = "") -> Tensor:
+def tensor_scalar(self: GraphOps, value: float, scalar_type: Any, name: str = "") -> Tensor:
     """A scalar tensor holding ``value``: FLOAT for a Python float, INT32 for an int (INT64 beyond
     int32), as the official overloads pick. RUNTIME_PARAM passes it by value at each execute;
     COMPILE_TIME_CONST (cuDNN >= 9.22) marks it a constant of the graph. Its rank follows the

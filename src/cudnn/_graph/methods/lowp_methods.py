@@ -20,17 +20,17 @@ from ..model.arguments import as_bool, exact_bool
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.sdpa_enums import diagonal_alignment
 from ..model.tensor import NOT_SET, Tensor
-from .attention_methods import (
+from .attention_args import (
     FP8_BOUNDS,
     Maybe,
-    _bounds,
-    _callable,
-    _dropout_backward,
-    _dropout_forward,
-    _output,
-    _positive_or_none,
-    _scale,
-    _tensor,
+    bounds,
+    callable_arg,
+    dropout_backward,
+    dropout_forward,
+    output_arg,
+    positive_or_none,
+    scale_arg,
+    tensor_arg,
 )
 from .method_table import op
 
@@ -48,7 +48,7 @@ def _stats_flag(at: str, is_inference: Any, generate_stats: Any) -> bool:
 
 def _scales(graph: Any, at: str, given: dict[str, Any], ports: dict[str, str]) -> dict[str, Maybe]:
     """The descale/scale tensors by port; a missing one stays out (validate names it)."""
-    return {port: _tensor(graph, given[arg], at, arg) for port, arg in ports.items()}
+    return {port: tensor_arg(graph, given[arg], at, arg) for port, arg in ports.items()}
 
 
 def _add_outputs(graph: Any, node: Any, ports: list[str], users: dict[str, Maybe]) -> list[Tensor]:
@@ -78,10 +78,10 @@ def sdpa_fp8(self: Any, q: Any, k: Any, v: Any, descale_q: Any, descale_k: Any, 
     name = self.node_name(name)
     at = f"sdpa_fp8 {name!r}"
     stats = _stats_flag(at, is_inference, generate_stats)
-    align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, sliding_window,
+    align, left, right = bounds(at, use_causal_mask, use_causal_mask_bottom_right, sliding_window,
                                  diagonal_alignment, left_bound, right_bound, FP8_BOUNDS)
-    scale_value, scale_tensor = _scale(self, attn_scale, at)
-    p, dropout_ins = _dropout_forward(self, dropout, at)
+    scale_value, scale_tensor = scale_arg(self, attn_scale, at)
+    p, dropout_ins = dropout_forward(self, dropout, at)
     if rng_dump is not None:
         raise GraphNotSupportedError(f"{at}: rng_dump is refused with FP8 attention: on cuDNN 9.19 (H200) "
                                      "the FP8 engine faulted (illegal memory access) writing it; drop "
@@ -93,17 +93,17 @@ def sdpa_fp8(self: Any, q: Any, k: Any, v: Any, descale_q: Any, descale_k: Any, 
         generate_stats=stats, attn_scale_value=scale_value, alibi=as_bool(use_alibi_mask, at, "use_alibi_mask"),
         padding=as_bool(use_padding_mask, at, "use_padding_mask"), alignment=align, left_bound=left,
         right_bound=right, dropout_p=p,
-        max_seq_len_kv=_positive_or_none(paged_attention_max_seq_len_kv, at, "paged_attention_max_seq_len_kv"),
-        score_mod=_callable(fn, at, "fn"))
+        max_seq_len_kv=positive_or_none(paged_attention_max_seq_len_kv, at, "paged_attention_max_seq_len_kv"),
+        score_mod=callable_arg(fn, at, "fn"))
     given = {"descale_q": descale_q, "descale_k": descale_k, "descale_v": descale_v, "descale_s": descale_s,
                  "scale_s": scale_s, "scale_o": scale_o}
     inputs: dict[str, Maybe] = {
         "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
-        **_scales(self, at, given, FWD_SCALES), "Attn_scale": scale_tensor, "Bias": _tensor(self, bias, at, "bias"),
-        "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"),
-        "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
-        "Page_table_K": _tensor(self, paged_attention_k_table, at, "paged_attention_k_table"),
-        "Page_table_V": _tensor(self, paged_attention_v_table, at, "paged_attention_v_table"), **dropout_ins}
+        **_scales(self, at, given, FWD_SCALES), "Attn_scale": scale_tensor, "Bias": tensor_arg(self, bias, at, "bias"),
+        "SEQ_LEN_Q": tensor_arg(self, seq_len_q, at, "seq_len_q"),
+        "SEQ_LEN_KV": tensor_arg(self, seq_len_kv, at, "seq_len_kv"),
+        "Page_table_K": tensor_arg(self, paged_attention_k_table, at, "paged_attention_k_table"),
+        "Page_table_V": tensor_arg(self, paged_attention_v_table, at, "paged_attention_v_table"), **dropout_ins}
     node = SDPAFP8(name, inputs, opts, compute_data_type)
     ports = ["O", "Stats", "Amax_S", "Amax_O"] if stats else ["O", "Amax_S", "Amax_O"]
     out = _add_outputs(self, node, ports, {})
@@ -127,10 +127,10 @@ def sdpa_fp8_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats:
     recomputed P, descale_dP/scale_dP the gradient dS; scale_dQ/dK/dV quantize the outputs."""
     name = self.node_name(name)
     at = f"sdpa_fp8_backward {name!r}"
-    align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
+    align, left, right = bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
                                  diagonal_alignment, left_bound, right_bound, FP8_BOUNDS)
-    scale_value, scale_tensor = _scale(self, attn_scale, at)
-    p, dropout_ins = _dropout_backward(self, dropout, at, keep_scale_inverse=True)
+    scale_value, scale_tensor = scale_arg(self, attn_scale, at)
+    p, dropout_ins = dropout_backward(self, dropout, at, keep_scale_inverse=True)
     if sink_token is not None or dSink_token is not None:
         raise GraphNotSupportedError(f"{at}: sink_token / dSink_token are not supported by FP8 attention in cudnn-py")
     opts = SdpaOptions(attn_scale_value=scale_value, padding=as_bool(use_padding_mask, at, "use_padding_mask"),
@@ -143,8 +143,8 @@ def sdpa_fp8_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats:
         "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
         "O": self.input_tensor(o, at, "o"), "dO": self.input_tensor(dO, at, "dO"),
         "Stats": self.input_tensor(stats, at, "stats"), **_scales(self, at, given, BWD_SCALES),
-        "Attn_scale": scale_tensor, "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"),
-        "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"), **dropout_ins}
+        "Attn_scale": scale_tensor, "SEQ_LEN_Q": tensor_arg(self, seq_len_q, at, "seq_len_q"),
+        "SEQ_LEN_KV": tensor_arg(self, seq_len_kv, at, "seq_len_kv"), **dropout_ins}
     node = SDPAFP8Backward(name, inputs, opts, compute_data_type)
     return _add_outputs(self, node, ["dQ", "dK", "dV", "Amax_dQ", "Amax_dK", "Amax_dV", "Amax_dP"], {})
 
@@ -166,16 +166,17 @@ def sdpa_mxfp8(self: Any, q: Any, k: Any, v: Any, descale_q: Any, descale_k: Any
     if generate_stats is None:
         raise GraphError(f"{at}: generate_stats is required (True or False)")
     stats = exact_bool(generate_stats, at, "generate_stats")
-    align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
+    align, left, right = bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
                                  diagonal_alignment, diagonal_band_left_bound, diagonal_band_right_bound)
-    scale_value, scale_tensor = _scale(self, attn_scale, at)
+    scale_value, scale_tensor = scale_arg(self, attn_scale, at)
     opts = SdpaOptions(generate_stats=stats, attn_scale_value=scale_value, alignment=align, left_bound=left,
                        right_bound=right, unfuse_fma=as_bool(unfuse_fma, at, "unfuse_fma"))
     inputs: dict[str, Maybe] = {
         "Q": self.input_tensor(q, at, "q"), "K": self.input_tensor(k, at, "k"), "V": self.input_tensor(v, at, "v"),
-        "Descale_Q": _tensor(self, descale_q, at, "descale_q"), "Descale_K": _tensor(self, descale_k, at, "descale_k"),
-        "Descale_V": _tensor(self, descale_v, at, "descale_v"), "Attn_scale": scale_tensor,
-        "SINK_TOKEN": _tensor(self, sink_token, at, "sink_token")}
+        "Descale_Q": tensor_arg(self, descale_q, at, "descale_q"),
+        "Descale_K": tensor_arg(self, descale_k, at, "descale_k"),
+        "Descale_V": tensor_arg(self, descale_v, at, "descale_v"), "Attn_scale": scale_tensor,
+        "SINK_TOKEN": tensor_arg(self, sink_token, at, "sink_token")}
     node = SDPAMXFP8(name, inputs, opts, compute_data_type)
     out = _add_outputs(self, node, ["O", "Stats", "Amax_O"] if stats else ["O", "Amax_O"], {})
     return [out[0], out[1], out[2]] if stats else [out[0], None, out[1]]
@@ -196,10 +197,10 @@ def sdpa_mxfp8_backward(self: Any, q: Any, q_T: Any, k: Any, k_T: Any, v: Any, o
     ``o_f16`` / ``dO_f16`` are O and dO in fp16/bf16 (for rowsum(dO * O))."""
     name = self.node_name(name)
     at = f"sdpa_mxfp8_backward {name!r}"
-    align, left, right = _bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
+    align, left, right = bounds(at, use_causal_mask, use_causal_mask_bottom_right, None,
                                  diagonal_alignment, left_bound, right_bound, FP8_BOUNDS)
-    scale_value, scale_tensor = _scale(self, attn_scale, at)
-    p, dropout_ins = _dropout_backward(self, dropout, at, keep_scale_inverse=True)
+    scale_value, scale_tensor = scale_arg(self, attn_scale, at)
+    p, dropout_ins = dropout_backward(self, dropout, at, keep_scale_inverse=True)
     opts = SdpaOptions(attn_scale_value=scale_value, padding=as_bool(use_padding_mask, at, "use_padding_mask"),
                        alignment=align, left_bound=left, right_bound=right, dropout_p=p,
                        deterministic=as_bool(use_deterministic_algorithm, at, "use_deterministic_algorithm"))
@@ -208,13 +209,13 @@ def sdpa_mxfp8_backward(self: Any, q: Any, q_T: Any, k: Any, k_T: Any, v: Any, o
     inputs: dict[str, Maybe] = {port: self.input_tensor(value, at, arg) for port, (arg, value) in t.items()}
     factors = {"Descale_Q": descale_q, "Descale_Q_T": descale_q_T, "Descale_K": descale_k, "Descale_K_T": descale_k_T,
                "Descale_V": descale_v, "Descale_dO": descale_dO, "Descale_dO_T": descale_dO_T}
-    inputs.update({port: _tensor(self, value, at, "descale" + port[7:]) for port, value in factors.items()})
-    inputs.update({"Attn_scale": scale_tensor, "SEQ_LEN_Q": _tensor(self, seq_len_q, at, "seq_len_q"),
-                   "SEQ_LEN_KV": _tensor(self, seq_len_kv, at, "seq_len_kv"),
-                   "SINK_TOKEN": _tensor(self, sink_token, at, "sink_token"), **dropout_ins})
+    inputs.update({port: tensor_arg(self, value, at, "descale" + port[7:]) for port, value in factors.items()})
+    inputs.update({"Attn_scale": scale_tensor, "SEQ_LEN_Q": tensor_arg(self, seq_len_q, at, "seq_len_q"),
+                   "SEQ_LEN_KV": tensor_arg(self, seq_len_kv, at, "seq_len_kv"),
+                   "SINK_TOKEN": tensor_arg(self, sink_token, at, "sink_token"), **dropout_ins})
     node = SDPAMXFP8Backward(name, inputs, opts, compute_data_type)
     return _add_outputs(self, node, ["dQ", "dK", "dV", "Amax_dQ", "Amax_dK", "Amax_dV"],
-                        {"DSINK_TOKEN": _output(dSink_token, at, "dSink_token")})
+                        {"DSINK_TOKEN": output_arg(dSink_token, at, "dSink_token")})
 
 
 # -- block scaling -------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ that bring them back from a printed graph's JSON."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..._lib.enums import data_type
 from ..families.moe import MoeGroupedMatmul, MoeGroupedMatmulBackward
@@ -12,18 +12,16 @@ from ..model.api_enums import moe_grouped_matmul_mode
 from ..model.graph_errors import GraphNotImplementedError, SerializationError
 from ..model.tensor import Tensor
 from ..text.graph_from_json import Build, register
+from .graph_ops import GraphOps
 from .method_table import op
 
-if TYPE_CHECKING:
-    from ..pygraph import pygraph
 
-
-def _at(graph: pygraph, op_name: str, name: Any) -> str:
+def _at(graph: GraphOps, op_name: str, name: Any) -> str:
     return f"{op_name} {graph.node_name(name)!r}"
 
 
 @op
-def moe_grouped_matmul(self: pygraph, token: Any, weight: Any, first_token_offset: Any, token_index: Any = None,
+def moe_grouped_matmul(self: GraphOps, token: Any, weight: Any, first_token_offset: Any, token_index: Any = None,
                        token_ks: Any = None, mode: Any = moe_grouped_matmul_mode.NONE,
                        compute_data_type: Any = data_type.FLOAT, top_k: int = 0, name: str = "", *,
                        top_k_scores: Any = None) -> Tensor:
@@ -45,7 +43,7 @@ def moe_grouped_matmul(self: pygraph, token: Any, weight: Any, first_token_offse
 
 
 @op
-def moe_grouped_matmul_bwd(self: pygraph, doutput: Any, token: Any, first_token_offset: Any,
+def moe_grouped_matmul_bwd(self: GraphOps, doutput: Any, token: Any, first_token_offset: Any,
                            compute_data_type: Any = data_type.FLOAT, name: str = "") -> Tensor:
     """The weight gradient of ``moe_grouped_matmul`` (NONE mode): dweight [E, K, N] from doutput
     [1, M, N] and token [1, M, K]; needs cuDNN >= 9.22 (refused when the graph is built on an

@@ -17,24 +17,22 @@ pointwise op feeding SCALE) read X's first dim as the rows; see ``nodes.norm.can
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..families.norm import FORWARD, OFFSET, BatchNormInference, NormForward, NormNode, forward_phase
 from ..families.norm_backward import BACKWARD, BNFinalize, NormBackward
 from ..model.arguments import as_bool
 from ..model.graph_errors import GraphError
 from ..model.tensor import NOT_SET, Tensor
+from .graph_ops import GraphOps
 from .method_table import op
-
-if TYPE_CHECKING:
-    from ..pygraph import pygraph
 
 Maybe = Tensor | None
 
 
 # -- plumbing -----------------------------------------------------------------------------
 
-def _norm(self: pygraph, node: NormNode, returns: Sequence[str]) -> list[Maybe]:
+def _norm(self: GraphOps, node: NormNode, returns: Sequence[str]) -> list[Maybe]:
     node.added_to(self)
     self.add_node(node, node.output_ports())
     for port, t in node.inputs.items():  # constants made from numbers: 'node::PORT'
@@ -43,17 +41,17 @@ def _norm(self: pygraph, node: NormNode, returns: Sequence[str]) -> list[Maybe]:
     return [node.outputs.get(port) for port in returns]
 
 
-def _offset(self: pygraph, zero_centered: bool, at: str) -> dict[str, Maybe]:
+def _offset(self: GraphOps, zero_centered: bool, at: str) -> dict[str, Maybe]:
     """For a zero-centered gamma, the 1.0 the norm node adds to SCALE (port SCALE_OFFSET)."""
     zero_centered = as_bool(zero_centered, at, "zero_centered_gamma")
     return {OFFSET: self.input_tensor(1.0, at, "scale_offset")} if zero_centered else {}
 
 
-def _maybe(self: pygraph, value: Any, op: str, param: str) -> Maybe:
+def _maybe(self: GraphOps, value: Any, op: str, param: str) -> Maybe:
     return None if value is None else self.input_tensor(value, op, param)
 
 
-def _peers(self: pygraph, peer_stats: Sequence[Any] | None, op: str) -> dict[str, Maybe]:
+def _peers(self: GraphOps, peer_stats: Sequence[Any] | None, op: str) -> dict[str, Maybe]:
     if peer_stats is None or isinstance(peer_stats, (Tensor, str, bytes)):
         if peer_stats is None:
             return {}
@@ -61,7 +59,7 @@ def _peers(self: pygraph, peer_stats: Sequence[Any] | None, op: str) -> dict[str
     return {f"PEER_STATS_{i}": self.input_tensor(t, op, f"peer_stats[{i}]") for i, t in enumerate(peer_stats)}
 
 
-def _forward(self: pygraph, op: str, phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
+def _forward(self: GraphOps, op: str, phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
              compute_data_type: Any, name: str, zero_centered: bool, returns: Sequence[str],
              bias_optional: bool = False, lowering: str = "auto") -> list[Maybe]:
     name = self.node_name(name)
@@ -75,7 +73,7 @@ def _forward(self: pygraph, op: str, phase: Any, input: Any, scale: Any, bias: A
     return _norm(self, node, returns)
 
 
-def _backward(self: pygraph, op: str, grad: Any, input: Any, scale: Any, stats: dict[str, Any],
+def _backward(self: GraphOps, op: str, grad: Any, input: Any, scale: Any, stats: dict[str, Any],
               compute_data_type: Any, name: str, zero_centered: bool = False,
               extra: dict[str, Maybe] | None = None, has_dbias: bool = True) -> list[Maybe]:
     name = self.node_name(name)
@@ -90,7 +88,7 @@ def _backward(self: pygraph, op: str, grad: Any, input: Any, scale: Any, stats: 
     return _norm(self, node, ["DX", "DSCALE", "DBIAS"])
 
 
-def _running_stats(self: pygraph, label: str, mean: Any, var: Any, momentum: Any, names: tuple[str, str]) -> None:
+def _running_stats(self: GraphOps, label: str, mean: Any, var: Any, momentum: Any, names: tuple[str, str]) -> None:
     """Running statistics come as a pair, and with a momentum; refuse half of it."""
     if (mean is None) != (var is None):
         missing, given = (names[0], names[1]) if mean is None else (names[1], names[0])
@@ -107,7 +105,7 @@ def _running_stats(self: pygraph, label: str, mean: Any, var: Any, momentum: Any
 
 
 @op
-def layernorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
+def layernorm(self: GraphOps, norm_forward_phase: Any, input: Any, scale: Any, bias: Any, epsilon: Any,
               compute_data_type: Any = NOT_SET, name: str = "", *,
               zero_centered_gamma: bool = False, lowering: str = "auto") -> list[Maybe]:
     """Layer norm over the axes where SCALE is not 1; returns [Y, MEAN, INV_VARIANCE]
@@ -124,7 +122,7 @@ def layernorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bi
 
 
 @op
-def rmsnorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
+def rmsnorm(self: GraphOps, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
             epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
             zero_centered_gamma: bool = False, lowering: str = "auto") -> list[Maybe]:
     """RMS norm (bias optional; epsilon required); returns [Y, INV_VARIANCE] (TRAINING) or
@@ -137,7 +135,7 @@ def rmsnorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias
 
 
 @op
-def instancenorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias: Any,
+def instancenorm(self: GraphOps, norm_forward_phase: Any, input: Any, scale: Any, bias: Any,
                  epsilon: Any, compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
     """Instance norm of [N, C, spatial...] over the spatial axes, SCALE/BIAS [1, C, 1...];
     returns [Y, MEAN, INV_VARIANCE] (statistics [N, C, 1...]) or [Y, None, None]."""
@@ -146,7 +144,7 @@ def instancenorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any,
 
 
 @op
-def adalayernorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
+def adalayernorm(self: GraphOps, norm_forward_phase: Any, input: Any, scale: Any, bias: Any = None,
                  epsilon: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
                  zero_centered_gamma: bool = False) -> list[Maybe]:
     """Adaptive layer norm: SCALE/BIAS may differ per sample ([N, 1, D] for X [N, S, D]);
@@ -156,7 +154,7 @@ def adalayernorm(self: pygraph, norm_forward_phase: Any, input: Any, scale: Any,
 
 
 @op
-def layernorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,
+def layernorm_backward(self: GraphOps, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,
                        compute_data_type: Any = NOT_SET, name: str = "", *,
                        zero_centered_gamma: bool = False) -> list[Maybe]:
     """Layer norm gradients from DY (grad) and the saved statistics; returns [DX, DSCALE, DBIAS]."""
@@ -166,7 +164,7 @@ def layernorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: A
 
 
 @op
-def rmsnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, inv_variance: Any,
+def rmsnorm_backward(self: GraphOps, grad: Any, input: Any, scale: Any, inv_variance: Any,
                      has_dbias: bool, compute_data_type: Any = NOT_SET, name: str = "", *,
                      zero_centered_gamma: bool = False) -> list[Maybe]:
     """RMS norm gradients; returns [DX, DSCALE, DBIAS], DBIAS None unless has_dbias."""
@@ -181,7 +179,7 @@ def rmsnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, inv_varia
 
 
 @op
-def instancenorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: Any = None,
+def instancenorm_backward(self: GraphOps, grad: Any, input: Any, scale: Any, mean: Any = None,
                           inv_variance: Any = None, compute_data_type: Any = NOT_SET, name: str = "", *,
                           epsilon: Any = None) -> list[Maybe]:
     """Instance norm gradients; returns [DX, DSCALE, DBIAS]. Without the saved mean and
@@ -200,7 +198,7 @@ def instancenorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean
 
 
 @op
-def adalayernorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: Any,
+def adalayernorm_backward(self: GraphOps, grad: Any, input: Any, scale: Any, mean: Any,
                           inv_variance: Any, compute_data_type: Any = NOT_SET, name: str = "", *,
                           zero_centered_gamma: bool = False) -> list[Maybe]:
     """Adaptive layer norm gradients; returns [DX, DSCALE, DBIAS] (DSCALE/DBIAS per sample)."""
@@ -212,7 +210,7 @@ def adalayernorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean
 
 
 @op
-def batchnorm(self: pygraph, input: Any, scale: Any, bias: Any, in_running_mean: Any, in_running_var: Any,
+def batchnorm(self: GraphOps, input: Any, scale: Any, bias: Any, in_running_mean: Any, in_running_var: Any,
               epsilon: Any, momentum: Any, peer_stats: Sequence[Any] | None = None,
               compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
     """Training batch norm over N and the spatial axes; returns [Y, MEAN, INV_VARIANCE,
@@ -235,7 +233,7 @@ def batchnorm(self: pygraph, input: Any, scale: Any, bias: Any, in_running_mean:
 
 
 @op
-def batchnorm_inference(self: pygraph, input: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any,
+def batchnorm_inference(self: GraphOps, input: Any, mean: Any, inv_variance: Any, scale: Any, bias: Any,
                         compute_data_type: Any = NOT_SET, name: str = "", *, lowering: str = "auto") -> Tensor:
     """Y = (X - mean) * inv_variance * scale + bias with per-channel [1, C, 1...] tensors."""
     name = self.node_name(name)
@@ -251,7 +249,7 @@ def batchnorm_inference(self: pygraph, input: Any, mean: Any, inv_variance: Any,
 
 
 @op
-def batchnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,
+def batchnorm_backward(self: GraphOps, grad: Any, input: Any, scale: Any, mean: Any, inv_variance: Any,
                        peer_stats: Sequence[Any] | None = None, compute_data_type: Any = NOT_SET,
                        name: str = "") -> list[Maybe]:
     """Batch norm gradients from the saved statistics; returns [DX, DSCALE, DBIAS]."""
@@ -262,7 +260,7 @@ def batchnorm_backward(self: pygraph, grad: Any, input: Any, scale: Any, mean: A
 
 
 @op
-def bn_finalize(self: pygraph, sum: Any, sq_sum: Any, scale: Any, bias: Any, epsilon: Any,
+def bn_finalize(self: GraphOps, sum: Any, sq_sum: Any, scale: Any, bias: Any, epsilon: Any,
                 accum_count: Any, prev_running_mean: Any = None, prev_running_var: Any = None,
                 momentum: Any = None, compute_data_type: Any = NOT_SET, name: str = "") -> list[Maybe]:
     """Batch-norm statistics from genstats' per-channel SUM and SQ_SUM over ``accum_count``
