@@ -16,7 +16,7 @@ from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.errors import FeatureUnavailableError
 from ...backend.descriptor import Descriptor, type_label
-from .tensor import NOT_SET, Tensor
+from .tensor import LOWERED_EXTRAS, NOT_SET, Tensor
 
 _SINCE_TYPE = enums.SINCE.get("cudnnBackendDescriptorType_t", {})
 _SINCE_ATTR = enums.SINCE.get("cudnnBackendAttributeName_t", {})
@@ -69,7 +69,7 @@ class Lowering:
 
     # tensor attributes beyond dims/strides/type that `tensor` passes to the backend (a tensor
     # refuses to be given one that is not listed here, rather than have it silently ignored)
-    TENSOR_EXTRAS = ("vector_count", "ragged_offset_multiplier")
+    TENSOR_EXTRAS = LOWERED_EXTRAS
 
     def __init__(self, handle: int, version: int) -> None:
         self.handle = handle

@@ -12,26 +12,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..._lib.enums import data_type
 from ..._lib.layout import row_major
-from ..._lib.record import Record
 from .graph_errors import GraphError
+from .node_types import Context, node_type_of
 from .tensor import NOT_SET, Tensor, as_data_type
 
 if TYPE_CHECKING:
     from ...backend.descriptor import Descriptor
     from .expand import Expander
     from .lower import Lowering
-
-
-class Context(Record):
-    """Graph-wide defaults: what unset data types of tensors and nodes resolve to."""
-
-    __slots__ = ("io_data_type", "intermediate_data_type", "compute_data_type")
-
-    def __init__(self, io_data_type: data_type = NOT_SET, intermediate_data_type: data_type = NOT_SET,
-                 compute_data_type: data_type = NOT_SET) -> None:
-        self.io_data_type = io_data_type
-        self.intermediate_data_type = intermediate_data_type
-        self.compute_data_type = compute_data_type
 
 
 # Accumulator type a node computes in when neither the node nor the graph names one.
@@ -91,8 +79,6 @@ class Node:
     @property
     def node_type(self) -> Any:
         """The official ``cudnn.NodeType`` of this op (POINTWISE for every pointwise op)."""
-        from .node_types import node_type_of
-
         return node_type_of(self)
 
     @property

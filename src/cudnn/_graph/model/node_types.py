@@ -12,8 +12,10 @@ import os
 from typing import Any
 
 from ..._lib.api_enum import ApiEnum
+from ..._lib.enums import data_type
 from ..._lib.lazy_enums import LazyEnums
-from .node import Context as GraphContext
+from ..._lib.record import Record
+from .tensor import NOT_SET
 
 __all__ = ["GraphContext", "NodeType", "cuda_graph_retention", "effective_retention", "node_type_of"]  # noqa: F822 - NodeType: see __getattr__
 
@@ -37,6 +39,22 @@ _enums = LazyEnums(__name__, {"NodeType": {name: i for i, name in enumerate(_NOD
                    printed_by_name=("NodeType",))
 __getattr__ = _enums.build
 __dir__ = _enums.dir
+
+
+class Context(Record):
+    """Graph-wide defaults: what unset data types of tensors and nodes resolve to (the official
+    ``GraphContext``; nodes are inferred in one, `node.Node.infer`)."""
+
+    __slots__ = ("io_data_type", "intermediate_data_type", "compute_data_type")
+
+    def __init__(self, io_data_type: data_type = NOT_SET, intermediate_data_type: data_type = NOT_SET,
+                 compute_data_type: data_type = NOT_SET) -> None:
+        self.io_data_type = io_data_type
+        self.intermediate_data_type = intermediate_data_type
+        self.compute_data_type = compute_data_type
+
+
+GraphContext = Context
 
 
 class cuda_graph_retention(ApiEnum):  # the official name

@@ -17,11 +17,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..._lib.enums import data_type, tensor_reordering
+from .api_enums import scalar_type
 from .arguments import as_bool, as_int, as_int_list
+from .graph_errors import GraphNotImplementedError
 from .json_layout import compact
 from .keywords import name_unknown_keywords
 
 NOT_SET = data_type.NOT_SET
+_data_type = data_type  # the enum, where a parameter is named data_type
 
 # What a graph may fill in where the user left it unset: inferred dims, strides and data type, a
 # generated name, an assigned uid, a ragged offset seen through the graph's own copy of it, and
@@ -218,9 +221,7 @@ class Tensor:
     def _set_data_type(self, data_type: Any) -> Tensor:
         """The official binding's raw setter: a cudnn.data_type only (set_data_type also takes
         framework dtypes)."""
-        from ..._lib.enums import data_type as data_type_enum
-
-        if not isinstance(data_type, data_type_enum):
+        if not isinstance(data_type, _data_type):
             raise TypeError(f"_set_data_type: expected a cudnn.data_type, got {data_type!r}; set_data_type() "
                             "also takes framework dtypes and data type names ('fp16', 'bfloat16', 'HALF', ...)")
         self._data_type = data_type
@@ -455,8 +456,6 @@ class Tensor:
     def scalar_type(self) -> Any:
         """How a scalar carries its value (``cudnn.scalar_type``): COMPILE_TIME_CONST for one baked
         into the graph, RUNTIME_PARAM for another by-value constant; None for other tensors."""
-        from .api_enums import scalar_type
-
         if self._compile_time_constant:
             return scalar_type.COMPILE_TIME_CONST
         return scalar_type.RUNTIME_PARAM if self._value is not None else None
@@ -533,14 +532,17 @@ def filling(tensors: Sequence[Tensor]) -> Iterator[None]:
             t.mark_filled(old)
 
 
+# tensor attributes beyond dims/strides/type that lowering (`lower.Lowering.tensor`) passes to
+# the backend: a tensor refuses to be given one that is not listed here, rather than have it
+# silently ignored
+LOWERED_EXTRAS = ("vector_count", "ragged_offset_multiplier")
+
+
 def _require_lowered(feature: str, what: str) -> None:
     """Refuse a tensor attribute that lowering does not emit yet: the backend would read the
-    tensor without it, a silent wrong layout. Lowering lists what it emits in
-    ``Lowering.TENSOR_EXTRAS``; the loaded cuDNN's version is checked when it is emitted."""
-    from .graph_errors import GraphNotImplementedError
-    from .lower import Lowering
-
-    if feature not in getattr(Lowering, "TENSOR_EXTRAS", ()):
+    tensor without it, a silent wrong layout. What it emits is ``LOWERED_EXTRAS``; the loaded
+    cuDNN's version is checked when it is emitted."""
+    if feature not in LOWERED_EXTRAS:
         raise GraphNotImplementedError(f"{what}: cudnn-py does not pass {feature} to cuDNN yet, so the "
                                        "backend would read this tensor with the wrong layout; it is refused "
                                        "rather than ignored")
