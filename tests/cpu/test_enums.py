@@ -220,7 +220,7 @@ def test_attribute_names_are_ints_and_their_enum_is_built_only_for_a_reader() ->
 
     code = (
         "import cudnn, cudnn._lib.enums as e\n"
-        "from cudnn.graph import oplib\n"
+        "from cudnn._graph.methods import method_table as oplib\n"
         "oplib.load_all()\n"
         "import cudnn._graph.model.lower, cudnn.backend.engine, cudnn.backend.plan, cudnn.backend.kernel_cache\n"
         "from cudnn.backend import Descriptor, attr_label\n"

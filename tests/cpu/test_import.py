@@ -122,12 +122,23 @@ def test_unknown_names_are_attribute_errors() -> None:
         enums.cudnnNotAnEnum_t  # noqa: B018
 
 
-@pytest.mark.parametrize("first", ["import cudnn.wrapper", "import cudnn._graph.model.tensor", "import cudnn.graph",
-                                   "import cudnn; cudnn.pygraph", "from cudnn import graph"])
-def test_cudnn_graph_is_callable_whichever_import_comes_first(first: str) -> None:
+@pytest.mark.parametrize("first", ["import cudnn.wrapper", "import cudnn._graph.model.tensor",
+                                   "import cudnn._graph.pygraph", "import cudnn; cudnn.pygraph",
+                                   "from cudnn import graph", "import cudnn.sdpa"])
+def test_cudnn_graph_is_the_function_whichever_import_comes_first(first: str) -> None:
+    """``cudnn.graph`` read through the package is the official context manager, the function
+    ``graph`` of the module cudnn/graph.py, whatever the package imported before: no module of
+    cudnn imports that module, so nothing binds the module over the function."""
     result = _fresh(f"{first}\nimport cudnn\nresult = {{'callable': callable(cudnn.graph), "
-                    "'package': cudnn.graph.__name__}")
-    assert result["callable"] is True and result["package"] == "cudnn.graph"
+                    "'name': cudnn.graph.__module__ + '.' + cudnn.graph.__name__}")
+    assert result["callable"] is True and result["name"] == "cudnn.graph.graph"
+
+
+def test_the_graph_module_names_graph_jit_and_graph_cache() -> None:
+    result = _fresh("import cudnn.graph as m\nfrom cudnn.graph import graph, graph_cache, jit\n"
+                    "result = {'same': (graph, jit, graph_cache) == (m.graph, m.jit, m.graph_cache), "
+                    "'module': m.__name__}")
+    assert result["same"] is True and result["module"] == "cudnn.graph"
 
 
 # -- lazily built enums ------------------------------------------------------------------------
@@ -208,7 +219,9 @@ def test_what_a_first_graph_leaves_out_is_there_when_first_read() -> None:
         "unloaded = 'cudnn._graph.methods.attention_methods' not in sys.modules\n"
         "methods = {n: getattr(cudnn.pygraph, n) for n in ('sdpa', 'layernorm', 'rope', 'gdn_bwd', "
         "'moe_grouped_matmul', 'sdpa_fp8', 'block_scale_quantize')}\n"
-        "from cudnn.graph import gated_ops, lowp_ops, moe_ops, norm_ops, oplib, sdpa_ops\n"
+        "from cudnn._graph.methods import attention_methods as sdpa_ops, gated_methods as gated_ops\n"
+        "from cudnn._graph.methods import lowp_methods as lowp_ops, method_table as oplib\n"
+        "from cudnn._graph.methods import moe_methods as moe_ops, norm_methods as norm_ops\n"
         "direct = {'sdpa': sdpa_ops.sdpa, 'layernorm': norm_ops.layernorm, 'rope': gated_ops.rope, "
         "'moe_grouped_matmul': moe_ops.moe_grouped_matmul, 'sdpa_fp8': lowp_ops.sdpa_fp8, "
         "'block_scale_quantize': lowp_ops.block_scale_quantize}\n"
@@ -217,7 +230,10 @@ def test_what_a_first_graph_leaves_out_is_there_when_first_read() -> None:
         "placeholders = [n for n, v in vars(cudnn.pygraph).items() if isinstance(v, oplib._Deferred)]\n"
         "t = g.sdpa(g.tensor(dim=[1, 2, 8, 64]), g.tensor(dim=[1, 2, 8, 64]), g.tensor(dim=[1, 2, 8, 64]), "
         "is_inference=True)\n"
-        "from cudnn.graph import autotune, graph_types, introspect, plan_entries, plan_report\n"
+        "from cudnn import graph_types\n"
+        "from cudnn._graph.build import autotune, plan_report\n"
+        "from cudnn._graph.plans import plan_configs as plan_entries\n"
+        "from cudnn._graph.text import inspection as introspect\n"
         "result = {'in_dir': in_dir, 'unloaded': unloaded, 'same': same, 'placeholders': placeholders,\n"
         "          'sdpa_signature': str(inspect.signature(cudnn.pygraph.sdpa)) == "
         "str(inspect.signature(sdpa_ops.sdpa)),\n"
@@ -239,7 +255,7 @@ def test_every_op_method_of_a_lazy_family_is_listed_under_its_module() -> None:
 
     oplib.load_all()
     module_of = {name: method.__wrapped__.__module__ for name, method in oplib.OPS.items()}  # type: ignore[attr-defined]
-    listed = {name: f"cudnn.graph.{module}" for module, names in oplib.FAMILIES.items() for name in names}
+    listed = {name: f"cudnn._graph.methods.{module}" for module, names in oplib.FAMILIES.items() for name in names}
     assert {n: m for n, m in module_of.items() if m != "cudnn._graph.methods.core_methods"} == listed
     assert all(oplib.is_op(name) for name in listed) and not oplib.is_op("tensor")
 
@@ -256,7 +272,7 @@ def test_concurrent_first_reads_of_a_lazy_op_import_its_family_once() -> None:
         "threads = [threading.Thread(target=read) for _ in range(8)]\n"
         "for t in threads: t.start()\n"
         "for t in threads: t.join()\n"
-        "from cudnn.graph import norm_ops\n"
+        "from cudnn._graph.methods import norm_methods as norm_ops\n"
         "result = {'one': len({id(m) for m in seen}) == 1 and seen[0].__wrapped__ is norm_ops.layernorm, "
         "'count': len(seen)}\n"
     )
@@ -295,7 +311,7 @@ def test_the_graph_builder_imports_nothing_by_the_package_name() -> None:
         "w = g.tensor(dim=[64, 64, 3, 3], stride=[576, 1, 192, 64], data_type=bf16)\n"
         "g.relu(input=g.conv_fprop(x, w, padding=[1, 1], stride=[1, 1], dilation=[1, 1])).set_output(True)\n"
         "g.validate()\n"
-        "from cudnn_py.graph.expand import expand\n"
+        "from cudnn_py._graph.model.expand import expand\n"
         "nodes, _ = expand(g.nodes, g.context, 91900)\n"
         "result = {'ops': len(nodes)}\n"
     )

@@ -632,10 +632,12 @@ def test_graph_cache_is_first_in_first_out() -> None:
     assert made == [1, 2, 3, 1]
 
 
-def test_cudnn_graph_is_the_package_and_the_function() -> None:
+def test_cudnn_graph_is_the_function_beside_the_graph_layer() -> None:
+    """``cudnn.graph`` is the official context manager (the function of cudnn/graph.py) after the
+    graph layer's modules were imported by their paths, and ``cudnn._graph`` holds those modules."""
     code = textwrap.dedent("""
         import cudnn._graph.model.tensor as t
-        from cudnn.graph import pygraph
+        from cudnn._graph.pygraph import pygraph
         import cudnn
         import cudnn._graph.families.conv
         from cudnn import graph

@@ -96,7 +96,7 @@ def worker_env() -> dict[str, str]:
     env[THREADS_ENV] = "1"
     env[ENV] = "0"
     env["CUDNN_PY_PLAN_CACHE"] = "0"
-    root = str(Path(__file__).resolve().parents[2])  # the directory that holds the cudnn package
+    root = str(Path(__file__).resolve().parents[3])  # the directory that holds the cudnn package
     installed = {str(Path(s).resolve()) for s in [*site.getsitepackages(), site.getusersitepackages()]}
     if root not in installed:
         env["PYTHONPATH"] = os.pathsep.join(x for x in (root, env.get("PYTHONPATH", "")) if x)
