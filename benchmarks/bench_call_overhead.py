@@ -193,7 +193,7 @@ def breakdown(calls: int, batches: int) -> dict[str, list[float]]:
     import torch
 
     import cudnn
-    from cudnn._graph.run.execute import identity_key, torch_key
+    from cudnn._graph.run.packs import identity_key, torch_key
     from cudnn._lib import loader
 
     handle, g, (_, _, Y), (x, w), pack, ws = conv_graph()

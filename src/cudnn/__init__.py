@@ -76,7 +76,7 @@ _EXPORTS: dict[str, str] = {
     # graphs
     "pygraph": "._graph.pygraph",
     "graph": ".graph",  # the official context manager; its module is cudnn/graph.py
-    "set_execute_checks": "._graph.run.execute",
+    "set_execute_checks": "._graph.run.checks",
     "set_execute_replay": ".backend.replay",
     "set_build_processes": "._graph.plans.threads",
     "execute_replay": ".backend.replay",

@@ -11,8 +11,9 @@ import pytest
 
 import cudnn
 from cudnn._graph.build.pipeline import all_tensors, assign_uids, make_bindings
-from cudnn._graph.run import execute
-from cudnn._graph.run.execute import Runner
+from cudnn._graph.run import runner as runner_module
+from cudnn._graph.run.runner import Runner
+from cudnn.backend import plan as backend_plan
 
 
 class Pack:
@@ -81,9 +82,9 @@ class Backend:
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Make the Runners created from now on (until the test ends) use these recorders."""
-        monkeypatch.setattr(execute.backend_plan, "PackLayout", self.layout)
-        monkeypatch.setattr(execute.backend_plan, "destroy_pack", self.destroyed.append)
-        monkeypatch.setattr(execute, "capture", self.capture)
+        monkeypatch.setattr(backend_plan, "PackLayout", self.layout)
+        monkeypatch.setattr(backend_plan, "destroy_pack", self.destroyed.append)
+        monkeypatch.setattr(runner_module, "capture", self.capture)
 
     def runner(self, graph: cudnn.pygraph) -> Runner:
         """A Runner of ``graph``'s tensors whose executes are recorded here."""

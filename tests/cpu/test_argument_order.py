@@ -20,7 +20,7 @@ from fake_backend import Backend, sub_graph
 import cudnn
 from cudnn._graph.build import pipeline as pipeline_module
 from cudnn._graph.records import plan_reuse as plan_store
-from cudnn._graph.run import execute as execute_module
+from cudnn._graph.run import runner as runner_module
 from cudnn._lib import cuda
 
 A, B, FALLBACK = cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK
@@ -170,7 +170,7 @@ def test_a_built_graph_refuses_a_variant_pack_that_is_no_dict(monkeypatch: pytes
     backend.install(monkeypatch)
     runner = backend.runner(g)
     monkeypatch.setattr(pipeline_module.Pipeline, "current_runner", lambda self: runner)
-    monkeypatch.setattr(execute_module, "is_live_handle", lambda h: True)
+    monkeypatch.setattr(runner_module, "is_live_handle", lambda h: True)
     a, b, c = Buffer(), Buffer(), Buffer()
     g.execute({A_: a, B_: b, C_: c}, Buffer((64,)), 1)
     assert len(backend.executed) == 1

@@ -23,7 +23,8 @@ import cudnn
 from cudnn._graph.build import pipeline as pipeline_module
 from cudnn._graph.build.pipeline import Pipeline, make_bindings
 from cudnn._graph.records.plan_bytes import TensorRecord
-from cudnn._graph.run.execute import Binding, Runner, needed_bytes, token_bytes
+from cudnn._graph.run.bindings import Binding, needed_bytes, token_bytes
+from cudnn._graph.run.runner import Runner
 
 dt = cudnn.data_type
 H, F, I32 = dt.HALF, dt.FLOAT, dt.INT32

@@ -73,7 +73,7 @@ def test_a_framework_bool_buffer_for_a_bit_packed_mask_warns(cudnn_version, monk
     from fake_backend import Backend, Pack
 
     from cudnn._graph.build.pipeline import make_bindings
-    from cudnn._graph.run.execute import Runner
+    from cudnn._graph.run.runner import Runner
 
     cudnn_version(version)  # the bool buffer is BOOLEAN before 9.25, BYTE_BOOLEAN from it: a mismatch both ways
     backend = Backend()

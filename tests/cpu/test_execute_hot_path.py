@@ -17,9 +17,11 @@ import pytest
 from fake_backend import Backend, sub_graph
 
 import cudnn
-from cudnn._graph.run import execute
-from cudnn._graph.run.execute import Runner, identity_key
+from cudnn._graph.run.packs import identity_key, torch_key
+from cudnn._graph.run.runner import Runner
+from cudnn._lib import cuda
 from cudnn._lib.layout import row_major
+from cudnn.interop import tensors as interop_tensors
 
 SHAPE = (4, 4)
 _addresses = itertools.count(0x7C0000000000, 0x10000)
@@ -138,7 +140,7 @@ def test_an_exact_torch_tensor_needs_only_its_address(runner: Any, monkeypatch: 
     explains)."""
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(Tensor=TorchTensor, float32=TorchTensor.dtype))
     r, executed, _, (A, B, C) = runner
-    interop = execute._interop()
+    interop = interop_tensors
     described: list[Any] = []
     describe = interop.describe
     monkeypatch.setattr(interop, "describe", lambda v: described.append(v) or describe(v))
@@ -160,7 +162,7 @@ def test_the_straight_line_key_sees_every_change(runner: Any, monkeypatch: pytes
     identity_key's tuple, and a re-pointed tensor, a replaced value, a raw pointer in place of a
     tensor, or another workspace each still reach the check and the pack of their own."""
     r, executed, prepared, (A, B, C) = runner
-    monkeypatch.setattr(execute.cuda, "pointer_info", lambda ptr: types.SimpleNamespace(
+    monkeypatch.setattr(cuda, "pointer_info", lambda ptr: types.SimpleNamespace(
         is_device=True, device=0, size=0, end=0))
     a, b, c, ws = Tensor(), Tensor(), Tensor(), Tensor((64,))
     pack = {A: a, B: b, C: c}
@@ -216,4 +218,4 @@ def test_the_latest_call_is_forgotten_when_a_buffer_dies(runner: Any) -> None:
     pack[99] = Tensor()  # one more key (not of this graph, ignored): another size, checked
     r.run(pack, None, 1)
     r.run(pack, None, 1)
-    assert len(prepared) == 3 and executed[-1][C.get_uid()] == pack[C].ptr and r.key_of is execute.torch_key(4)
+    assert len(prepared) == 3 and executed[-1][C.get_uid()] == pack[C].ptr and r.key_of is torch_key(4)

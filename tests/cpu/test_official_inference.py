@@ -21,7 +21,7 @@ from cudnn._graph.build import pipeline as pipeline_module
 from cudnn._graph.families.rng import Rng
 from cudnn._graph.model.lower import Lowering
 from cudnn._graph.model.node import Context
-from cudnn._graph.run.execute import Runner
+from cudnn._graph.run.runner import Runner
 from cudnn._lib import release
 from cudnn.backend import attr_label
 

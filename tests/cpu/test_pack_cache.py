@@ -20,8 +20,8 @@ from fake_backend import sub_graph as fake_graph
 
 import cudnn
 from cudnn._graph.build.pipeline import all_tensors, assign_uids, make_bindings
-from cudnn._graph.run import execute
-from cudnn._graph.run.execute import Runner
+from cudnn._graph.run.runner import Runner
+from cudnn._lib import cuda
 
 SHAPE = (4, 4)
 _addresses = itertools.count(0x7F0000000000, 0x10000)
@@ -183,7 +183,7 @@ def test_raw_pointers_are_found_by_value(sub_graph: Any, monkeypatch: pytest.Mon
         checked.append(ptr)
         raise RuntimeError("unknown memory")
 
-    monkeypatch.setattr(execute.cuda, "pointer_info", pointer_info)
+    monkeypatch.setattr(cuda, "pointer_info", pointer_info)
     base = 0x7D0000000000
     for _ in range(3):  # fresh int objects each call, as data_ptr() gives
         runner.run({A: int(str(base)), B: int(str(base + 0x1000)), C: int(str(base + 0x2000))}, None, 1)
@@ -196,7 +196,7 @@ def test_scratch_fills_of_one_repeated_unit_become_memsets() -> None:
     their unit; other fills (ALiBi slopes) stay host copies."""
     import struct
 
-    from cudnn._graph.run.execute import ScratchSlot
+    from cudnn._graph.run.bindings import ScratchSlot
     from cudnn._lib.cuda import repeated_unit
 
     assert ScratchSlot(1, 0, 8, b"\x80\x3f" * 4).unit == (2, 0x3F80)

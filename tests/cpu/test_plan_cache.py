@@ -160,7 +160,7 @@ def test_a_ragged_tensor_keeps_its_offset_through_a_record() -> None:
     import json
 
     from cudnn._graph.records.plan_bytes import record_tensors
-    from cudnn._graph.run.execute import Binding, token_bytes
+    from cudnn._graph.run.bindings import Binding, token_bytes
 
     q = TensorRecord(1, "Q", [2, 4, 64, 32], [8192, 32, 128, 1], "HALF", False, None, "sdpa 'a'", "Q",
                      ragged_offset_uid=7)

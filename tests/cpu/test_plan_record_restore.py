@@ -21,7 +21,8 @@ from cudnn._graph.build import pipeline as pipeline_module
 from cudnn._graph.build.pipeline import Lowered, Pipeline
 from cudnn._graph.records import plan_reuse as plan_store
 from cudnn._graph.records.plan_bytes import PlanRecord
-from cudnn._graph.run.execute import Binding, Runner
+from cudnn._graph.run.bindings import Binding
+from cudnn._graph.run.runner import Runner
 from cudnn._lib import release
 
 dt = cudnn.data_type

@@ -14,7 +14,7 @@ import pytest
 from cudnn._graph.model.node import Context
 from cudnn._graph.model.tensor import Tensor
 from cudnn._graph.plans.candidates import Filters
-from cudnn._graph.run.execute import Binding, ScratchSlot
+from cudnn._graph.run.bindings import Binding, ScratchSlot
 from cudnn._lib.cuda import PointerInfo
 from cudnn._lib.record import Record
 

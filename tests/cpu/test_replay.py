@@ -21,7 +21,7 @@ from fake_backend import sub_graph as fake_graph
 
 import cudnn
 from cudnn._graph.build.pipeline import all_tensors, assign_uids
-from cudnn._graph.run.execute import REPLAY_AFTER
+from cudnn._graph.run.runner import REPLAY_AFTER
 from cudnn.backend import replay
 
 _addresses = itertools.count(0x7D0000000000, 0x10000)

@@ -21,7 +21,7 @@ import cudnn
 from cudnn._graph.build import pipeline as pipeline_module
 from cudnn._graph.build.pipeline import Pipeline
 from cudnn._graph.model.lower import Lowering
-from cudnn._graph.run.execute import Runner
+from cudnn._graph.run.runner import Runner
 
 HALF, FLOAT, BF16 = cudnn.data_type.HALF, cudnn.data_type.FLOAT, cudnn.data_type.BFLOAT16
 DIMS, STRIDES = [1, 4, 8], [32, 8, 1]

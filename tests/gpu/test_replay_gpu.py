@@ -276,11 +276,11 @@ def test_autotune_never_times_a_capture(monkeypatch: pytest.MonkeyPatch, launche
     capture (host work of milliseconds, inside the CUDA events) falls outside them: every
     timed run is a replay."""
     from cudnn._graph.build import autotune as tuning
-    from cudnn._graph.run import execute
+    from cudnn._graph.run import runner as runner_module
 
     timing = [False]
     captured_while_timing: list[bool] = []
-    real_capture, real_median = execute.capture, tuning._Timer.median_ms
+    real_capture, real_median = runner_module.capture, tuning._Timer.median_ms
 
     def capture(*args: Any) -> Any:
         captured_while_timing.append(timing[0])
@@ -293,7 +293,7 @@ def test_autotune_never_times_a_capture(monkeypatch: pytest.MonkeyPatch, launche
         finally:
             timing[0] = False
 
-    monkeypatch.setattr(execute, "capture", capture)
+    monkeypatch.setattr(runner_module, "capture", capture)
     monkeypatch.setattr(tuning._Timer, "median_ms", median_ms)
     torch.manual_seed(4)
     x, w = nhwc(4, 32, 16, 16), nhwc(32, 32, 3, 3)

@@ -46,7 +46,7 @@ behind is replayed again within that many calls. ``set_execute_replay(True, alwa
 
 Launches of one graph run one after another even on two streams (CUDA orders them), where
 two executes of one pack could overlap; both would write the same buffers. The Runner decides
-which packs are captured (see `cudnn._graph.run.execute`); ``set_execute_replay(False)`` or
+which packs are captured (see `cudnn._graph.run.runner`); ``set_execute_replay(False)`` or
 ``CUDNN_PY_EXECUTE_REPLAY=0`` turns replays off.
 """
 

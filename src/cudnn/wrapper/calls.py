@@ -29,7 +29,8 @@ from typing import Any
 
 from .._graph.model.graph_errors import ExecutionInputError
 from .._graph.pygraph import pygraph
-from .._graph.run.execute import Entry, Runner
+from .._graph.run.packs import Entry
+from .._graph.run.runner import Runner
 from .._lib.enums import data_type
 from ..backend.handle import Handle, default_handle, set_stream
 from ..interop import tensors as interop
@@ -238,13 +239,13 @@ class Executor:
         entry = known.last
         if entry is None or out != known.last_out or workspace_at != known.last_workspace:
             ptrs = (*known.ptrs, out) if make is not None else (*known.ptrs, *out)
-            entry = runner.packs.by_binding.get((known.uids, ptrs, workspace_at))
+            entry = runner.prepared((known.uids, ptrs, workspace_at))
             if entry is None:  # outputs at new addresses (or a new stream): the Runner checks and packs
                 pack = dict(zip(known.uids, (*args, *ptrs[len(args):])))
                 workspace = self._workspace(s, known.frame, known.index) if self.allocate_workspace else None
                 runner.run(pack, workspace, handle)
                 workspace_at = self._workspace_at.get(s, 0)
-                entry = runner.packs.by_binding.get((known.uids, ptrs, workspace_at))
+                entry = runner.prepared((known.uids, ptrs, workspace_at))
                 if entry is None:  # a pack the Runner keys otherwise (graph constants): found again next call
                     return y
             known.last, known.last_out, known.last_workspace = entry, out, workspace_at

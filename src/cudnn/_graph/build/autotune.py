@@ -26,7 +26,8 @@ from ...backend.handle import get_stream
 from ...backend.replay import execute_replay
 from ..model.arguments import check_variant_pack
 from ..model.graph_errors import GraphError
-from ..run.execute import REPLAY_AFTER, workspace_capacity
+from ..run.bindings import workspace_capacity
+from ..run.runner import REPLAY_AFTER
 from .pipeline import DEFAULT_HEURISTICS
 from .plan_report import Progress
 

@@ -29,7 +29,8 @@ from ...backend import engine as eng
 from ...backend.descriptor import Descriptor
 from ...backend.handle import Handle, as_handle_ptr, default_handle, release_point
 from ..model.graph_errors import GraphStateError
-from ..run.execute import SCRATCH_ALIGNMENT, Binding, Runner, ScratchSlot, needed_bytes
+from ..run.bindings import SCRATCH_ALIGNMENT, Binding, ScratchSlot, needed_bytes
+from ..run.runner import Runner
 from ..model.expand import expand
 from ..plans.known_faults import guard_for
 from ..model.lower import Lowering

@@ -24,7 +24,7 @@ from ..model.graph_errors import GraphError, GraphNotSupportedError, Serializati
 from ..model.tensor import Tensor
 from ..plans import known_faults as guards
 from ..plans.candidates import Candidate
-from ..run.execute import Binding, ScratchSlot
+from ..run.bindings import Binding, ScratchSlot
 from .plan_bytes import PlanRecord, ScratchRecord, TensorRecord, device_identity, record_tensors
 
 # -- the plan cache ---------------------------------------------------------------------------
