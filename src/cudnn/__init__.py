@@ -2,17 +2,18 @@
 
 ``import cudnn`` needs neither a GPU nor libcudnn, and imports almost nothing: every public
 name below is looked up in the submodule that defines it the first time it is read (PEP 562
-``__getattr__``), so a program pays only for what it uses (``cudnn.data_type`` builds one
-enum, ``cudnn.pygraph`` imports the graph builder). The library is opened by the first call
+``__getattr__``, made from the table `_EXPORTS` by `cudnn._exports`), so a program pays only
+for what it uses (``cudnn.data_type`` builds one enum, ``cudnn.pygraph`` imports the graph
+builder). The library is opened by the first call
 that needs it. The names are the documented cuDNN Python API; ``dir(cudnn)`` lists them all.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._exports import lazy_exports
 from ._version import __version__
 
 if TYPE_CHECKING:
@@ -109,33 +110,9 @@ _EXPORTS: dict[str, str] = {
 # ``ops``, ``nn`` and ``experimental`` import torch, so only when first read.
 _SUBPACKAGES = ("_lib", "backend", "collect_env", "datatypes", "experimental", "graph_types", "interop", "nn", "nodes",
                 "ops", "sdpa", "torch", "wrapper")
-
-
-def __getattr__(name: str) -> Any:
-    """A public name or subpackage read for the first time: import its module, keep the value
-    here (later reads are plain lookups) and return it."""
-    if name in _SUBPACKAGES:
-        try:
-            return importlib.import_module(f".{name}", __name__)  # the import binds it here
-        except ModuleNotFoundError as exc:  # ops / nn without torch: absent as attributes (help, hasattr)
-            if exc.name != "torch":
-                raise
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}: cudnn.{name} needs PyTorch, "
-                                 "which is not installed") from exc
-    target = _EXPORTS.get(name)
-    if target is None:  # an official name cudnn-py does not provide says what it needs (`_unavailable`)
-        from ._unavailable import missing
-
-        raise missing(__name__, name)
-    module_name, _, attribute = target.partition(":")
-    value = getattr(importlib.import_module(module_name, __name__), attribute or name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """Every public name and subpackage, imported yet or not."""
-    return sorted({*globals(), *_EXPORTS, *_SUBPACKAGES})
+# Any other name: an official name cudnn-py does not provide says what it needs (`_unavailable`).
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=_SUBPACKAGES,
+                                    otherwise="._unavailable:missing")
 
 
 if os.environ.get("CUDNN_FRONTEND_LOG_INFO"):  # the official frontend's log switches (cudnn.log)

@@ -1,5 +1,6 @@
-"""`import cudnn` is cheap: it imports no submodule, no optional package and no library; every
-public name is imported on first use, and enums are built one by one when first read."""
+"""`import cudnn` is cheap: it imports two small modules of its own (the version and the lazy
+export table's mechanism), no optional package and no library; every public name is imported on
+first use, and enums are built one by one when first read."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def _libraries_mapped() -> str:
 def test_import_loads_no_submodule_optional_package_or_library() -> None:
     result = _fresh(f"import cudnn\nresult = {{'maps': {_libraries_mapped()}}}")
     new = result["new_modules"]
-    assert [m for m in new if m.startswith("cudnn")] == ["cudnn", "cudnn._version"]
+    assert [m for m in new if m.startswith("cudnn")] == ["cudnn", "cudnn._exports", "cudnn._version"]
     loaded_optional = [m for m in new if m.split(".")[0] in OPTIONAL]
     assert loaded_optional == []
     assert "ctypes" not in new  # nothing of the C boundary either
@@ -103,7 +104,7 @@ def test_subpackages_are_attributes_as_before() -> None:
 def test_dir_lists_public_names_before_they_are_imported() -> None:
     result = _fresh("import cudnn\nnames = dir(cudnn)\nresult = {'names': names}")
     assert set(cudnn.__all__) <= set(result["names"])  # type: ignore[arg-type]
-    assert [m for m in result["new_modules"] if m.startswith("cudnn")] == ["cudnn", "cudnn._version"]
+    assert [m for m in result["new_modules"] if m.startswith("cudnn")] == ["cudnn", "cudnn._exports", "cudnn._version"]
 
 
 def test_help_lists_the_public_names() -> None:
@@ -192,12 +193,14 @@ FIRST_GRAPH = (
 # families (and their nodes), autotuning, plan reports and records, introspection, pictures, JSON
 # and plan (de)serialization, and the standard modules only those use.
 LAZY_MODULES = (
-    "cudnn._graph.methods.norm_methods", "cudnn._graph.methods.attention_methods", "cudnn._graph.methods.lowp_methods", "cudnn._graph.methods.moe_methods",
-    "cudnn._graph.methods.gated_methods", "cudnn._graph.families.norm", "cudnn._graph.families.sdpa", "cudnn._graph.families.sdpa_fp8",
-    "cudnn._graph.families.block_scale", "cudnn._graph.families.moe", "cudnn._graph.families.gated", "cudnn._graph.model.sdpa_enums",
-    "cudnn._graph.model.api_enums", "cudnn._graph.text.graph_from_json", "cudnn._graph.build.autotune", "cudnn._graph.build.plan_report",
-    "cudnn._graph.plans.plan_configs", "cudnn._graph.text.inspection", "cudnn._graph.text.diagram", "cudnn._graph.records.serialize_args",
-    "statistics", "html", "difflib",
+    "cudnn._graph.methods.norm_methods", "cudnn._graph.methods.attention_methods",
+    "cudnn._graph.methods.lowp_methods", "cudnn._graph.methods.moe_methods",
+    "cudnn._graph.methods.gated_methods", "cudnn._graph.families.norm", "cudnn._graph.families.sdpa",
+    "cudnn._graph.families.sdpa_fp8", "cudnn._graph.families.block_scale", "cudnn._graph.families.moe",
+    "cudnn._graph.families.gated", "cudnn._graph.model.sdpa_enums", "cudnn._graph.model.api_enums",
+    "cudnn._graph.text.graph_from_json", "cudnn._graph.build.autotune", "cudnn._graph.build.plan_report",
+    "cudnn._graph.plans.plan_configs", "cudnn._graph.text.inspection", "cudnn._graph.text.diagram",
+    "cudnn._graph.records.serialize_args", "statistics", "html", "difflib",
 )
 
 

@@ -7,23 +7,8 @@ resolve on first use, so importing this package imports no torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._exports import lazy_exports
 
 __all__ = ["moe_grouped_matmul", "ops"]  # noqa: F822 - resolved by __getattr__
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ops":
-        return importlib.import_module(".ops", __name__)
-    if name == "moe_grouped_matmul":
-        value = importlib.import_module(".ops", __name__).moe_grouped_matmul
-        globals()[name] = value
-        return value
-    from .._unavailable import missing
-
-    raise missing(__name__, name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, {"moe_grouped_matmul": ".ops"}, submodules=("ops",),
+                                    otherwise="cudnn._unavailable:missing")

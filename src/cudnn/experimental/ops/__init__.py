@@ -7,30 +7,9 @@ The official's Blackwell-only ``swiglu_mlp`` is absent and says what it needs (`
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..._exports import lazy_exports
 
-_HOMES = {"moe_grouped_matmul": "cudnn.experimental.moe", "rms_norm": "cudnn.ops.norm",
-          "layer_norm": "cudnn.ops.norm"}
 __all__ = ["layer_norm", "moe_grouped_matmul", "rms_norm"]  # noqa: F822 - resolved by __getattr__
-
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        from ..._unavailable import missing
-
-        raise missing(__name__, name)
-    try:
-        module = importlib.import_module(home)
-    except ModuleNotFoundError as exc:
-        if exc.name != "torch":
-            raise
-        raise ImportError(f"{__name__}.{name} needs PyTorch, which is not installed") from exc
-    value = getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, {"moe_grouped_matmul": "cudnn.experimental.moe",
+                                               "rms_norm": "cudnn.ops.norm", "layer_norm": "cudnn.ops.norm"},
+                                    otherwise="cudnn._unavailable:missing", torch_error=ImportError)

@@ -7,27 +7,8 @@ op raises ImportError. The official's Blackwell-only ``swiglu_mlp``, ``situ_mlp`
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..._exports import lazy_exports
 
 __all__ = ["moe_grouped_matmul"]  # noqa: F822 - resolved by __getattr__
-
-
-def __getattr__(name: str) -> Any:
-    if name != "moe_grouped_matmul":
-        from ..._unavailable import missing
-
-        raise missing(__name__, name)
-    try:
-        module = importlib.import_module("cudnn.experimental.moe")
-    except ModuleNotFoundError as exc:
-        if exc.name != "torch":
-            raise
-        raise ImportError(f"{__name__}.{name} needs PyTorch, which is not installed") from exc
-    value = module.moe_grouped_matmul
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, {"moe_grouped_matmul": "cudnn.experimental.moe"},
+                                    otherwise="cudnn._unavailable:missing", torch_error=ImportError)
