@@ -320,3 +320,26 @@ def test_the_graph_builder_imports_nothing_by_the_package_name() -> None:
     )
     assert result["ops"] > 10
     assert [m for m in result["new_modules"] if m == "cudnn" or m.startswith("cudnn.")] == []
+
+
+def test_importing_every_module_starts_no_thread() -> None:
+    """Threads start where a call needs them (the handle made beside the graph layer's import by
+    ``cudnn.create_handle()`` and ``pygraph()``, plan builds, the plan cache's writer), never on
+    import: every module of cudnn that imports here leaves the interpreter with its main thread
+    alone."""
+    result = _fresh(
+        "import importlib, pkgutil, threading\n"
+        "import cudnn\n"
+        "imported = 0\n"
+        "for info in pkgutil.walk_packages(cudnn.__path__, 'cudnn.'):\n"
+        "    if info.name.endswith('__main__'):\n"
+        "        continue\n"
+        "    try:\n"
+        "        importlib.import_module(info.name)\n"
+        "        imported += 1\n"
+        "    except ModuleNotFoundError as exc:  # the torch-backed packages where torch is absent\n"
+        "        if exc.name != 'torch':\n"
+        "            raise\n"
+        "result = {'imported': imported, 'threads': [t.name for t in threading.enumerate()]}\n"
+    )
+    assert result["imported"] > 100 and result["threads"] == ["MainThread"]
