@@ -71,13 +71,20 @@ _graph_log = logging.getLogger("cudnn.graph")
 _VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
 
 
-class pygraph:  # the documented name
-    """A cuDNN operation graph under construction, and once built, runnable."""
+if TYPE_CHECKING:
+    # The op methods (conv_fprop, matmul, sdpa, ...) are bound by oplib.bind below, at import (the
+    # rarer families on first use); a type checker sees them declared with the same signatures.
+    from .methods.declared_core import CoreOpMethods
+    from .methods.declared_families import FamilyOpMethods
 
-    if TYPE_CHECKING:
-        # The op methods (conv_fprop, matmul, sdpa, ...) are bound by oplib.bind below, at
-        # import: to a type checker they are attributes of type Any.
-        def __getattr__(self, name: str) -> Any: ...
+    class _OpMethods(CoreOpMethods, FamilyOpMethods):
+        ...
+else:
+    _OpMethods = object
+
+
+class pygraph(_OpMethods):  # the documented name
+    """A cuDNN operation graph under construction, and once built, runnable."""
 
     def __init__(self, name: str = "test_graph", io_data_type: Any = NOT_SET, intermediate_data_type: Any = NOT_SET,
                  compute_data_type: Any = NOT_SET, handle: Handle | int | None = None,

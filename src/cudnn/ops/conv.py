@@ -12,7 +12,7 @@ output copied back, so the result has the input's layout either way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from . import _runtime as rt
 
 if TYPE_CHECKING:
+    from .._graph.model.tensor import Tensor
     from .._graph.pygraph import pygraph
 
 ACTS = ("none", "relu", "gelu", "silu")
@@ -88,8 +89,9 @@ def _nhwc(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous(memory_format=_NHWC)
 
 
-def _act_fwd(g: object, z: object, act: str) -> object:
-    return {"relu": g.relu, "gelu": g.gelu, "silu": g.swish}[act](z)  # type: ignore[attr-defined]
+def _act_fwd(g: pygraph, z: Tensor, act: str) -> Tensor:
+    fns: dict[str, Callable[[Tensor], Tensor]] = {"relu": g.relu, "gelu": g.gelu, "silu": g.swish}
+    return fns[act](z)
 
 
 def _run(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, stride: tuple[int, ...],
@@ -222,7 +224,9 @@ def _run_bwd(dy: torch.Tensor, x: torch.Tensor, w: torch.Tensor, saved: torch.Te
 def _build_dz(dev: int, key: tuple, dyn: torch.Tensor, sn: torch.Tensor, dz: torch.Tensor, act: str) -> rt.Built:
     def make(g: pygraph) -> dict:
         DY, S = rt.tensor_of(g, "dy", dyn), rt.tensor_of(g, "saved", sn)
-        fn = {"relu": g.relu_backward, "gelu": g.gelu_backward, "silu": g.swish_backward}[act]
+        fns: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+            "relu": g.relu_backward, "gelu": g.gelu_backward, "silu": g.swish_backward}
+        fn = fns[act]
         DZ = fn(DY, S).set_output(True).set_data_type(rt.CUDNN_DTYPE[dz.dtype]).set_stride(list(dz.stride()))
         return {"dy": DY, "saved": S, "dz": DZ}
 

@@ -1,0 +1,51 @@
+"""The typed public API: every op method of ``pygraph`` is declared for type checkers with its
+runtime signature (src/cudnn/_graph/methods/declared_*.py, written by
+tests/typing/op_declarations.py), the declarations are never imported at run time, and
+``cudnn/__init__.py`` declares every lazily exported name for a checker, from the module that
+``_EXPORTS`` names."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _declarations() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("op_declarations", ROOT / "tests" / "typing" / "op_declarations.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_op_declarations_are_those_of_the_runtime() -> None:
+    stale = [str(path.relative_to(ROOT)) for path, text in _declarations().render().items()
+             if not path.exists() or path.read_text() != text]
+    assert not stale, f"out of date (python tests/typing/op_declarations.py --write): {stale}"
+
+
+def test_every_op_method_is_declared_once() -> None:
+    from cudnn._graph.methods import method_table
+    from cudnn._graph.methods.declared_core import CoreOpMethods
+    from cudnn._graph.methods.declared_families import FamilyOpMethods
+
+    method_table.load_all()
+    core = {n for n in vars(CoreOpMethods) if not n.startswith("_")}
+    families = {n for n in vars(FamilyOpMethods) if not n.startswith("_")}
+    assert not core & families
+    assert core | families == set(method_table.OPS)
+
+
+def test_the_declarations_are_not_imported_at_run_time() -> None:
+    code = ("import sys, cudnn\n"
+            "g = cudnn.pygraph(device_property=None) if False else None\n"
+            "cudnn.pygraph; cudnn.Graph; cudnn.tensor\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cudnn._graph.methods.declared')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
