@@ -110,9 +110,102 @@ _EXPORTS: dict[str, str] = {
 # ``ops``, ``nn`` and ``experimental`` import torch, so only when first read.
 _SUBPACKAGES = ("_lib", "backend", "collect_env", "datatypes", "experimental", "graph_types", "interop", "nn", "nodes",
                 "ops", "sdpa", "torch", "wrapper")
+if TYPE_CHECKING:
+    # What a type checker sees of the names above (at run time each is imported on first read):
+    # the same objects, from the modules _EXPORTS names (tests/cpu/test_typed_api.py checks that).
+    from . import _lib as _lib
+    from . import backend as backend
+    from . import collect_env as collect_env
+    from . import datatypes as datatypes
+    from . import experimental as experimental
+    from . import graph_types as graph_types
+    from . import interop as interop
+    from . import nn as nn
+    from . import nodes as nodes
+    from . import ops as ops
+    from . import sdpa as sdpa
+    from . import torch as torch
+    from . import wrapper as wrapper
+    from ._graph.model.api_enums import moe_grouped_matmul_mode as moe_grouped_matmul_mode
+    from ._graph.model.api_enums import scalar_type as scalar_type
+    from ._graph.model.graph_errors import ExecutionInputError as ExecutionInputError
+    from ._graph.model.graph_errors import ExecutionInputWarning as ExecutionInputWarning
+    from ._graph.model.graph_errors import GraphError as GraphError
+    from ._graph.model.graph_errors import GraphNotImplementedError as GraphNotImplementedError
+    from ._graph.model.graph_errors import GraphNotSupportedError as GraphNotSupportedError
+    from ._graph.model.graph_errors import GraphStateError as GraphStateError
+    from ._graph.model.graph_errors import SerializationError as SerializationError
+    from ._graph.model.graph_errors import SerializationNotSupportedError as SerializationNotSupportedError
+    from ._graph.model.node import Node as Node
+    from ._graph.model.node_types import GraphContext as GraphContext
+    from ._graph.model.node_types import NodeType as NodeType
+    from ._graph.model.node_types import cuda_graph_retention as cuda_graph_retention
+    from ._graph.model.sdpa_enums import attention_implementation as attention_implementation
+    from ._graph.model.sdpa_enums import diagonal_alignment as diagonal_alignment
+    from ._graph.model.tensor import Tensor as Tensor
+    from ._graph.model.tensor import Tensor as tensor  # noqa: F401 - public through __all__ (_EXPORTS)
+    from ._graph.plans.threads import set_build_processes as set_build_processes
+    from ._graph.pygraph import pygraph as pygraph
+    from ._graph.records.plan_cache import plan_cache as plan_cache
+    from ._graph.run.checks import set_execute_checks as set_execute_checks
+    from ._lib.cuda import CudaError as CudaError
+    from ._lib.enums import behavior_note as behavior_note
+    from ._lib.enums import build_plan_policy as build_plan_policy
+    from ._lib.enums import convolution_mode as convolution_mode
+    from ._lib.enums import data_type as data_type
+    from ._lib.enums import heur_mode as heur_mode
+    from ._lib.enums import knob_type as knob_type
+    from ._lib.enums import layout_type as layout_type
+    from ._lib.enums import norm_forward_phase as norm_forward_phase
+    from ._lib.enums import norm_mode as norm_mode
+    from ._lib.enums import numerical_note as numerical_note
+    from ._lib.enums import padding_mode as padding_mode
+    from ._lib.enums import pointwise_mode as pointwise_mode
+    from ._lib.enums import reduction_mode as reduction_mode
+    from ._lib.enums import resample_mode as resample_mode
+    from ._lib.enums import reshape_mode as reshape_mode
+    from ._lib.enums import rng_distribution as rng_distribution
+    from ._lib.enums import tensor_reordering as tensor_reordering
+    from ._lib.errors import CudaUnavailableError as CudaUnavailableError
+    from ._lib.errors import CudnnBadParamError as CudnnBadParamError
+    from ._lib.errors import CudnnError as CudnnError
+    from ._lib.errors import CudnnExecutionError as CudnnExecutionError
+    from ._lib.errors import CudnnInitError as CudnnInitError
+    from ._lib.errors import CudnnInternalError as CudnnInternalError
+    from ._lib.errors import CudnnNotSupportedError as CudnnNotSupportedError
+    from ._lib.errors import DescriptorClosedError as DescriptorClosedError
+    from ._lib.errors import FeatureUnavailableError as FeatureUnavailableError
+    from ._lib.errors import LibraryNotFoundError as LibraryNotFoundError
+    from ._lib.errors import cudnnGraphNotSupportedError as cudnnGraphNotSupportedError
+    from ._lib.release import release_pending as release_pending
+    from .backend import Handle as Handle
+    from .backend import Handle as handle  # noqa: F401 - public through __all__ (_EXPORTS)
+    from .backend import destroy_handle as destroy_handle
+    from .backend import get_stream as get_stream
+    from .backend.deviceprop import create_device_properties as create_device_properties
+    from .backend.engine import KnobInfo as knob  # noqa: F401 - public through __all__ (_EXPORTS)
+    from .backend.kernel_cache import create_kernel_cache as create_kernel_cache
+    from .backend.replay import execute_replay as execute_replay
+    from .backend.replay import set_execute_replay as set_execute_replay
+    from .causal_conv1d import causal_conv1d_backward as causal_conv1d_backward
+    from .causal_conv1d import causal_conv1d_forward as causal_conv1d_forward
+    from .datatypes import is_windows as is_windows
+    from .datatypes import load_cudnn as load_cudnn
+    from .devices import DeviceInfo as DeviceInfo
+    from .devices import sdpa_capabilities as sdpa_capabilities
+    from .graph import graph as graph
+    from .graph import graph_cache as graph_cache
+    from .graph import jit as jit
+    from .interop.streams import set_stream as set_stream
+    from .log import set_log_level as set_log_level
+    from .sdpa.fwd.torch_op import sdpa as sdpa_torch  # noqa: F401 - public through __all__ (_EXPORTS)
+    from .wrapper import Graph as Graph
+
 # Any other name: an official name cudnn-py does not provide says what it needs (`_unavailable`).
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=_SUBPACKAGES,
-                                    otherwise="._unavailable:missing")
+# (Defined for the run time only: a type checker knows the names above and reports any other.)
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=_SUBPACKAGES,
+                                        otherwise="._unavailable:missing")
 
 
 if os.environ.get("CUDNN_FRONTEND_LOG_INFO"):  # the official frontend's log switches (cudnn.log)

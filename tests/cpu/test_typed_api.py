@@ -44,8 +44,43 @@ def test_every_op_method_is_declared_once() -> None:
 
 def test_the_declarations_are_not_imported_at_run_time() -> None:
     code = ("import sys, cudnn\n"
-            "g = cudnn.pygraph(device_property=None) if False else None\n"
-            "cudnn.pygraph; cudnn.Graph; cudnn.tensor\n"
+            "cudnn.pygraph, cudnn.Graph, cudnn.tensor, cudnn.data_type\n"
             "print(sorted(m for m in sys.modules if m.startswith('cudnn._graph.methods.declared')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _init_tree() -> ast.Module:
+    return ast.parse((ROOT / "src" / "cudnn" / "__init__.py").read_text())
+
+
+def _literal(tree: ast.Module, name: str) -> object:
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == name:
+            assert node.value is not None
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"cudnn/__init__.py has no {name}")
+
+
+def test_the_package_declares_every_lazy_name_for_a_type_checker() -> None:
+    """`import cudnn` imports the names of _EXPORTS on first read; the `if TYPE_CHECKING:` block
+    imports each from the module _EXPORTS names, under its name, and every subpackage."""
+    tree = _init_tree()
+    exports = _literal(tree, "_EXPORTS")
+    subpackages = _literal(tree, "_SUBPACKAGES")
+    assert isinstance(exports, dict) and isinstance(subpackages, tuple)
+    declared: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            for imp in node.body:
+                if isinstance(imp, ast.ImportFrom):
+                    module = "." * imp.level + (imp.module or "")
+                    for alias in imp.names:
+                        declared[alias.asname or alias.name] = (
+                            f"{module}{alias.name}" if module == "." else
+                            module if alias.name == (alias.asname or alias.name) else f"{module}:{alias.name}")
+    expected = {**exports, **{s: f".{s}" for s in subpackages}}
+    missing = {n: t for n, t in expected.items() if declared.get(n) != t}
+    assert not missing, f"not declared under TYPE_CHECKING as _EXPORTS says: {missing}"
