@@ -246,6 +246,7 @@ def demo(as_json: bool = False) -> int:
 
 def show(source: str, output: str | None, expand: bool) -> int:
     """Draw a printed graph: SVG or DOT by the output's suffix; DOT on stdout without -o."""
+    from ._graph.pygraph import pygraph
     from ._graph.text import diagram as picture
 
     try:
@@ -254,7 +255,7 @@ def show(source: str, output: str | None, expand: bool) -> int:
         print(f"show: cannot read {source}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     try:
-        pic = picture.from_json_text(text, expand)
+        pic = picture.from_json_text(text, pygraph, expand)
         if output is None:
             sys.stdout.write(pic.dot())
             return 0

@@ -29,6 +29,7 @@ import pytest
 from plan_stand_ins import FAILING, NOT_SUPPORTED, FakePlan, candidates, outcome
 
 import cudnn
+from cudnn._graph import plan_worker
 from cudnn._graph.build import workers
 from cudnn._graph.build.pipeline import Pipeline
 from cudnn._graph.plans import threads as parallel
@@ -328,7 +329,7 @@ def test_auto_starts_nothing_for_a_short_build(fake_plans: list[FakePlan], on_de
                                                                "failed")])
 def test_a_worker_answers_why_it_cannot_serve(request_line: str, says: str | None) -> None:
     answers = io.StringIO()
-    workers.serve(io.StringIO(request_line), answers)
+    plan_worker.serve(io.StringIO(request_line), answers)
     got = [json.loads(line) for line in answers.getvalue().splitlines()]
     if says is None:
         assert got == []  # no request: nothing to answer

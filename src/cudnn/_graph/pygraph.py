@@ -53,6 +53,7 @@ from .model.arguments import (
     optional,
 )
 from .model.graph_errors import GraphError, GraphNotImplementedError, GraphStateError
+from .model.graph_view import install_graph_class
 from .model.json_layout import compact, dumps
 from .model.node import Context, Node, row_major
 from .model.node_types import as_retention, cuda_graph_retention, effective_retention
@@ -996,4 +997,5 @@ def _plan_index(op: str, index: Any) -> int:
 
 # execute, the hot path, keeps Python's own error for a keyword it does not take (see `keywords`)
 keywords.name_unknown_keywords(pygraph, "pygraph", skip=("execute",))
+install_graph_class(pygraph)  # the class of the child graphs lower stages make (an SDPA score_mod's)
 oplib.bind(pygraph)  # the op methods of ops.py now; the other families' when first read (oplib.FAMILIES)

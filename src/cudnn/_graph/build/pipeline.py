@@ -28,17 +28,17 @@ from ..._lib.record import Record
 from ...backend import engine as eng
 from ...backend.descriptor import Descriptor
 from ...backend.handle import Handle, as_handle_ptr, default_handle, release_point
+from ..model.expand import expand
 from ..model.graph_errors import GraphStateError
+from ..model.lower import Lowering
+from ..model.tensor import filling
+from ..plans.candidates import Candidate, PlanSet
+from ..plans.known_faults import guard_for
 from ..run.bindings import SCRATCH_ALIGNMENT, Binding, ScratchSlot, needed_bytes
 from ..run.runner import Runner
-from ..model.expand import expand
-from ..plans.known_faults import guard_for
-from ..model.lower import Lowering
-from ..plans.candidates import Candidate, PlanSet
-from ..model.tensor import filling
 
 if TYPE_CHECKING:
-    from ..pygraph import pygraph
+    from ..model.graph_view import GraphView
     from ..model.node import Node
     from ..model.tensor import Tensor
 
@@ -77,6 +77,22 @@ def without_frontend_engines(modes: list[Any]) -> list[Any]:
     return kept
 
 
+def _no_kernel_cache(p: Pipeline) -> Descriptor | None:
+    return None
+
+
+# What gives a graph without a kernel cache of the user's one of its own: the plan cache, which
+# keeps a dynamic-shape graph's compiled kernels on disk, installs its maker when it is imported
+# (`records.plan_reuse`); until then, none.
+_own_kernel_cache: Callable[[Pipeline], Descriptor | None] = _no_kernel_cache
+
+
+def install_own_kernel_cache(maker: Callable[[Pipeline], Descriptor | None]) -> None:
+    """Have ``maker(pipeline)`` give the kernel cache of a pipeline whose graph has none (None: none)."""
+    global _own_kernel_cache
+    _own_kernel_cache = maker
+
+
 class Lowered(Record):
     """The validated graph as the backend sees it: primitive nodes, bindings and scratch.
     ``unused``: tensors of the user's nodes the expansion does not read; ``chosen``: the
@@ -98,8 +114,8 @@ class Pipeline:
     no longer used is released at once (its plans and descriptors with it), not at the next
     collection of reference cycles."""
 
-    def __init__(self, graph: pygraph, lowering: Any = None) -> None:
-        self.graph: pygraph = graph if isinstance(graph, weakref.ProxyTypes) else weakref.proxy(graph)
+    def __init__(self, graph: GraphView, lowering: Any = None) -> None:
+        self.graph: GraphView = graph if isinstance(graph, weakref.ProxyTypes) else weakref.proxy(graph)
         self.label = graph.label()
         self.lowering = lowering  # preferred lowering of composites that offer several; None: their default
         self._handle: Handle | None = None  # this thread's default handle, when the graph has none
@@ -273,9 +289,7 @@ class Pipeline:
             if self.graph.kernel_cache is not None:
                 plans.kernel_cache = self.graph.kernel_cache.descriptor_for(self.op_graph())
             else:  # dynamic shapes: a kernel cache of its own, that the plan cache keeps on disk
-                from ..records.plan_reuse import own_kernel_cache
-
-                plans.kernel_cache = own_kernel_cache(self)
+                plans.kernel_cache = _own_kernel_cache(self)
             self._plans = plans
         return self._plans
 
@@ -313,6 +327,7 @@ class Pipeline:
             setting = build_processes()
             if setting is not None:
                 def offload(todo: Sequence[Candidate]) -> Any:
+                    # an import down, here: only a build that asks for worker processes needs it
                     from . import workers as plan_workers
 
                     return plan_workers.pool(self, todo, setting)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ..._lib.enums import behavior_note, knob_type, numerical_note
 
 if TYPE_CHECKING:
-    from .pipeline import Pipeline
     from ..plans.candidates import Candidate
+    from .pipeline import Pipeline
 
 # The last autotuning table of each plan set (the pipeline's plans, weakly held).
 _TUNED: weakref.WeakKeyDictionary[Any, Sequence[Any]] = weakref.WeakKeyDictionary()

@@ -1,8 +1,8 @@
 """Execution plans finalized in worker processes, beside the threads of ``build_plans(ALL)``.
 
-Threads finalizing plans in one process wait on one another inside NVRTC (graph/parallel.py);
+Threads finalizing plans in one process wait on one another inside NVRTC (plans/threads.py);
 processes do not. A `Pool` is an `Offload` of the threads' build: it starts worker processes
-(``python -m cudnn._graph.build.workers``) that take plans from the same queue as the threads,
+(``python -m cudnn._graph.plan_worker``) that take plans from the same queue as the threads,
 one at a time, until none is left. Each worker
 
 - rebuilds the graph from its printed JSON on the same GPU,
@@ -18,7 +18,7 @@ names and order, the errors (raised here, by cuDNN) and the selection are those 
 this process. No worker outlives the build.
 
 Workers are started only when asked for, by ``cudnn.set_build_processes`` or
-``CUDNN_PY_BUILD_PROCESSES`` (`parallel.build_processes`): N starts N with the build; "auto" up
+``CUDNN_PY_BUILD_PROCESSES`` (`threads.build_processes`): N starts N with the build; "auto" up
 to one per core, joining a build that is still far from done after a couple of seconds, as many
 as the plans left and half the GPU's free memory allow; unset or 0, none. Each worker starts an
 interpreter and a CUDA context (about three seconds and a few hundred MB of GPU memory), which
@@ -45,20 +45,17 @@ import time
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..._lib.errors import CudnnError
-from ...backend import engine as eng
 from ...backend import plan as backend_plan
 from ..plans.threads import ENV as THREADS_ENV
 from ..plans.threads import PROCESSES_ENV as ENV
 from ..plans.threads import RETRY, Elsewhere, PlanQueue, WorkerSetting
-from .pipeline import Pipeline
-from ..plans.candidates import Candidate
 
 if TYPE_CHECKING:
     from ...backend.descriptor import Descriptor
-    from ..pygraph import pygraph
+    from ..model.graph_view import GraphView
+    from ..plans.candidates import Candidate
 
 START_S = 120.0  # a worker's allowance to start (interpreter, cudnn-py, CUDA context) and rebuild the graph
 PER_PLAN_S = 60.0  # and to finalize each plan it takes (a runtime-compiled kernel takes about a second)
@@ -67,8 +64,26 @@ WORKER_GPU_BYTES = 1 << 30  # "auto": a worker per this much of half the GPU's f
 POLL_S = 0.05  # how often the pool looks at its workers' deadlines and at the build's end
 EXIT_S = 5.0  # how long a worker whose output ended is given to exit before it is said to be running
 
+WORKER_MODULE = "cudnn._graph.plan_worker"  # what a worker process runs (python -m)
 
-def why_not(p: Pipeline, todo: Sequence[Candidate]) -> str | None:
+
+class Building(Protocol):
+    """What the pool reads of the pipeline whose plans it builds (`pipeline.Pipeline`)."""
+
+    label: str
+    lowering: Any
+
+    @property
+    def graph(self) -> GraphView: ...
+
+    def device(self) -> int: ...
+
+    def build_handle_ptr(self) -> int: ...
+
+    def identity(self) -> tuple[int, int, tuple[int, ...]]: ...
+
+
+def why_not(p: Building, todo: Sequence[Candidate]) -> str | None:
     """Why the candidates ``todo`` of ``p`` are not built in worker processes; None if they can be."""
     g = p.graph
     reasons = (
@@ -84,7 +99,7 @@ def why_not(p: Pipeline, todo: Sequence[Candidate]) -> str | None:
     return next((why for cond, why in reasons if cond), None)
 
 
-def identity(p: Pipeline) -> str:
+def identity(p: Building) -> str:
     """A digest of the backend graph ``p`` lowers to (`lowered_identity`) and its SM count."""
     return hashlib.sha256(repr((*p.identity(), p.graph.sm_count)).encode()).hexdigest()
 
@@ -103,7 +118,7 @@ def worker_env() -> dict[str, str]:
     return env
 
 
-def pool(p: Pipeline, todo: Sequence[Candidate], setting: WorkerSetting) -> Pool | None:
+def pool(p: Building, todo: Sequence[Candidate], setting: WorkerSetting) -> Pool | None:
     """The worker processes that may take ``todo``'s plans (indices into ``todo``), or None (logged) if
     the graph is built here alone."""
     reason = why_not(p, todo)
@@ -201,7 +216,7 @@ def exit_status(code: int) -> str:
 class Pool:
     """Worker processes that take plans of one build from its queue (an `Offload`)."""
 
-    def __init__(self, p: Pipeline, todo: Sequence[Candidate], setting: WorkerSetting) -> None:
+    def __init__(self, p: Building, todo: Sequence[Candidate], setting: WorkerSetting) -> None:
         self.pipeline, self.todo, self.setting = p, list(todo), setting
         self.label, self.device = p.label, p.device()
 
@@ -259,7 +274,7 @@ class Pool:
         log = tmp / f"{w}.log"
         try:
             with open(log, "wb") as err:
-                proc = subprocess.Popen([sys.executable, "-m", __name__], env=env, cwd=tmp, stdin=subprocess.PIPE,
+                proc = subprocess.Popen([sys.executable, "-m", WORKER_MODULE], env=env, cwd=tmp, stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=err, text=True, encoding="utf-8")
         except OSError as exc:  # no more processes, no executable: the rest is built here
             _log().warning("%s: could not start a plan-build worker (%s); its plans are built here", self.label, exc)
@@ -325,75 +340,3 @@ def _log() -> Any:
     from ...log import get_logger
 
     return get_logger("build")
-
-
-# -- the worker --------------------------------------------------------------------------------
-
-class Server:
-    """In a worker: the graph of the request, rebuilt; finalizes plans of it by engine and knobs."""
-
-    def __init__(self, request: dict[str, Any]) -> None:
-        from ..._lib import cuda
-        from ..pygraph import pygraph
-
-        cuda.set_device(int(request["device"]))
-        g: pygraph = pygraph()
-        g.deserialize(request["graph"])
-        g.validate()
-        self.graph, self.pipeline = g, Pipeline(g)
-        self.identity = identity(self.pipeline)
-
-    def build(self, engine_index: int, knobs: Sequence[tuple[int, int]]) -> str | None:
-        """cuDNN's JSON of the plan of engine ``engine_index`` with ``knobs``; None if it did not build."""
-        p = self.pipeline
-        c: Candidate | None = None
-        try:
-            e = eng.engine(p.op_graph(), int(engine_index), self.graph.sm_count, p.label)
-            try:
-                c = Candidate(eng.engine_config(e, {int(k): int(v) for k, v in knobs}, p.label), source="worker")
-            except BaseException:
-                e.close()
-                raise
-            return backend_plan.plan_json(c.build(p.build_handle_ptr(), p.label))
-        except CudnnError:
-            return None  # the caller builds it itself and raises or keeps cuDNN's error there
-        finally:
-            if c is not None:
-                if c.plan is not None:
-                    c.plan.close()
-                assert c.config is not None
-                c.config.close()
-
-
-def serve(requests: IO[str], answers: IO[str]) -> None:
-    """A worker's loop: the graph request, then a plan per item line, until its input ends."""
-
-    def answer(message: Any) -> None:
-        answers.write(json.dumps(message) + "\n")
-        answers.flush()
-
-    line = requests.readline()
-    if not line:
-        return
-    try:
-        server = Server(json.loads(line))
-    except Exception as exc:  # noqa: BLE001 - reported to the caller, which builds the plans itself
-        answer({"failed": f"{type(exc).__name__}: {exc}"})
-        return
-    answer({"identity": server.identity})
-    for line in requests:
-        engine_index, knobs = json.loads(line)["item"]
-        answer({"plan": server.build(engine_index, knobs)})
-
-
-def main() -> int:
-    """``python -m cudnn._graph.build.workers``: serve requests on stdin, answers on stdout. What
-    else the process prints (cuDNN's or CUDA's messages) goes to stderr, not among the answers."""
-    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    serve(sys.stdin, answers)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -17,8 +17,10 @@ from typing import Any
 from ..._lib.enums import data_type, reduction_mode
 from ..model.expand import Expander, attrs_of, inferred
 from ..model.graph_errors import GraphError
+from ..model.graph_view import new_graph
 from ..model.node import Context, Node, row_major
 from ..model.sdpa_enums import diagonal_alignment
+from ..model.shared_tensors import SharedTensors
 from ..model.tensor import NOT_SET, Tensor, filling
 from .matmul import Matmul
 from .pointwise import TABLE, Pointwise
@@ -196,10 +198,7 @@ def apply_score_mod(node: Node, fn: Callable[..., Any], arg: str, score: Tensor,
     the child's nodes (inferred, names prefixed with the attention node's). The child's nodes
     join the attention node's graph, and so do the tensors they use (the graph's own, or its
     copies of tensors another graph is home to): they bind at that graph's execute."""
-    from ..model.shared_tensors import SharedTensors
-    from ..pygraph import pygraph
-
-    child = pygraph(f"{node.name}::{arg}", ctx.io_data_type, ctx.intermediate_data_type, ctx.compute_data_type)
+    child = new_graph(f"{node.name}::{arg}", ctx)
     sharing = SharedTensors.of(node)
     if sharing is not None:
         child.shared = sharing.joined()

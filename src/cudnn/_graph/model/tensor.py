@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..._lib.enums import data_type, tensor_reordering
-from .api_enums import scalar_type
 from .arguments import as_bool, as_int, as_int_list
 from .graph_errors import GraphNotImplementedError
 from .json_layout import compact
@@ -456,6 +455,8 @@ class Tensor:
     def scalar_type(self) -> Any:
         """How a scalar carries its value (``cudnn.scalar_type``): COMPILE_TIME_CONST for one baked
         into the graph, RUNTIME_PARAM for another by-value constant; None for other tensors."""
+        from .api_enums import scalar_type  # an import down, here: a first graph does without the API enums
+
         if self._compile_time_constant:
             return scalar_type.COMPILE_TIME_CONST
         return scalar_type.RUNTIME_PARAM if self._value is not None else None

@@ -18,7 +18,7 @@ from ...backend import kernel_cache as kc
 from ...backend import plan as backend_plan
 from ...backend.descriptor import Descriptor
 from ...backend.handle import Handle, as_handle_ptr
-from ..build.pipeline import Lowered, Pipeline
+from ..build.pipeline import Lowered, Pipeline, install_own_kernel_cache
 from ..model.arguments import check_handle_type, check_variant_pack
 from ..model.graph_errors import GraphError, GraphNotSupportedError, SerializationError
 from ..model.tensor import Tensor
@@ -183,6 +183,9 @@ def own_kernel_cache(p: Pipeline) -> Descriptor | None:
             or loader.report().version < kc.SERIALIZE_SINCE):
         return None
     return kc.descriptor_for_graph(p.op_graph(), f"{p.label}: kernel cache")
+
+
+install_own_kernel_cache(own_kernel_cache)
 
 
 def stored_kernels(p: Pipeline, key: str) -> Descriptor | None:

@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Any
 from ..._lib.enums import behavior_note
 from ..model.arguments import as_bool
 from ..model.graph_errors import SerializationNotSupportedError
+from ..text.graph_from_json import rebuild
+from . import plan_reuse as plan_store
 from .plan_bytes import PlanRecord
 
 if TYPE_CHECKING:
     from ..build.pipeline import Pipeline
-    from ..pygraph import pygraph
+    from ..model.graph_view import GraphView
 
 
 def serialize(p: Pipeline, as_bytes: bool, include_kernels: bool) -> list[int] | bytes:
     """The selected plan's record, marked with what ``enforce_precompiled`` checks."""
-    from . import plan_reuse as plan_store
-
     as_bytes = as_bool(as_bytes, "serialize", "as_bytes")
     include_kernels = as_bool(include_kernels, "serialize", "include_kernels")
     cand = p.plans().require_selected()
@@ -36,8 +36,6 @@ def serialize(p: Pipeline, as_bytes: bool, include_kernels: bool) -> list[int] |
 def deserialize(p: Pipeline, data: Any, enforce_precompiled: bool) -> Pipeline:
     """Restore a plan record (into ``p``, or the pipeline of the lowering it was built with);
     with ``enforce_precompiled`` refuse one that needs compiling."""
-    from . import plan_reuse as plan_store
-
     if not isinstance(data, (bytes, bytearray, str, list, tuple)):
         raise TypeError(f"deserialize: pyobj: expected the bytes or list of ints that serialize() returns, "
                         f"or a graph's JSON str; got {type(data).__name__}")
@@ -67,7 +65,6 @@ def is_graph_json(text: str) -> bool:
     return isinstance(raw, dict) and "nodes" in raw and "format" not in raw
 
 
-def graph_from_json(graph: pygraph, text: str) -> None:
-    from ..text.graph_from_json import rebuild
-
+def graph_from_json(graph: GraphView, text: str) -> None:
+    """Fill the empty ``graph`` with the graph printed as ``text`` (`text.graph_from_json`)."""
     rebuild(graph, json.loads(text))

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape, quoteattr
 
+from ..._lib import loader
+from ..model.expand import expand as expand_nodes
 from ..model.graph_errors import GraphError
+from ..model.node import Node
 
 if TYPE_CHECKING:
-    from ..model.node import Node
+    from ..model.graph_view import GraphView
     from ..model.tensor import Tensor
-    from ..pygraph import pygraph
 
 # Tags of nodes drawn as composites when only the printed JSON is known (a live graph asks
 # the node class whether it has an expansion).
@@ -174,7 +176,7 @@ def build(doc: Mapping[str, Any], composite: set[str] | None = None,
     return pic
 
 
-def from_graph(graph: pygraph, expand: bool = False) -> Picture:
+def from_graph(graph: GraphView, expand: bool = False) -> Picture:
     """The picture of a live graph; with ``expand`` composites are drawn as the primitive
     nodes the expansion builds (the graph is validated and libcudnn loaded for its version)."""
     if not expand:
@@ -188,9 +190,6 @@ def from_graph(graph: pygraph, expand: bool = False) -> Picture:
         pic = build(graph.to_json(), {n.name for n in graph.nodes if _has_expansion(n)})
         pic.note = note
         return pic
-    from ..._lib import loader
-    from ..model.expand import expand as expand_nodes
-
     graph.validate()
     version = loader.report().version
     doc = graph.to_json()
@@ -212,9 +211,7 @@ def from_graph(graph: pygraph, expand: bool = False) -> Picture:
 
 
 def _has_expansion(node: Node) -> bool:
-    from ..model.node import Node as Base
-
-    return type(node).expand is not Base.expand
+    return type(node).expand is not Node.expand
 
 
 def _part_doc(node: Node, tensors: dict[str, Any]) -> dict[str, Any]:
@@ -234,16 +231,15 @@ def _part_doc(node: Node, tensors: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def from_json_text(text: str, expand: bool = False) -> Picture:
-    """The picture of a printed graph (``str(graph)``): rebuilt as a graph where cudnn-py can
-    rebuild it (needed for ``expand``), else drawn as printed, saying so."""
-    from ..pygraph import pygraph
-
+def from_json_text(text: str, new_graph: Callable[[], Any], expand: bool = False) -> Picture:
+    """The picture of a printed graph (``str(graph)``): rebuilt where cudnn-py can rebuild it
+    (needed for ``expand``) into ``new_graph()`` (an empty ``pygraph``, which the caller
+    names), else drawn as printed, saying so."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise GraphError(f"picture: not a graph's JSON (what str(graph) prints): {exc}") from None
-    g = pygraph()
+    g = new_graph()
     try:
         g.deserialize(text)
     except (ValueError, TypeError, KeyError) as exc:  # GraphError and SerializationError are ValueErrors

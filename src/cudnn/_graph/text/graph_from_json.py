@@ -19,7 +19,7 @@ from ..model.graph_errors import SerializationError, SerializationNotSupportedEr
 from ..model.tensor import NOT_SET, Tensor, constant
 
 if TYPE_CHECKING:
-    from ..pygraph import pygraph
+    from ..model.graph_view import GraphView
 
 Rebuilder = Callable[["Build", dict[str, Any]], None]
 REBUILDERS: dict[str, Rebuilder] = {}
@@ -33,7 +33,7 @@ def register(tag: str) -> Callable[[Rebuilder], Rebuilder]:
     return add
 
 
-def rebuild(graph: pygraph, doc: Any) -> None:
+def rebuild(graph: GraphView, doc: Any) -> None:
     """Fill the empty ``graph`` with the nodes and tensors of ``doc`` (a parsed graph JSON)."""
     if graph.nodes:
         raise SerializationError(f"deserialize: {graph.label()} already has {len(graph.nodes)} nodes; a graph's "
@@ -57,8 +57,10 @@ def rebuild(graph: pygraph, doc: Any) -> None:
 class Build:
     """One rebuild: the graph, the printed tensors, and the tensors made so far (by name)."""
 
-    def __init__(self, graph: pygraph, tensors: dict[str, Any]) -> None:
-        self.graph = graph
+    def __init__(self, graph: GraphView, tensors: dict[str, Any]) -> None:
+        # Any: the rebuilders call the graph's op methods (the public API, above this stage)
+        # with arguments read from the JSON, checked by the methods themselves
+        self.graph: Any = graph
         self.printed = tensors
         self.made: dict[str, Tensor] = {}
         self.where = "deserialize"
