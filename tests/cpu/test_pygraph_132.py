@@ -194,7 +194,7 @@ def test_a_pinned_plan_that_fails_raises_rather_than_running_another() -> None:
 
 
 def test_create_execution_plan_chains(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cudnn._graph import pygraph as graph_module
+    from cudnn._graph.facade import plan_queries as graph_module  # where pygraph's plan methods are
 
     g, _, _ = relu_graph()
     monkeypatch.setattr(cudnn.pygraph, "_engine", lambda self, engine_id: "ENGINE")
@@ -207,7 +207,7 @@ def test_create_execution_plan_chains(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_knobs_are_read_once_and_a_refused_config_releases_its_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cudnn._graph import pygraph as graph_module
+    from cudnn._graph.facade import plan_queries as graph_module  # where pygraph's plan methods are
     from cudnn.backend.engine import KnobInfo
 
     g, _, _ = relu_graph()

@@ -11,23 +11,17 @@ introspection, pictures, serialization) is imported by the method that uses it.
 from __future__ import annotations
 
 import logging
-import operator
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._lib import loader
 from .._lib.enums import (
-    behavior_note,
     build_plan_policy,
     heur_mode,
-    knob_type,
-    numerical_note,
     tensor_reordering,
 )
-from .._lib.errors import FeatureUnavailableError, cudnnGraphNotSupportedError, version_string
-from .._version import __version__
-from ..backend import engine as eng
+from .._lib.errors import FeatureUnavailableError, cudnnGraphNotSupportedError
 from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr, prefetch_default_handle
 from .build.pipeline import (
@@ -36,9 +30,10 @@ from .build.pipeline import (
     Pipeline,
     all_tensors,
     as_heur_modes,
-    structure_key,
 )
-from .methods import core_methods as ops
+from .facade.graph_text import GraphText
+from .facade.plan_queries import PlanQueries, plan_index
+from .methods import core_methods  # noqa: F401 - registers the core op methods in oplib (bound below)
 from .methods import method_table as oplib
 from .model import keywords
 from .model import tensor_names as hygiene
@@ -53,23 +48,17 @@ from .model.arguments import (
     optional,
 )
 from .model.graph_errors import GraphError, GraphNotImplementedError, GraphStateError
-from .model.graph_view import install_graph_class
-from .model.json_layout import compact, dumps
+from .model.json_layout import compact
 from .model.node import Context, Node, row_major
-from .model.node_types import as_retention, cuda_graph_retention, effective_retention
+from .model.node_types import as_retention
 from .model.shared_tensors import SharedTensors
 from .model.tensor import NOT_SET, Tensor, as_data_type, constant, filling
-from .plans.candidates import candidate_from_config, notes_of
-from .records import plan_reuse as plan_store  # noqa: F401 - ops registers its methods in oplib
+from .records import plan_reuse as plan_store
 
 if TYPE_CHECKING:
     from .build.autotune import TuneReport
-    from .build.plan_report import PlanReport
-    from .plans.plan_configs import PlanEntry
 
 _graph_log = logging.getLogger("cudnn.graph")
-
-_VERSION_INT = int("".join(f"{int(p):02d}" for p in __version__.split(".")[:3]))
 
 
 if TYPE_CHECKING:
@@ -84,7 +73,7 @@ else:
     _OpMethods = object
 
 
-class pygraph(_OpMethods):  # the documented name
+class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
     """A cuDNN operation graph under construction, and once built, runnable."""
 
     def __init__(self, name: str = "test_graph", io_data_type: Any = NOT_SET, intermediate_data_type: Any = NOT_SET,
@@ -456,7 +445,7 @@ class pygraph(_OpMethods):  # the documented name
                               override_strides: Sequence[Sequence[int]] | None = None, *, tensor_dict: Any = None,
                               tensor_uids: Sequence[int] | None = None) -> None:
         """Run candidate plan ``index`` (built on first use); arguments as for ``execute``."""
-        index = _plan_index("execute_plan_at_index", index)
+        index = plan_index("execute_plan_at_index", index)
         tensor_to_device_buffer = self._call_pack("execute_plan_at_index", tensor_to_device_buffer, tensor_dict,
                                                   tensor_uids)
         self._check_overrides("execute_plan_at_index", override_uids, override_shapes, override_strides)
@@ -532,223 +521,6 @@ class pygraph(_OpMethods):  # the documented name
     def runner(self) -> Any:
         """The Runner of the selected plan: what ``execute`` calls (for wrappers that keep it)."""
         return self._pipeline.current_runner()
-
-    # -- plans: queries and filters ----------------------------------------------------------
-
-    def get_engine_count(self) -> int:
-        """How many engines cuDNN has for this operation graph (engine ids 0..count-1)."""
-        return eng.engine_count(self._op_graph())
-
-    def get_execution_plan_count(self) -> int:
-        """How many candidate plans the heuristics offered and the filters kept (0 before create_execution_plans)."""
-        return len(self._pipeline.plans().candidates) if self._pipeline.has_plans() else 0
-
-    def build_plan_at_index(self, index: int) -> pygraph:
-        """Finalize candidate plan ``index`` (compiling its kernels if its engine does so) and, as
-        in 1.32, select it: get_workspace_size() and execute() then use it. Errors are raised."""
-        index = _plan_index("build_plan_at_index", index)
-        cand = self._plans_for("build_plan_at_index").at(index)
-        self._pipeline.build_candidate(cand)
-        self._pipeline.select(cand)
-        return self
-
-    def _plans_for(self, op: str) -> Any:
-        """The plan set, or GraphStateError saying which call makes it."""
-        if not self._pipeline.has_plans():
-            raise GraphStateError(f"{self.label()}: {op}() needs the candidate plans: call "
-                                  "create_execution_plans([...]) (after build_operation_graph()) or build() first")
-        return self._pipeline.plans()
-
-    # -- plans: 1.32's introspection -------------------------------------------------------------
-
-    def select_plan(self, index: int) -> pygraph:
-        """Pin candidate plan ``index`` (of ``plans``): execute runs it (built on first use), and
-        build_plans() / build() build it rather than the first that builds, raising if it fails."""
-        index = _plan_index("select_plan", index)
-        cand = self._plans_for("select_plan").at(index)
-        self._pipeline.select(cand)
-        self._pinned = cand
-        return self
-
-    @property
-    def plans(self) -> list[PlanEntry]:
-        """The candidate plans, in the order the plan-index methods number them: each a
-        ``PlanEntry`` (engine_id, knobs, cpp_index, mode); [] before create_execution_plans."""
-        if not self._pipeline.has_plans():
-            return []
-        from .plans import plan_configs as plan_entries
-
-        return plan_entries.entries(self._pipeline.plans().candidates)
-
-    @property
-    def selected_engine(self) -> None:
-        """1.32: the official's Python engine serving the selected plan, None where the cuDNN
-        backend serves it. Every plan of cudnn-py is a cuDNN backend plan: always None."""
-        return None
-
-    def backend_plan_entries(self) -> list[PlanEntry]:
-        """The cuDNN backend's ranked plans (``plans``: in cudnn-py every plan is the backend's);
-        [] when the heuristics offered none for this graph."""
-        from .plans import plan_configs as plan_entries
-
-        return plan_entries.entries(self._plans_for("backend_plan_entries").candidates)
-
-    def get_engine_and_knobs_at_index(self, index: int) -> tuple[int, dict[knob_type, int]]:
-        """Candidate plan ``index``'s (engine global index, {cudnn.knob_type: value}): what
-        ``create_execution_plan(engine_id, knobs)`` rebuilds."""
-        from .plans import plan_configs as plan_entries
-
-        index = _plan_index("get_engine_and_knobs_at_index", index)
-        entry = plan_entries.entry(self._plans_for("get_engine_and_knobs_at_index").at(index), index)
-        if entry.engine_id < 0:
-            raise GraphStateError(f"{self.label()}: plan {index} was restored from the plan cache or serialized "
-                                  "data and has no engine config to report; call create_execution_plans([...])")
-        return entry.engine_id, dict(entry.knobs)
-
-    def get_cuda_graph_retention(self) -> cuda_graph_retention:
-        """The CUDA graph retention mode in effect: ``cuda_graph_retention=`` as given, else the
-        CUDNN_CUDA_GRAPH_RETENTION environment variable ("per_graph" or "none"), else PER_GRAPH."""
-        return effective_retention(self.cuda_graph_retention)
-
-    def get_plan_name_at_index(self, index: int) -> str:
-        """Candidate plan ``index``'s name: engine index and knob choices, e.g. ``'eng12_k2=3'``."""
-        index = _plan_index("get_plan_name_at_index", index)
-        return self._pipeline.plans().at(index).name
-
-    def get_workspace_size_plan_at_index(self, index: int, handle: Any = None,
-                                         override_uids: Sequence[int] | None = None,
-                                         override_shapes: Sequence[Sequence[int]] | None = None,
-                                         override_strides: Sequence[Sequence[int]] | None = None) -> int:
-        """Bytes of workspace candidate plan ``index`` needs (built on first use)."""
-        index = _plan_index("get_workspace_size_plan_at_index", index)
-        self._check_handle("get_workspace_size_plan_at_index", handle)
-        self._check_overrides("get_workspace_size_plan_at_index", override_uids, override_shapes, override_strides)
-        cand = self._pipeline.plans().at(index)
-        self._pipeline.build_candidate(cand)
-        return self._pipeline.workspace_size(cand)
-
-    def get_workspace_size(self, handle: Any = None, override_uids: Sequence[int] | None = None,
-                           override_shapes: Sequence[Sequence[int]] | None = None,
-                           override_strides: Sequence[Sequence[int]] | None = None) -> int:
-        """Bytes of workspace the selected plan needs (with scratch composite nodes use)."""
-        if handle is not None or override_uids is not None or override_shapes is not None \
-                or override_strides is not None:
-            self._check_handle("get_workspace_size", handle)
-            self._check_overrides("get_workspace_size", override_uids, override_shapes, override_strides)
-        return self._pipeline.workspace_size()
-
-    @staticmethod
-    def _check_handle(op: str, handle: Any) -> None:
-        """A handle given where the size does not depend on it: checked, not used."""
-        if handle is not None:
-            try:
-                as_handle_ptr(handle)
-            except (TypeError, ValueError) as exc:
-                raise TypeError(f"{op}: handle: {exc}") from None
-
-    def get_behavior_notes(self) -> list[behavior_note]:
-        """Behavior notes of the selected plan's engine (of the first candidate before one is selected)."""
-        plans = self._pipeline.plans()
-        cand = plans.selected or plans.at(0)
-        return [behavior_note(int(n)) for n in cand.behavior_notes]
-
-    def get_behavior_notes_for_plan_at_index(self, index: int) -> list[behavior_note]:
-        """Behavior notes of candidate plan ``index``'s engine."""
-        index = _plan_index("get_behavior_notes_for_plan_at_index", index)
-        return [behavior_note(int(n)) for n in self._pipeline.plans().at(index).behavior_notes]
-
-    def get_numerical_notes_for_plan_at_index(self, index: int) -> list[numerical_note]:
-        """Numerical notes of candidate plan ``index``'s engine."""
-        index = _plan_index("get_numerical_notes_for_plan_at_index", index)
-        return [numerical_note(int(n)) for n in self._pipeline.plans().at(index).numerical_notes]
-
-    def select_numeric_notes(self, notes: Iterable[numerical_note]) -> pygraph:
-        """Keep only candidates whose engines have every one of ``notes``."""
-        wanted = notes_of(notes, numerical_note, "select_numeric_notes")
-        self._plans_for("select_numeric_notes").filters.numeric_select |= wanted
-        return self
-
-    def deselect_numeric_notes(self, notes: Iterable[numerical_note]) -> pygraph:
-        """Drop candidates whose engines have any of ``notes``."""
-        wanted = notes_of(notes, numerical_note, "deselect_numeric_notes")
-        self._plans_for("deselect_numeric_notes").filters.numeric_deselect |= wanted
-        return self
-
-    def select_behavior_notes(self, notes: Iterable[behavior_note]) -> pygraph:
-        """Keep only candidates whose engines have every one of ``notes``."""
-        wanted = notes_of(notes, behavior_note, "select_behavior_notes")
-        self._plans_for("select_behavior_notes").filters.behavior_select |= wanted
-        return self
-
-    def deselect_behavior_notes(self, notes: Iterable[behavior_note]) -> pygraph:
-        """Drop candidates whose engines have any of ``notes``."""
-        wanted = notes_of(notes, behavior_note, "deselect_behavior_notes")
-        self._plans_for("deselect_behavior_notes").filters.behavior_deselect |= wanted
-        return self
-
-    def deselect_engines(self, engine_names: Iterable[str]) -> pygraph:
-        """Drop candidates by name: ``'eng12'`` (every knob choice) or a full plan name."""
-        names = [engine_names] if isinstance(engine_names, str) else list(engine_names)
-        self._plans_for("deselect_engines").filters.engines_deselect |= {str(n) for n in names}
-        return self
-
-    def deselect_workspace_greater_than(self, workspace_limit: int) -> pygraph:
-        """Drop candidates that need more than ``workspace_limit`` bytes of workspace."""
-        if int(workspace_limit) < 0:
-            raise GraphError(f"deselect_workspace_greater_than: expected a size >= 0, got {workspace_limit}")
-        self._plans_for("deselect_workspace_greater_than").filters.max_workspace = int(workspace_limit)
-        return self
-
-    def get_knobs_for_engine(self, engine_id: int) -> list[eng.KnobInfo]:
-        """The tunable knobs of engine ``engine_id`` (``cudnn.knob``: type, bounds, stride)."""
-        _check_engine_id(engine_id, "get_knobs_for_engine")
-
-        def read() -> list[eng.KnobInfo]:
-            e = self._engine(engine_id)
-            try:
-                return eng.knob_infos(e)
-            finally:
-                e.close()
-
-        return self._pipeline.engine_knobs(engine_id, read)
-
-    def create_execution_plan(self, engine_id: int, knobs: Mapping[knob_type | int, int] | None = None) -> pygraph:
-        """Append a hand-picked engine config (engine global index and knob values, as
-        ``get_engine_and_knobs_at_index`` reports them) after the ranked candidates, as 1.32 does:
-        it is neither built nor selected; ``get_execution_plan_count() - 1`` is its index for
-        ``build_plan_at_index`` and ``execute_plan_at_index``, and ``build_plans`` reaches it in
-        turn (every one with ``ALL``, in parallel)."""
-        _check_engine_id(engine_id, "create_execution_plan")
-        if knobs is not None and not isinstance(knobs, Mapping):
-            raise TypeError(f"create_execution_plan: knobs: expected a dict of cudnn.knob_type -> int, got {knobs!r}")
-        knobs = dict(knobs or {})
-        e = self._engine(engine_id)
-        try:
-            infos = {int(k.type): k for k in self._pipeline.engine_knobs(engine_id, lambda: eng.knob_infos(e))}
-            for knob, value in knobs.items():
-                info = infos.get(int(knob))
-                name = getattr(knob, "name", knob)
-                if info is None:
-                    raise GraphError(f"create_execution_plan: engine {engine_id} has no knob {name}; "
-                                     f"it has {[getattr(k.type, 'name', k.type) for k in infos.values()]}")
-                if not info.allows(int(value)):
-                    raise GraphError(f"create_execution_plan: knob {name}={value} is outside {info.minimum}.."
-                                     f"{info.maximum} step {info.stride} for engine {engine_id}")
-            cfg = eng.engine_config(e, {int(k): int(v) for k, v in knobs.items()}, self.label())
-        except BaseException:
-            e.close()
-            raise
-        self._pipeline.add_manual(candidate_from_config(cfg, "manual"))
-        return self
-
-    def _engine(self, engine_id: int) -> Any:
-        _check_engine_id(engine_id)
-        count = self.get_engine_count()
-        if not 0 <= engine_id < count:
-            raise GraphError(f"engine id {engine_id!r} is out of range: this graph has {count} engines "
-                             "(get_engine_count())")
-        return eng.engine(self._op_graph(), engine_id, self.sm_count, self.label(),
-                          self._pipeline.device_property())
 
     # -- autotuning, serialization, CUDA graphs ------------------------------------------------
 
@@ -831,132 +603,6 @@ class pygraph(_OpMethods):  # the documented name
         """Point a CUDA graph populated by this plan at new buffers."""
         plan_store.cuda_graph_call(self._pipeline, handle, variant_pack, workspace, cuda_graph, update=True)
 
-    # -- introspection ----------------------------------------------------------------------
-
-    @property
-    def tensors(self) -> dict[str, Tensor]:
-        """The graph's tensors by name (a copy); a name several tensors share is left out
-        (``find_tensor`` by uid finds those)."""
-        from .text import inspection as introspect
-
-        return introspect.by_name(self._nodes)[0]
-
-    def find_tensor(self, name_or_uid: str | int) -> Tensor | None:
-        """The tensor named ``name_or_uid`` (a str) or with that uid (an int; uids are assigned at
-        build unless given); None if no tensor has it. A name several tensors share raises ValueError."""
-        from .text import inspection as introspect
-
-        return introspect.find_tensor(self._nodes, name_or_uid)
-
-    def get_node(self, name: str) -> Node | None:
-        """The node called ``name``, or None."""
-        return next((n for n in self._nodes if n.name == name), None)
-
-    def get_inputs(self) -> list[Tensor]:
-        """The tensors execute binds that no node produces (graph inputs), in node order."""
-        from .text import inspection as introspect
-
-        return introspect.inputs(self._nodes)
-
-    def get_outputs(self) -> list[Tensor]:
-        """The non-virtual tensors nodes produce (graph outputs), in node order."""
-        from .text import inspection as introspect
-
-        return introspect.outputs(self._nodes)
-
-    def inspect(self) -> dict[str, Any]:
-        """The graph's structure as a dict: context, nodes (name, type, inputs, outputs, params)
-        and tensors by name (dim, stride, dtype, is_virtual, uid)."""
-        from .text import inspection as introspect
-
-        return introspect.inspect(self)
-
-    def label(self) -> str:
-        """'graph 'name'' (or 'graph'): how messages name this graph."""
-        return f"graph {self.name!r}" if self.name else "graph"
-
-    def query_tensor_attributes_of_uid(self, uid: int) -> Tensor:
-        """The tensor of this graph with ``uid`` (GraphError if none)."""
-        tensors = all_tensors(self._nodes) + [b.tensor for b in self._pipeline.bindings()] \
-            if self._pipeline.has_plans() else all_tensors(self._nodes)
-        for t in tensors:
-            if t.has_uid() and t.get_uid() == uid:
-                return t
-        raise GraphError(f"no tensor of this graph has uid {uid}")
-
-    def to_json(self) -> dict[str, Any]:
-        """The graph as a JSON-ready dict: context, nodes, tensors (what ``str(graph)`` prints)."""
-        ctx = self._context
-        tensors: dict[str, Any] = {}
-        keys: dict[int, str] = {}  # a second tensor of one name is keyed "name#2"
-        for t in all_tensors(self._nodes):  # ragged offsets too: the tensors that use them name them
-            key, n = t.get_name(), 1
-            while key in tensors:
-                n += 1
-                key = f"{t.get_name()}#{n}"
-            keys[id(t)] = key
-            tensors[key] = t.to_dict()
-        try:
-            backend = version_string(loader.report().version)
-        except Exception:  # noqa: BLE001 - no loadable libcudnn here: the JSON names no backend version
-            backend = None
-        return {
-            "context": {
-                "compute_data_type": None if ctx.compute_data_type == NOT_SET else ctx.compute_data_type.name,
-                "intermediate_data_type": None if ctx.intermediate_data_type == NOT_SET
-                else ctx.intermediate_data_type.name,
-                "io_data_type": None if ctx.io_data_type == NOT_SET else ctx.io_data_type.name,
-                "name": self.name,
-                "sm_count": -1 if self.sm_count is None else self.sm_count,
-            },
-            "cudnn_backend_version": backend,
-            "cudnn_frontend_version": _VERSION_INT,
-            "json_version": "1.0",
-            "nodes": [node.to_json(keys) for node in self._nodes],
-            "tensors": tensors,
-        }
-
-    def __str__(self) -> str:
-        return dumps(self.to_json())
-
-    __repr__ = __str__
-
-    def key(self) -> int:
-        """A stable 63-bit hash of what the graph computes (ops, attributes, shapes, types);
-        names do not enter it, so equal graphs built by different code share plans."""
-        return structure_key(self._nodes, self._context, self.sm_count)
-
-    # -- pictures and the plan report ---------------------------------------------------------
-
-    def to_dot(self, expand: bool = False) -> str:
-        """The graph as Graphviz DOT text: ops and the tensors bound at execute as nodes,
-        virtual tensors as dashed edges labelled with name, dims and type. ``expand=True``
-        draws composites (attention, norms that expand) as the primitive ops they become."""
-        from .text import diagram as picture
-
-        return picture.from_graph(self, expand).dot()
-
-    def save_picture(self, path: str, expand: bool = False) -> str:
-        """Draw the graph into ``path``: ``.svg`` (drawn by cudnn-py, no Graphviz needed) or
-        ``.dot`` / ``.gv``; returns the path. ``expand`` as in `to_dot`."""
-        from .text import diagram as picture
-
-        return str(picture.save(picture.from_graph(self, expand), path))
-
-    def _repr_svg_(self) -> str:
-        """Jupyter shows a graph as its picture."""
-        from .text import diagram as picture
-
-        return picture.from_graph(self).svg()
-
-    def describe_plans(self, report: Sequence[Any] | None = None) -> PlanReport:
-        """The candidate plans (after ``create_execution_plans`` or ``build``) as a table: index,
-        engine, knobs, notes, workspace, status and, after ``autotune``, the median times (or
-        those of ``report``, a table ``autotune`` returned). Prints as text, shows as HTML in Jupyter."""
-        from .build import plan_report
-
-        return plan_report.describe(self._pipeline, report)
-
 
 def _heuristics_arg(op: str, heuristics: Any, heur_modes: Any) -> list[heur_mode]:
     """The heuristic modes given as ``heuristics`` (1.32) or ``heur_modes=`` (earlier), not both;
@@ -981,21 +627,6 @@ def _check_run_arguments(op: str, variant_pack: Any, handle: Any) -> None:
     check_handle_type(handle, op)
 
 
-def _check_engine_id(engine_id: Any, op: str = "") -> None:
-    """An engine id argument (an int, not a bool), checked before anything needs a GPU."""
-    if isinstance(engine_id, bool) or not isinstance(engine_id, int):
-        raise TypeError(f"{op + ': ' if op else ''}engine_id: expected an int (0 .. get_engine_count() - 1), "
-                        f"got {engine_id!r}")
-
-
-def _plan_index(op: str, index: Any) -> int:
-    """A plan index argument (an int), checked before anything needs the plans or a GPU."""
-    if isinstance(index, bool) or not hasattr(type(index), "__index__"):
-        raise TypeError(f"{op}: index: expected an int, got {index!r}")
-    return operator.index(index)
-
-
 # execute, the hot path, keeps Python's own error for a keyword it does not take (see `keywords`)
 keywords.name_unknown_keywords(pygraph, "pygraph", skip=("execute",))
-install_graph_class(pygraph)  # the class of the child graphs lower stages make (an SDPA score_mod's)
 oplib.bind(pygraph)  # the op methods of ops.py now; the other families' when first read (oplib.FAMILIES)
