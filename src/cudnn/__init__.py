@@ -46,17 +46,17 @@ _EXPORTS: dict[str, str] = {
     "scalar_type": "._graph.model.api_enums",  # frontend enums without a header enum of their own
     "moe_grouped_matmul_mode": "._graph.model.api_enums",
     # errors
-    "CudnnBadParamError": "._lib.errors",
-    "CudnnError": "._lib.errors",
-    "CudnnExecutionError": "._lib.errors",
-    "CudnnInitError": "._lib.errors",
-    "CudnnInternalError": "._lib.errors",
-    "CudnnNotSupportedError": "._lib.errors",
-    "DescriptorClosedError": "._lib.errors",
-    "FeatureUnavailableError": "._lib.errors",
-    "LibraryNotFoundError": "._lib.errors",
-    "cudnnGraphNotSupportedError": "._lib.errors",
-    "CudaUnavailableError": "._lib.errors",
+    "CudnnBadParamError": "._lib.status",
+    "CudnnError": "._lib.status",
+    "CudnnExecutionError": "._lib.status",
+    "CudnnInitError": "._lib.status",
+    "CudnnInternalError": "._lib.status",
+    "CudnnNotSupportedError": "._lib.status",
+    "DescriptorClosedError": "._lib.status",
+    "FeatureUnavailableError": "._lib.status",
+    "LibraryNotFoundError": "._lib.status",
+    "cudnnGraphNotSupportedError": "._lib.status",
+    "CudaUnavailableError": "._lib.status",
     "CudaError": "._lib.cuda",
     "ExecutionInputError": "._graph.model.graph_errors",
     "ExecutionInputWarning": "._graph.model.graph_errors",
@@ -97,8 +97,8 @@ _EXPORTS: dict[str, str] = {
     "jit": ".graph",
     "Graph": ".wrapper",
     # plain C API functions outside the graph API (cuDNN >= 9.22, checked when called)
-    "causal_conv1d_forward": ".causal_conv1d",
-    "causal_conv1d_backward": ".causal_conv1d",
+    "causal_conv1d_forward": ".causal_conv1d_capi",
+    "causal_conv1d_backward": ".causal_conv1d_capi",
     # the official package's loader helpers
     "is_windows": ".datatypes",
     "load_cudnn": ".datatypes",
@@ -166,18 +166,20 @@ if TYPE_CHECKING:
     from ._lib.enums import reshape_mode as reshape_mode
     from ._lib.enums import rng_distribution as rng_distribution
     from ._lib.enums import tensor_reordering as tensor_reordering
-    from ._lib.errors import CudaUnavailableError as CudaUnavailableError
-    from ._lib.errors import CudnnBadParamError as CudnnBadParamError
-    from ._lib.errors import CudnnError as CudnnError
-    from ._lib.errors import CudnnExecutionError as CudnnExecutionError
-    from ._lib.errors import CudnnInitError as CudnnInitError
-    from ._lib.errors import CudnnInternalError as CudnnInternalError
-    from ._lib.errors import CudnnNotSupportedError as CudnnNotSupportedError
-    from ._lib.errors import DescriptorClosedError as DescriptorClosedError
-    from ._lib.errors import FeatureUnavailableError as FeatureUnavailableError
-    from ._lib.errors import LibraryNotFoundError as LibraryNotFoundError
-    from ._lib.errors import cudnnGraphNotSupportedError as cudnnGraphNotSupportedError
     from ._lib.release import release_pending as release_pending
+    from ._lib.status import (
+        CudaUnavailableError,
+        CudnnBadParamError,
+        CudnnError,
+        CudnnExecutionError,
+        CudnnInitError,
+        CudnnInternalError,
+        CudnnNotSupportedError,
+        DescriptorClosedError,
+        FeatureUnavailableError,
+        LibraryNotFoundError,
+        cudnnGraphNotSupportedError,
+    )
     from .backend import Handle as Handle
     from .backend import Handle as handle  # noqa: F401 - public through __all__ (_EXPORTS)
     from .backend import destroy_handle as destroy_handle
@@ -187,8 +189,7 @@ if TYPE_CHECKING:
     from .backend.kernel_cache import create_kernel_cache as create_kernel_cache
     from .backend.replay import execute_replay as execute_replay
     from .backend.replay import set_execute_replay as set_execute_replay
-    from .causal_conv1d import causal_conv1d_backward as causal_conv1d_backward
-    from .causal_conv1d import causal_conv1d_forward as causal_conv1d_forward
+    from .causal_conv1d_capi import causal_conv1d_backward, causal_conv1d_forward
     from .datatypes import is_windows as is_windows
     from .datatypes import load_cudnn as load_cudnn
     from .devices import DeviceInfo as DeviceInfo
@@ -223,7 +224,7 @@ def backend_version() -> int:
 
 def backend_version_string() -> str:
     """The loaded libcudnn's version as text (e.g. '9.19.0')."""
-    from ._lib.errors import version_string
+    from ._lib.status import version_string
 
     return version_string(backend_version())
 
@@ -231,7 +232,7 @@ def backend_version_string() -> str:
 def get_last_error_string() -> str:
     """cuDNN's message for the most recent failure on this thread."""
     from ._lib import loader
-    from ._lib.errors import last_error_string
+    from ._lib.status import last_error_string
 
     loader.lib()
     return last_error_string()

@@ -20,8 +20,8 @@ from typing import Any
 import cudnn
 
 from ._lib import cuda
-from ._lib.errors import version_string
 from ._lib.loader import LoadReport
+from ._lib.status import version_string
 
 # Features a cuDNN version gates, beyond the backend operations its headers date (listed too):
 # (what, module, name of its version constant or the version itself)
@@ -33,7 +33,7 @@ FEATURE_GATES: tuple[tuple[str, str, str | int], ...] = (
     ("block-scale quantize / dequantize", "cudnn._graph.families.block_scale", "BLOCK_SCALE_SINCE"),
     ("execute-time shape overrides", "cudnn._graph.build.pipeline", "OVERRIDE_SHAPE_SINCE"),
     ("compile-time constant scalars", "cudnn._graph.methods.core_methods", "COMPILE_TIME_CONST_SINCE"),
-    ("causal conv1d", "cudnn.causal_conv1d", "SINCE"),
+    ("causal conv1d", "cudnn.causal_conv1d_capi", "SINCE"),
 )
 
 

@@ -30,7 +30,7 @@ def _guard(probe: Callable[[], Any]) -> Any:
 def _cudnn_info() -> dict[str, Any]:
     import cudnn
     from cudnn._lib import loader
-    from cudnn._lib.errors import version_string
+    from cudnn._lib.status import version_string
 
     info: dict[str, Any] = {"cudnn-py": cudnn.__version__, "cudnn-py file": cudnn.__file__}
 

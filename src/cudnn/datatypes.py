@@ -1,7 +1,7 @@
 """``cudnn.datatypes``: framework dtype <-> cudnn.data_type helpers, as the official module has them.
 
 The official module's functions, with its names and its answers (``None`` where there is no
-mapping, torch.bool -> BOOLEAN), over cudnn-py's one dtype table (`interop.dtypes`). torch and
+mapping, torch.bool -> BOOLEAN), over cudnn-py's one dtype table (`interop.framework_dtypes`). torch and
 CUTLASS are imported only when asked about; ``torch_available`` / ``cutlass_available`` stay
 None until then, as in the official module.
 """
@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from ._lib.enums import data_type as cudnn_data_type
-from .interop import dtypes as _dtypes
+from .interop import framework_dtypes as _dtypes
 
 torch_available: bool | None = None
 cutlass_available: bool | None = None

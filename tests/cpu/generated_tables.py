@@ -18,7 +18,7 @@ from types import ModuleType
 import pytest
 
 from cudnn._lib import enums
-from cudnn._lib.errors import version_string
+from cudnn._lib.status import version_string
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar, cast
 
 from cudnn._graph.plans.candidates import Candidate
-from cudnn._lib.errors import exception_class
+from cudnn._lib.status import exception_class
 from cudnn.backend import plan as backend_plan
 
 FAILING = {3, 7, 8}  # engines whose plans do not finalize

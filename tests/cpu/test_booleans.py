@@ -15,7 +15,7 @@ import pytest
 
 import cudnn
 from cudnn._lib import loader
-from cudnn.interop import dtypes
+from cudnn.interop import framework_dtypes as dtypes
 
 dt = cudnn.data_type
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import cudnn
-from cudnn import causal_conv1d as cc
+from cudnn import causal_conv1d_capi as cc
 from cudnn._lib import api_subquadratic
 
 DT = cudnn.data_type

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import cudnn
-from cudnn.interop import dtypes
+from cudnn.interop import framework_dtypes as dtypes
 
 D = cudnn.data_type
 

@@ -20,7 +20,7 @@ from cudnn._graph.build import pipeline as pipeline_module
 from cudnn._graph.model.lower import Lowering
 from cudnn._graph.records.plan_bytes import FORMAT, FORMAT_VERSION, PlanRecord
 from cudnn._lib import loader
-from cudnn._lib.errors import exception_class, raise_status
+from cudnn._lib.status import exception_class, raise_status
 
 dt = cudnn.data_type
 HALF, FLOAT = dt.HALF, dt.FLOAT

@@ -11,7 +11,7 @@ from cudnn._lib import cuda
 from cudnn._lib.enums import cudnnBackendAttributeName_t as A
 from cudnn._lib.enums import cudnnBackendAttributeType_t as T
 from cudnn._lib.enums import cudnnStatus_t as S
-from cudnn._lib.errors import exception_class, raise_status, status_name
+from cudnn._lib.status import exception_class, raise_status, status_name
 from cudnn.backend import Descriptor
 
 no_gpu = pytest.mark.skipif(cuda.device_count() > 0, reason="checks the behaviour without a GPU")

@@ -19,7 +19,7 @@ import pytest
 from libcudnn_marks import needs_libcudnn
 
 from cudnn._lib import cuda, marshal, release
-from cudnn._lib.errors import CudnnError
+from cudnn._lib.status import CudnnError
 from cudnn.backend import handle
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

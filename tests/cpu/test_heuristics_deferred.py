@@ -14,7 +14,7 @@ import cudnn
 from cudnn._graph.build import pipeline as pipeline_module
 from cudnn._graph.plans import candidates as plans_module
 from cudnn._graph.plans.candidates import Candidate
-from cudnn._lib.errors import exception_class
+from cudnn._lib.status import exception_class
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 A, B, FALLBACK = cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK

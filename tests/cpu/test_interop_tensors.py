@@ -15,7 +15,8 @@ import pytest
 
 import cudnn
 from cudnn._lib import dlpack as dl
-from cudnn.interop import dtypes, tensors
+from cudnn.interop import framework_dtypes as dtypes
+from cudnn.interop import tensors
 from cudnn.interop.tensors import (
     TensorInfo,
     current_stream,

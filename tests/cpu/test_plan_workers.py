@@ -36,7 +36,7 @@ from cudnn._graph.plans import threads as parallel
 from cudnn._graph.plans.candidates import Candidate, PlanSet
 from cudnn._graph.plans.threads import RETRY, Elsewhere, PlanQueue, WorkerSetting, build_all
 from cudnn._lib import cuda
-from cudnn._lib.errors import exception_class
+from cudnn._lib.status import exception_class
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 NOW = WorkerSetting(4, 0.0, "CUDNN_PY_BUILD_PROCESSES=4")

@@ -108,7 +108,7 @@ def refuse_plan(victim: str, monkeypatch: pytest.MonkeyPatch) -> None:
 
     def refuse(self: Descriptor) -> Descriptor:
         if self in made_here or self.label.endswith(f": {victim}"):
-            from cudnn._lib.errors import raise_status
+            from cudnn._lib.status import raise_status
 
             raise_status(3000, f"{self.label}: finalizing EXECUTION_PLAN descriptor (refused by the test)")
         return finalize(self)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from .._lib import cuda
-from .._lib.errors import CudnnError
+from .._lib.status import CudnnError
 from ..backend import engine as eng
 from ..backend import plan as backend_plan
 from .build.pipeline import Pipeline

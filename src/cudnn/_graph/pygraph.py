@@ -21,7 +21,7 @@ from .._lib.enums import (
     heur_mode,
     tensor_reordering,
 )
-from .._lib.errors import FeatureUnavailableError, cudnnGraphNotSupportedError
+from .._lib.status import FeatureUnavailableError, cudnnGraphNotSupportedError
 from ..backend.deviceprop import as_device_properties
 from ..backend.handle import Handle, as_handle_ptr, prefetch_default_handle
 from .build.pipeline import (

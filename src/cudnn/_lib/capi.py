@@ -18,7 +18,7 @@ from typing import Any
 from . import enums as _enums
 from . import loader
 from .api_graph import FUNCTIONS as GRAPH_FUNCTIONS
-from .errors import FeatureUnavailableError
+from .status import FeatureUnavailableError
 
 _SCALARS: dict[str, Any] = {
     "int": ctypes.c_int,

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import release
-from .errors import CudaUnavailableError, install_gpu_check
 from .record import Record
+from .status import CudaUnavailableError, install_gpu_check
 
 
 class CudaError(RuntimeError):

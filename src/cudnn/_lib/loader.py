@@ -21,14 +21,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import (
+from .record import Record
+from .status import (
     LibraryNotFoundError,
     install_hint,
     install_last_error_reader,
     make_last_error_reader,
     version_string,
 )
-from .record import Record
 
 ENV_VAR = "CUDNN_PY_LIBRARY"
 MIN_VERSION = 90000

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Union
 from .._lib import attributes, capi, enums, marshal, release
 from .._lib.enums import cudnnBackendAttributeType_t as AttrType
 from .._lib.enums import cudnnBackendDescriptorType_t as DescType
-from .._lib.errors import DescriptorClosedError, raise_status
 from .._lib.marshal import Fraction
+from .._lib.status import DescriptorClosedError, raise_status
 
 if TYPE_CHECKING:  # at run time attributes are ints (`attributes`): the enum is built only for who reads it
     from .._lib.enums import cudnnBackendAttributeName_t as Attr

@@ -16,7 +16,7 @@ from .._lib import loader
 from .._lib.attributes import A
 from .._lib.enums import cudnnBackendAttributeType_t as T
 from .._lib.enums import cudnnBackendDescriptorType_t as D
-from .._lib.errors import FeatureUnavailableError
+from .._lib.status import FeatureUnavailableError
 from .descriptor import Descriptor
 from .handle import Handle, as_handle_ptr
 

@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable
 
 from .._lib import attributes, capi, cuda, enums, marshal, release
-from .._lib.errors import CudnnInitError, DescriptorClosedError, raise_status
+from .._lib.status import CudnnInitError, DescriptorClosedError, raise_status
 
 
 class Handle:

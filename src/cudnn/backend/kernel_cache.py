@@ -19,7 +19,7 @@ from .._lib import loader
 from .._lib.attributes import A
 from .._lib.enums import cudnnBackendAttributeType_t as T
 from .._lib.enums import cudnnBackendDescriptorType_t as D
-from .._lib.errors import FeatureUnavailableError, version_string
+from .._lib.status import FeatureUnavailableError, version_string
 from .descriptor import Descriptor
 
 SINCE = 90400

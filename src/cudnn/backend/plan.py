@@ -16,7 +16,7 @@ from .._lib import capi
 from .._lib.attributes import A
 from .._lib.enums import cudnnBackendAttributeType_t as T
 from .._lib.enums import cudnnBackendDescriptorType_t as D
-from .._lib.errors import raise_status
+from .._lib.status import raise_status
 from .descriptor import BareDescriptor, Descriptor, create_raw, destroy_raw
 from .handle import Handle
 

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from .._lib import dlpack as _dl
 from .._lib.enums import data_type
 from .._lib.layout import row_major
-from .dtypes import (
+from .framework_dtypes import (
     bits,
     data_type_of,
     dtype_name,

@@ -16,7 +16,7 @@ from typing import Any
 
 from .._lib import legacy_ctypes as lc
 from .._lib.enums import cudnnDataType_t
-from .._lib.errors import DescriptorClosedError, raise_status
+from .._lib.status import DescriptorClosedError, raise_status
 from ..interop.streams import stream_ptr
 from ._objects import NULL, Opaque, adopt, mark_destroyed
 from ._signature import OUT_KINDS, Kind, Param, Signature

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import weakref
 
-from .._lib.errors import DescriptorClosedError
+from .._lib.status import DescriptorClosedError
 from ..backend.handle import note_raw
 
 _HANDLE = "cudnnHandle_t"  # raw ints of these may also be given to the graph API

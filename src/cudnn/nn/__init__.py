@@ -7,7 +7,7 @@ Importing this package imports torch; ``import cudnn`` does not.
 
 from __future__ import annotations
 
-from .convert import convert
+from .module_swap import convert
 from .modules import Conv2dBiasAct, LayerNorm, MultiheadAttention, RMSNorm, RoutedMultiheadAttention
 from .sdpa import sdpa_kernel
 

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from .. import ops
-from .._lib.errors import CudnnNotSupportedError
+from .._lib.status import CudnnNotSupportedError
 
 _SDPA = F.scaled_dot_product_attention
 _NOT_COVERED = (ops.OpError, CudnnNotSupportedError)

@@ -32,7 +32,7 @@ from .._graph.model.tensor import Tensor
 from .._graph.pygraph import pygraph
 from .._graph.records.plan_reuse import TUNED_SOURCE
 from .._lib.enums import data_type, heur_mode
-from .._lib.errors import CudnnError, FeatureUnavailableError, cudnnGraphNotSupportedError
+from .._lib.status import CudnnError, FeatureUnavailableError, cudnnGraphNotSupportedError
 from ..backend.handle import Handle, default_handle
 from ..log import get_logger
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import norm_forward_phase
-from .._lib.errors import CudnnNotSupportedError
+from .._lib.status import CudnnNotSupportedError
 from . import _runtime as rt
 
 if TYPE_CHECKING:

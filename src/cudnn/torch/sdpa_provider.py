@@ -20,7 +20,7 @@ from typing import Any
 import torch
 import torch.nn.attention
 
-from .._lib.errors import cudnnGraphNotSupportedError
+from .._lib.status import cudnnGraphNotSupportedError
 from ..log import get_logger
 from ..ops import OpError
 from ..ops import sdpa_official as ops

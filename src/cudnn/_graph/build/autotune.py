@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..._lib.enums import build_plan_policy
-from ..._lib.errors import CudnnError
+from ..._lib.status import CudnnError
 from ...backend.handle import get_stream
 from ...backend.replay import execute_replay
 from ..model.arguments import check_variant_pack

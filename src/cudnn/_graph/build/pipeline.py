@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 from ..._lib import enums, loader
 from ..._lib.enums import build_plan_policy, heur_mode
-from ..._lib.errors import (
+from ..._lib.host import HostScalar
+from ..._lib.record import Record
+from ..._lib.status import (
     CudnnError,
     CudnnInitError,
     FeatureUnavailableError,
     cudnnGraphNotSupportedError,
     version_string,
 )
-from ..._lib.host import HostScalar
-from ..._lib.record import Record
 from ...backend import engine as eng
 from ...backend.descriptor import Descriptor
 from ...backend.handle import Handle, as_handle_ptr, default_handle, release_point

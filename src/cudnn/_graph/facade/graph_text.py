@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..._lib import loader
-from ..._lib.errors import version_string
+from ..._lib.status import version_string
 from ..._version import __version__
 from ..build.pipeline import all_tensors, structure_key
 from ..model import keywords

@@ -20,7 +20,7 @@ from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type, tensor_reordering
-from ..._lib.errors import FeatureUnavailableError
+from ..._lib.status import FeatureUnavailableError
 from ...backend.descriptor import Descriptor
 from ..model.arguments import as_bool, as_int, as_int_list, optional
 from ..model.graph_errors import GraphError, GraphNotSupportedError

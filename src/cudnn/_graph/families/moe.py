@@ -16,7 +16,7 @@ from ..._lib.attributes import A
 from ..._lib.enums import C_ENUMS, data_type
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
-from ..._lib.errors import FeatureUnavailableError
+from ..._lib.status import FeatureUnavailableError
 from ...backend.descriptor import Descriptor
 from ..model.api_enums import moe_grouped_matmul_mode
 from ..model.arguments import as_int

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..._lib.enums import data_type
-from ..._lib.errors import version_string
+from ..._lib.status import version_string
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.node import Context, Node, resolve_input
 from ..model.sdpa_enums import attention_implementation, diagonal_alignment

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._lib.enums import data_type, tensor_reordering
-from ..._lib.errors import FeatureUnavailableError
+from ..._lib.status import FeatureUnavailableError
 from ..model.expand import Expander
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.node import Context, Node, packed_in_order, stride_order

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type
-from ..._lib.errors import version_string
+from ..._lib.status import version_string
 from ...backend.descriptor import Descriptor
 from ..model.expand import Expander
 from ..model.lower import Lowering

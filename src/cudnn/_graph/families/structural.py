@@ -9,7 +9,7 @@ from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import cudnnGenStatsMode_t, reduction_mode, reshape_mode
-from ..._lib.errors import FeatureUnavailableError
+from ..._lib.status import FeatureUnavailableError
 from ...backend.descriptor import Descriptor
 from ..model.arguments import as_bool, as_int, as_int_list, optional
 from ..model.expand import Expander
@@ -258,7 +258,7 @@ class Slice(Node):
 
     def byte_offset(self) -> int:
         """Where Y's first element lies in X's buffer, in bytes."""
-        from ...interop.dtypes import bits
+        from ...interop.framework_dtypes import bits
 
         x = self.inputs["X"]
         element = sum(start * s for (start, _, _), s in zip(self.ranges, x.get_stride()))

@@ -216,7 +216,7 @@ def tensor_scalar(self: GraphOps, value: float, scalar_type: Any, name: str = ""
         raise TypeError(f"tensor_scalar: name must be a str, got {name!r}")
     if kind == scalar_type_enum.COMPILE_TIME_CONST:
         from ..._lib import loader
-        from ..._lib.errors import FeatureUnavailableError
+        from ..._lib.status import FeatureUnavailableError
 
         version = loader.report().version
         if version < COMPILE_TIME_CONST_SINCE:

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from ..._lib.enums import data_type
 from ..._lib.record import Record
-from ...interop.dtypes import from_string
+from ...interop.framework_dtypes import from_string
 from ..model.keywords import unknown_keyword
 
 F = TypeVar("F", bound=Callable[..., Any])

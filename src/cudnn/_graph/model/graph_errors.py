@@ -11,7 +11,7 @@ no instance layout of their own, so Python allows the multiple inheritance.
 
 from __future__ import annotations
 
-from ..._lib.errors import cudnnGraphNotSupportedError
+from ..._lib.status import cudnnGraphNotSupportedError
 
 
 class GraphError(ValueError, RuntimeError):

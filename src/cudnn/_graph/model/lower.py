@@ -14,7 +14,7 @@ from ..._lib import attributes, enums
 from ..._lib.attributes import A
 from ..._lib.enums import cudnnBackendAttributeType_t as T
 from ..._lib.enums import cudnnBackendDescriptorType_t as D
-from ..._lib.errors import FeatureUnavailableError
+from ..._lib.status import FeatureUnavailableError
 from ...backend.descriptor import Descriptor, type_label
 from .tensor import LOWERED_EXTRAS, NOT_SET, Tensor
 

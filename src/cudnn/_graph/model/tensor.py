@@ -33,14 +33,14 @@ FILLABLE = ("name", "dim", "stride", "data_type", "uid", "ragged_offset", "is_vi
 
 def as_data_type(value: Any, what: str = "data_type") -> data_type:
     """A cudnn.data_type from a data_type, a framework dtype (torch, numpy, ...) or a name as
-    typed: "fp16", "bfloat16", "HALF", in any case (`interop.dtypes.from_string`)."""
+    typed: "fp16", "bfloat16", "HALF", in any case (`interop.framework_dtypes.from_string`)."""
     if isinstance(value, data_type):
         return value
     if value is None:
         return NOT_SET
     if isinstance(value, str) and value in data_type.__members__:
         return data_type[value]
-    from ...interop import dtypes
+    from ...interop import framework_dtypes as dtypes
 
     try:
         return dtypes.data_type_of(value)

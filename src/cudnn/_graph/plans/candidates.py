@@ -12,13 +12,13 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from ..._lib.enums import build_plan_policy
-from ..._lib.errors import (
+from ..._lib.record import Record
+from ..._lib.status import (
     CudaUnavailableError,
     CudnnError,
     DescriptorClosedError,
     cudnnGraphNotSupportedError,
 )
-from ..._lib.record import Record
 from ...backend import engine as eng
 from ...backend import plan as backend_plan
 from ...backend.descriptor import Descriptor

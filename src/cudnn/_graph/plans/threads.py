@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Protocol
 
-from ..._lib.errors import CudnnError
+from ..._lib.status import CudnnError
 
 if TYPE_CHECKING:
     from ...backend.descriptor import Descriptor

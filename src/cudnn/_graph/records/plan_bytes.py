@@ -15,8 +15,8 @@ from typing import Any
 
 from ..._lib import loader
 from ..._lib.enums import data_type
-from ..._lib.errors import version_string
 from ..._lib.record import Record
+from ..._lib.status import version_string
 from ..model.graph_errors import SerializationError, SerializationNotSupportedError
 from ..model.tensor import Tensor, constant
 

@@ -12,8 +12,8 @@ from typing import Any
 
 from ..._lib import cuda, loader
 from ..._lib.enums import behavior_note, data_type, heur_mode
-from ..._lib.errors import CudnnError
 from ..._lib.host import HostScalar
+from ..._lib.status import CudnnError
 from ...backend import kernel_cache as kc
 from ...backend import plan as backend_plan
 from ...backend.descriptor import Descriptor

@@ -53,7 +53,7 @@ class Binding(Record):
     def torch_dtype(self) -> Any:
         """The torch dtype of the declared data type (None where torch has none); read only once
         a torch tensor is given, so torch is imported already."""
-        from ...interop.dtypes import torch_dtype  # here: read only once torch is in use
+        from ...interop.framework_dtypes import torch_dtype  # here: read only once torch is in use
 
         try:
             return torch_dtype(self.tensor.get_data_type())

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from ..._lib import capi, cuda
-from ..._lib.errors import raise_status
 from ..._lib.host import HostScalar
+from ..._lib.status import raise_status
 from ...backend import plan as backend_plan
 from ...backend.handle import as_handle_ptr, closed_error, get_stream, unknown_handle_error
 from ...backend.handle import is_live as is_live_handle

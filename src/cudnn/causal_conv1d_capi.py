@@ -25,7 +25,7 @@ _DW_TYPE = {int(t): data_type.DOUBLE if t == data_type.DOUBLE else data_type.FLO
 
 def require_version(version: int, what: str) -> None:
     """Refuse with "needs cuDNN >= 9.22.0; the loaded libcudnn is X" below 9.22."""
-    from ._lib.errors import FeatureUnavailableError
+    from ._lib.status import FeatureUnavailableError
 
     if version < SINCE:
         raise FeatureUnavailableError(what, SINCE, version)
@@ -79,7 +79,7 @@ def _activation(fn: str, value: Any) -> int:
 
 def _call(fn: str, c_name: str, args: tuple[Any, ...]) -> None:
     from ._lib import capi, loader
-    from ._lib.errors import raise_status
+    from ._lib.status import raise_status
 
     require_version(loader.report().version, f"{fn} ({c_name})")
     status = getattr(capi.subquadratic, c_name)(*args)
