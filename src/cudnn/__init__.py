@@ -112,7 +112,7 @@ _SUBPACKAGES = ("_lib", "backend", "collect_env", "datatypes", "experimental", "
                 "ops", "sdpa", "torch", "wrapper")
 if TYPE_CHECKING:
     # What a type checker sees of the names above (at run time each is imported on first read):
-    # the same objects, from the modules _EXPORTS names (tests/cpu/test_typed_api.py checks that).
+    # the same objects, from the modules _EXPORTS names (tests/package/test_typed_api.py checks that).
     from . import _lib as _lib
     from . import backend as backend
     from . import collect_env as collect_env

@@ -16,8 +16,8 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _declarations() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("op_declarations", ROOT / "tests" / "typing" / "op_declarations.py")
+def _tool(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "typing" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -25,9 +25,22 @@ def _declarations() -> ModuleType:
 
 
 def test_the_op_declarations_are_those_of_the_runtime() -> None:
-    stale = [str(path.relative_to(ROOT)) for path, text in _declarations().render().items()
+    stale = [str(path.relative_to(ROOT)) for path, text in _tool("op_declarations").render().items()
              if not path.exists() or path.read_text() != text]
     assert not stale, f"out of date (python tests/typing/op_declarations.py --write): {stale}"
+
+
+def test_the_enum_stub_is_that_of_the_tables() -> None:
+    """src/cudnn/_lib/enums.pyi declares the public enums with the members enums.py builds."""
+    stub = _tool("enum_stub")
+    text = stub.render()
+    assert (stub.TARGET.read_text() if stub.TARGET.exists() else None) == text, \
+        "out of date: python tests/typing/enum_stub.py --write"
+    import cudnn
+
+    for name in stub.public_names():
+        members = getattr(cudnn, name).__members__.items()
+        assert f"class {name}(" in text and all(f"    {m} = {int(v)}" in text for m, v in members if m.isidentifier())
 
 
 def test_every_op_method_is_declared_once() -> None:

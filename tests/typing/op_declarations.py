@@ -6,7 +6,7 @@ imported on first use, to keep ``import cudnn`` cheap), and some are generated f
 (pointwise ops, linear attention), so a checker cannot see them in the class. The declarations
 are made from the runtime signatures (``inspect.signature`` of each method, every family
 imported): ``python tests/typing/op_declarations.py --write`` rewrites the file,
-``--check`` (and tests/cpu/test_typed_api.py) fails when it differs from what the runtime has.
+``--check`` (and tests/package/test_typed_api.py) fails when it differs from what the runtime has.
 """
 
 from __future__ import annotations

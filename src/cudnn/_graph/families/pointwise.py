@@ -59,7 +59,7 @@ class Spec(Record):
         return self.mode.name.endswith("_BWD")
 
 
-P = pointwise_mode
+P: type[pointwise_mode] = pointwise_mode
 _RELU = (("negative_slope", None), ("lower_clip", None), ("upper_clip", None))
 _RELU_NOTE = ("With negative_slope and upper_clip both set, cuDNN computes max(min(x, upper_clip), "
               "lower_clip + negative_slope * (x - lower_clip)) (seen on 9.19): far above upper_clip the "

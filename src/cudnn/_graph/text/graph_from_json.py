@@ -306,7 +306,7 @@ def _reduction(b: Build, node: dict[str, Any]) -> None:
     mode = node.get("mode")
     if mode not in reduction_mode.__members__:
         raise SerializationError(f"unknown reduction mode {mode!r}")
-    b.graph.reduction(_required(ins, "X"), reduction_mode[mode], group_offset=ins.get("GROUP_OFFSET"),
+    b.graph.reduction(_required(ins, "X"), reduction_mode[str(mode)], group_offset=ins.get("GROUP_OFFSET"),
                       is_deterministic=bool(node.get("is_deterministic", False)), **_common(b, node))
 
 
