@@ -140,7 +140,7 @@ class BufferChecks:
             if have < needed:
                 raise ExecutionInputError(f"{self.label}: {b.label} is a bit-packed BOOLEAN mask of "
                                           f"{t.element_count()} elements needing {needed} bytes; the buffer has {have}")
-            if info.dtype in (data_type.BOOLEAN, data_type.BYTE_BOOLEAN):  # a framework bool (see interop.framework_dtypes)
+            if info.dtype in (data_type.BOOLEAN, data_type.BYTE_BOOLEAN):  # a framework bool (interop.framework_dtypes)
                 self._mismatch(b, mode, f"is a bit-packed BOOLEAN mask (8 elements a byte), got a {info.framework} "
                                         "bool buffer of a byte an element: its elements are not the mask's "
                                         "(pack it, or on cuDNN >= 9.25 declare BYTE_BOOLEAN)")
