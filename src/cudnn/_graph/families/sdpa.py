@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._lib.enums import data_type
-from ..model.expand import Expander, swapped
+from ..model.expander import Expander, swapped
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.node import Context, Node, packed_in_order, row_major, stride_order
 from ..model.sdpa_enums import attention_implementation as impl

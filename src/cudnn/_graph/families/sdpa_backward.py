@@ -15,7 +15,7 @@ import struct
 from typing import Any
 
 from ..._lib.enums import data_type, reduction_mode
-from ..model.expand import Expander, swapped
+from ..model.expander import Expander, swapped
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.node import Context, Node, packed_in_order, stride_order
 from ..model.tensor import NOT_SET, Tensor

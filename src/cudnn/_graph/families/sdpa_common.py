@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from ..._lib.enums import data_type
 from ..._lib.status import version_string
 from ..model.graph_errors import GraphError, GraphNotSupportedError
-from ..model.node import Context, Node, resolve_input
+from ..model.node import Context, Node, resolve_input, row_major
 from ..model.sdpa_enums import attention_implementation, diagonal_alignment
 from ..model.tensor import NOT_SET, Tensor
 
@@ -317,8 +317,6 @@ class SdpaBase(Node):
         from .sdpa_masks import apply_score_mod
 
         probe = Tensor(f"{self.name}::{arg}_probe", dims, None, data_type.FLOAT, is_virtual=True)
-        from ..model.node import row_major
-
         probe.set_stride(row_major(dims))
         apply_score_mod(self, fn, arg, probe, ctx)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..._lib.enums import data_type, reduction_mode
 from ..._lib.status import FeatureUnavailableError, version_string
-from ..model.expand import Expander, swapped
+from ..model.expander import Expander, swapped
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.node import Context, Node, packed_in_order, stride_order
 from ..model.sdpa_enums import diagonal_alignment

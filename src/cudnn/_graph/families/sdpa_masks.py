@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..._lib.enums import data_type, reduction_mode
-from ..model.expand import Expander, attrs_of, inferred
+from ..model.expand import attrs_of, inferred
+from ..model.expander import Expander
 from ..model.graph_errors import GraphError
 from ..model.graph_view import new_graph
 from ..model.node import Context, Node, row_major

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..._lib.enums import data_type, tensor_reordering
 from ..._lib.status import FeatureUnavailableError
-from ..model.expand import Expander
+from ..model.expander import Expander
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.node import Context, Node, packed_in_order, stride_order
 from ..model.tensor import NOT_SET

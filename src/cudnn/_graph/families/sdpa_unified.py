@@ -14,7 +14,7 @@ from ..._lib.enums import cudnnBackendDescriptorType_t as D
 from ..._lib.enums import data_type
 from ..._lib.status import version_string
 from ...backend.descriptor import Descriptor
-from ..model.expand import Expander
+from ..model.expander import Expander
 from ..model.lower import Lowering
 from ..model.node import Context, Node
 from ..model.sdpa_enums import diagonal_alignment

@@ -12,7 +12,7 @@ from ..._lib.enums import cudnnGenStatsMode_t, reduction_mode, reshape_mode
 from ..._lib.status import FeatureUnavailableError
 from ...backend.descriptor import Descriptor
 from ..model.arguments import as_bool, as_int, as_int_list, optional
-from ..model.expand import Expander
+from ..model.expander import Expander
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.lower import Lowering, since_type
 from ..model.node import Context, Node

@@ -18,7 +18,7 @@ from .tensor import NOT_SET, Tensor, as_data_type
 
 if TYPE_CHECKING:
     from ...backend.descriptor import Descriptor
-    from .expand import Expander
+    from .expander import Expander
     from .lower import Lowering
 
 

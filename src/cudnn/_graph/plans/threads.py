@@ -33,16 +33,43 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ..._lib.status import CudnnError
 
 if TYPE_CHECKING:
     from ...backend.descriptor import Descriptor
-    from .candidates import Candidate
 
 ENV = "CUDNN_PY_BUILD_THREADS"
-PROCESSES_ENV = "CUDNN_PY_BUILD_PROCESSES"  # worker processes beside the threads (graph/plan_workers.py)
+
+
+class Buildable(Protocol):
+    """What the threads read and call of a candidate plan (`candidates.Candidate`)."""
+
+    @property
+    def config(self) -> Descriptor | None: ...
+
+    @property
+    def plan(self) -> Descriptor | None: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def engine_index(self) -> int: ...
+
+    @property
+    def unbuilt(self) -> bool: ...
+
+    def build(self, handle: int, label: str, kernel_cache: Descriptor | None = None) -> Descriptor: ...
+
+    def start_build(self, handle: int, label: str, kernel_cache: Descriptor | None = None) -> Descriptor | None: ...
+
+    def finish_build(self, plan: Descriptor, error: CudnnError | None) -> None: ...
+
+
+C = TypeVar("C", bound=Buildable)  # the candidates of one build, handed to its offload as they are
+PROCESSES_ENV = "CUDNN_PY_BUILD_PROCESSES"  # worker processes beside the threads (build/workers.py)
 AUTO = "auto"  # the worker processes' automatic sizing, when asked for
 AUTO_AFTER_S = 2.0  # "auto": worker processes are considered once a build has run this long
 _PROCESSES_EXPECTED = "an int >= 0 (0: no worker processes) or 'auto'"
@@ -209,9 +236,9 @@ class Offload(Protocol):
         a thread of its own; every process it started has ended when it returns."""
 
 
-def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache: Descriptor | None = None,
+def build_all(cands: Sequence[C], handle: int, label: str, kernel_cache: Descriptor | None = None,
               threads: int | None = None,
-              offload: Callable[[Sequence[Candidate]], Offload | None] | None = None) -> None:
+              offload: Callable[[Sequence[C]], Offload | None] | None = None) -> None:
     """Build every candidate of ``cands`` not built or failed yet; a failure is remembered on
     its candidate (as `Candidate.build` does) and affects no other. On one thread, with one
     candidate to build or one without an engine config, or with a kernel cache (each finalize
@@ -260,7 +287,7 @@ def build_all(cands: Sequence[Candidate], handle: int, label: str, kernel_cache:
         raise surprise
 
 
-def _keep_restored(todo: Sequence[Candidate], plans: Sequence[Descriptor | None], outcomes: list[object],
+def _keep_restored(todo: Sequence[Buildable], plans: Sequence[Descriptor | None], outcomes: list[object],
                    label: str) -> set[int]:
     """Keep each plan another process built (restored here; its unfinalized twin closed); the
     indices of the plans to finalize here instead: handed back, or not restored."""
@@ -283,7 +310,7 @@ def _keep_restored(todo: Sequence[Candidate], plans: Sequence[Descriptor | None]
     return again
 
 
-def start_order(cands: Sequence[Candidate]) -> list[int]:
+def start_order(cands: Sequence[Buildable]) -> list[int]:
     """The order in which threads take the plans of ``cands`` (indices): the first plan of each
     engine, in the order the engines first appear, then the second of each, and so on; each
     engine's plans in the candidates' order."""

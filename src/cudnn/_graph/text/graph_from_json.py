@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..._lib.enums import convolution_mode, data_type, norm_forward_phase, reduction_mode, tensor_reordering
+from ..._lib.enums import (
+    convolution_mode,
+    data_type,
+    norm_forward_phase,
+    reduction_mode,
+    reshape_mode,
+    tensor_reordering,
+)
 from ..families.pointwise import TABLE as POINTWISE
 from ..model.graph_errors import SerializationError, SerializationNotSupportedError
 from ..model.tensor import NOT_SET, Tensor, constant
@@ -312,8 +319,6 @@ def _reduction(b: Build, node: dict[str, Any]) -> None:
 
 @register("RESHAPE")
 def _reshape(b: Build, node: dict[str, Any]) -> None:
-    from ..._lib.enums import reshape_mode
-
     mode = node.get("reshape_mode", "VIEW_ONLY")
     if mode not in reshape_mode.__members__:
         raise SerializationError(f"unknown reshape_mode {mode!r}")

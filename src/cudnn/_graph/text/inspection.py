@@ -12,7 +12,7 @@ from typing import Any
 
 from ..build.pipeline import all_tensors
 from ..model.node import Node
-from ..model.tensor import Tensor
+from ..model.tensor import NOT_SET, Tensor
 
 
 def by_name(nodes: Sequence[Node]) -> tuple[dict[str, Tensor], dict[str, list[Tensor]]]:
@@ -71,6 +71,4 @@ def inspect(graph: Any) -> dict[str, Any]:
 
 def _type_text(dt: Any) -> str:
     """'data_type.HALF', or 'None' for a type not set (as the official prints an unset one)."""
-    from ..model.tensor import NOT_SET
-
     return "None" if dt is None or dt == NOT_SET else str(dt)
