@@ -140,18 +140,40 @@ def test_ci_runs_ruff_mypy_and_the_import_contracts_before_the_tests() -> None:
     assert {r.name for r in EXTRAS["lint"]} == {"ruff", "mypy", "import-linter"}
 
 
+def _contracts() -> list[dict[str, Any]]:
+    contracts: list[dict[str, Any]] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"]
+    return contracts
+
+
 def test_the_import_contract_names_every_package() -> None:
-    """Each package under src/cudnn is in a layer of the import-linter contract, except the
-    classic C API (`legacy`), which stands apart; every name in a layer is a package or module
-    of src/cudnn (``cudnn.graph`` is the module of the official graph helpers)."""
-    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
-    (contract,) = config["contracts"]
+    """Each package under src/cudnn is in a layer of the top-level import-linter contract (the
+    layers contract without containers), except the classic C API (`legacy`), which stands
+    apart; every name in a layer is a package or module of src/cudnn (``cudnn.graph`` is the
+    module of the official graph helpers)."""
+    (contract,) = [c for c in _contracts() if c["type"] == "layers" and not c.get("containers")]
     named = {name.strip() for layer in contract["layers"] for name in re.split(r"[:|]", layer)}
     top = ROOT / "src" / "cudnn"
     packages = {f"cudnn.{p.parent.name}" for p in top.glob("*/__init__.py")}
     modules = {f"cudnn.{p.stem}" for p in top.glob("*.py") if p.stem != "__init__"}
     assert packages - {"cudnn.legacy"} <= named and named <= packages | modules
     assert "cudnn.legacy" not in named
+
+
+def test_the_import_contracts_cover_the_graph_stages_and_every_cycle() -> None:
+    """The stages of cudnn._graph are layers of an exhaustive contract (a new stage must be
+    placed), and an acyclic-siblings contract over the whole package fails CI on any import
+    cycle; no contract leaves out the imports under TYPE_CHECKING."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    assert not config.get("exclude_type_checking_imports", False)
+    (stages,) = [c for c in _contracts() if c.get("containers") == ["cudnn._graph"]]
+    assert stages["type"] == "layers" and stages["exhaustive"] is True
+    graph = ROOT / "src" / "cudnn" / "_graph"
+    children = {p.parent.name for p in graph.glob("*/__init__.py")} | {p.stem for p in graph.glob("*.py")}
+    assert set(stages["layers"]) == children - {"__init__"}
+    (acyclic,) = [c for c in _contracts() if c["type"] == "acyclic_siblings"]
+    assert acyclic["ancestors"] == ["cudnn"] and acyclic["depth"] >= 3
+    assert not any(c.get("ignore_imports") for c in _contracts())
 
 
 def test_readme_test_command_keeps_the_setup_commands_cudnn() -> None:

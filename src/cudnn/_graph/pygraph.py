@@ -48,6 +48,7 @@ from .model.arguments import (
     optional,
 )
 from .model.graph_errors import GraphError, GraphNotImplementedError, GraphStateError
+from .model.graph_view import install_graph_class
 from .model.json_layout import compact
 from .model.node import Context, Node, row_major
 from .model.node_types import as_retention
@@ -629,4 +630,5 @@ def _check_run_arguments(op: str, variant_pack: Any, handle: Any) -> None:
 
 # execute, the hot path, keeps Python's own error for a keyword it does not take (see `keywords`)
 keywords.name_unknown_keywords(pygraph, "pygraph", skip=("execute",))
+install_graph_class(pygraph)  # the class of the child graphs lower stages make (an SDPA score_mod's)
 oplib.bind(pygraph)  # the op methods of ops.py now; the other families' when first read (oplib.FAMILIES)
