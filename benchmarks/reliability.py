@@ -2,7 +2,7 @@
 
     python benchmarks/reliability.py [--quick] [--sanitizer]
 
-Parts: differential fuzzing (tests/gpu/test_fuzz_gpu.py; long: 5,000 graphs over 2,000
+Parts: differential fuzzing (tests/graph/test_fuzz_gpu.py; long: 5,000 graphs over 2,000
 structures, wide sizes), soak (``CUDNN_PY_SOAK=full``: 1,000,000 executes of one graph, 10,000
 build/destroy cycles with one in 5 built by cuDNN, 2,000 handles created and destroyed; about
 4 minutes on an H200), concurrency (16 threads, 4 processes on one cache directory, fork), faults, and with
@@ -23,11 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 LONG = {
-    "fuzz": ("tests/gpu/test_fuzz_gpu.py", {"CUDNN_PY_GPU_FUZZ": "5000", "CUDNN_PY_GPU_FUZZ_STRUCTURES": "2000",
+    "fuzz": ("tests/graph/test_fuzz_gpu.py", {"CUDNN_PY_GPU_FUZZ": "5000", "CUDNN_PY_GPU_FUZZ_STRUCTURES": "2000",
                                             "CUDNN_PY_GPU_FUZZ_VARIETY": "wide", "CUDNN_PY_GPU_FUZZ_SECONDS": "1800"}),
-    "soak": ("tests/gpu/test_soak.py", {"CUDNN_PY_SOAK": "full"}),
-    "concurrency": ("tests/gpu/test_concurrency.py", {"CUDNN_PY_THREAD_ROUNDS": "400"}),
-    "faults": ("tests/gpu/test_faults_gpu.py tests/cpu/test_faults.py", {}),
+    "soak": ("tests/run/test_soak_gpu.py", {"CUDNN_PY_SOAK": "full"}),
+    "concurrency": ("tests/run/test_concurrency_gpu.py", {"CUDNN_PY_THREAD_ROUNDS": "400"}),
+    "faults": ("tests/plans/test_faults_gpu.py tests/plans/test_faults.py", {}),
 }
 
 

@@ -20,7 +20,7 @@ cudnn_adv_v9.h; their initializers may name graph-header members) and the numeri
 enums.py records where the tables come from: HEADER_VERSION, the headers' version, and
 HEADER_DIGEST, a digest of what the four headers declare (their text, patch-level numbers left
 out). Another patch release's headers that declare the same things have the same digest and
-generate the same tables but for the version written in them (tests/cpu/test_enums.py).
+generate the same tables but for the version written in them (tests/lib/test_enums.py).
 """
 
 from __future__ import annotations

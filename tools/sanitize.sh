@@ -39,19 +39,19 @@ export PYTORCH_NO_CUDA_MEMORY_CACHING=1
 PYTEST=(python3 -m pytest -q -p no:cacheprovider -p sanitize_support -x)
 
 MEMCHECK_SELECTION=(
-  "tests/gpu/test_pygraph_ops.py::test_fused_conv_bias_relu_resnet_shape"
-  "tests/gpu/test_pygraph_ops.py::test_conv_dgrad_and_wgrad_match_autograd"
-  "tests/gpu/test_pygraph_ops.py::test_matmul_with_batch_broadcast"
-  "tests/gpu/test_pygraph_ops.py::test_fused_matmul_bias_gelu"
-  "tests/gpu/test_pygraph_ops.py::test_execute_refuses_bad_buffers_before_any_kernel_runs"
-  "tests/gpu/test_norm_gpu.py::test_layernorm_forward"
-  "tests/gpu/test_norm_gpu.py::test_rmsnorm_backward"
-  "tests/gpu/test_sdpa_gpu.py::test_sdpa_forward"
+  "tests/graph/test_pygraph_ops_gpu.py::test_fused_conv_bias_relu_resnet_shape"
+  "tests/graph/test_pygraph_ops_gpu.py::test_conv_dgrad_and_wgrad_match_autograd"
+  "tests/graph/test_pygraph_ops_gpu.py::test_matmul_with_batch_broadcast"
+  "tests/graph/test_pygraph_ops_gpu.py::test_fused_matmul_bias_gelu"
+  "tests/graph/test_pygraph_ops_gpu.py::test_execute_refuses_bad_buffers_before_any_kernel_runs"
+  "tests/graph/test_norm_gpu.py::test_layernorm_forward"
+  "tests/graph/test_norm_gpu.py::test_rmsnorm_backward"
+  "tests/graph/test_sdpa_gpu.py::test_sdpa_forward"
 )
 RACECHECK_SELECTION=(
-  "tests/gpu/test_pygraph_ops.py::test_fused_matmul_bias_gelu"
-  "tests/gpu/test_norm_gpu.py::test_layernorm_forward"
-  "tests/gpu/test_sdpa_gpu.py::test_sdpa_inference"
+  "tests/graph/test_pygraph_ops_gpu.py::test_fused_matmul_bias_gelu"
+  "tests/graph/test_norm_gpu.py::test_layernorm_forward"
+  "tests/graph/test_sdpa_gpu.py::test_sdpa_inference"
 )
 
 run_tool() {  # $1 tool, rest: tests

@@ -17,7 +17,7 @@ An output is wrong when ``||out - ref|| / max(||ref||, 1e-3 sqrt(n))`` exceeds i
   (float statistics and reductions written as FLOAT: 1e-3).
 A configuration the backend refuses must raise a cudnn exception (counted by reason); any other
 exception, NaN in an output, or a wrong value is a defect and prints its seeds. Replay one graph:
-``CUDNN_PY_GPU_FUZZ_REPLAY=<structure seed>:<data seed> pytest -s tests/gpu/test_fuzz_gpu.py``.
+``CUDNN_PY_GPU_FUZZ_REPLAY=<structure seed>:<data seed> pytest -s tests/graph/test_fuzz_gpu.py``.
 
 Profiles: ``CUDNN_PY_GPU_FUZZ`` graphs (default 1,000), ``CUDNN_PY_GPU_FUZZ_SEED`` base seed
 (default 0), ``CUDNN_PY_GPU_FUZZ_SECONDS`` time box (default 150: the summary says when it cut

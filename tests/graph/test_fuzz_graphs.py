@@ -21,7 +21,7 @@ The only allowed outcomes:
 
 A graph built without faults must validate. Profiles: ``ci`` (default; fixed seed, >= 2,000
 graphs) and ``long`` (100,000 graphs, random seed): ``CUDNN_PY_FUZZ=long python -m pytest -q
-tests/cpu/test_fuzz_graphs.py``; ``CUDNN_PY_FUZZ=<number>`` runs that many graphs in all. A
+tests/graph/test_fuzz_graphs.py``; ``CUDNN_PY_FUZZ=<number>`` runs that many graphs in all. A
 failing example prints the ``@reproduce_failure`` blob that replays it.
 """
 

@@ -1,7 +1,7 @@
 """1.32's graph-object surface without a GPU: constructor keywords, heuristics= beside
 heur_modes=, chaining, plan introspection on stand-in candidates, graph inspection, cudnn.Tensor's
 plain attributes, cudnn.Node / NodeType, the top-level helpers, and generated node names.
-The same on a GPU against torch: tests/gpu/test_pygraph_132_gpu.py."""
+The same on a GPU against torch: tests/graph/test_pygraph_132_gpu.py."""
 
 from __future__ import annotations
 
@@ -394,7 +394,7 @@ def test_device_info_without_a_gpu_says_why() -> None:
     from cudnn._lib import cuda
 
     if cuda.device_count():
-        pytest.skip("a GPU is visible: tests/gpu/test_pygraph_132_gpu.py reads its facts")
+        pytest.skip("a GPU is visible: tests/graph/test_pygraph_132_gpu.py reads its facts")
     with pytest.raises((cudnn.CudaUnavailableError, cudnn.CudaError, ValueError, RuntimeError)):
         _ = cudnn.DeviceInfo(0).sm_count
 

@@ -1,7 +1,7 @@
 """`backend.handle.prefetch_default_handle` without a GPU: when it starts a helper, what the helper
 does (cudnnCreate in the asking thread's context, then cuDNN's engine libraries opened) and how `default_handle` takes,
 refuses or replaces what it made. cudnnCreate and the CUDA context calls are stand-ins that
-record their calls (the real ones run in tests/gpu/test_startup_gpu.py); nothing here reaches
+record their calls (the real ones run in tests/lib/test_startup_gpu.py); nothing here reaches
 cuDNN or CUDA."""
 
 from __future__ import annotations

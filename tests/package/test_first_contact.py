@@ -1,7 +1,7 @@
 """What a newcomer meets first: the README's commands on a machine without a GPU, with or
 without PyTorch, and the messages of the first mistakes.
 
-- GPU test modules never touch the GPU at import (a static check of tests/gpu, and the
+- GPU test modules never touch the GPU at import (a static check of every test_*_gpu.py, and the
   collection guard of tests/conftest.py run on a module that does);
 - the line after collection says what became of the GPU tests, at every verbosity;
 - an unknown enum member names the closest valid ones; a cudnn.Graph io name that resolves

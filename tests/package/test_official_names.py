@@ -1,7 +1,7 @@
 """Names the official package's own code uses, without a GPU: ``heur_mode.OPENSOURCE`` (refused
 alone, dropped with a warning beside other modes) and ``cudnn.experimental.ops.moe_grouped_matmul``
 (lazy and torch-free to import, the official signature, argument checks, shapes on meta tensors,
-the graph it declares). Its run against torch's reference needs a GPU: tests/gpu/test_moe_gpu.py."""
+the graph it declares). Its run against torch's reference needs a GPU: tests/graph/test_moe_gpu.py."""
 
 from __future__ import annotations
 

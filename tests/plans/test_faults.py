@@ -2,7 +2,7 @@
 be written or are full, interrupts while storing or validating, concurrent writers, and use of a
 graph after it failed. The only allowed outcomes: the entry is ignored (and logged) and a build
 would proceed, or a clear cudnn exception. The GPU half (real builds falling back, interrupts
-during build and autotune, destroyed handles) is tests/gpu/test_faults_gpu.py.
+during build and autotune, destroyed handles) is tests/plans/test_faults_gpu.py.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_damaged_entry_is_ignored_and_logged(kind: str, tmp_path: Path, caplog: 
 
 def test_entry_from_another_cudnn_parses_and_is_refused_by_check_compatible(tmp_path: Path) -> None:
     """A readable record of another cuDNN: the cache returns it, check_compatible (run by the
-    build, which then rebuilds: tests/gpu/test_faults_gpu.py) refuses it by version."""
+    build, which then rebuilds: tests/plans/test_faults_gpu.py) refuses it by version."""
     other = record()
     other.cudnn_version = 90000
     cache, key = entry(tmp_path, other.to_bytes())

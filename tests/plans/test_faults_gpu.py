@@ -4,7 +4,7 @@ KeyboardInterrupt during build and during autotune; a destroyed handle. Every bu
 to building (and computes the right result), never crashes; errors are cudnn exceptions.
 
 Read-only and full directories are small tmpfs mounts (root on the device); where mount is not
-allowed those two cases skip, and the size-limited write of tests/cpu/test_faults.py stands in.
+allowed those two cases skip, and the size-limited write of tests/plans/test_faults.py stands in.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def mount_tmpfs(where: Path, options: str) -> None:
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True,
                           text=True, check=False)
     if done.returncode:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); tests/cpu/test_faults.py covers a "
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}); tests/plans/test_faults.py covers a "
                     "size-limited write")
 
 

@@ -2,7 +2,7 @@
 needed (a fused graph's heuristics take tens of milliseconds per mode, and a build takes the
 first mode's best config), with the candidates, their order and the errors of querying every
 mode at once. cuDNN is stood in: the modes queried and the configs read are recorded. The same
-builds on a GPU: tests/gpu/test_plans_gpu.py."""
+builds on a GPU: tests/plans/test_plans_gpu.py."""
 
 from __future__ import annotations
 

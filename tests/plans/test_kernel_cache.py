@@ -1,7 +1,7 @@
 """Kernel-cache files without a GPU: the on-disk form, what is refused (damaged, truncated,
 another cuDNN or GPU, another entry), the size bound, unwritable folders, concurrent writers,
 and KernelCache.save/load. cuDNN's own acceptance of the kernels is checked on the GPU
-(tests/gpu/test_kernel_cache_gpu.py)."""
+(tests/plans/test_kernel_cache_gpu.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ threads' build keeps what helpers return (restored plans, plans handed back), re
 processes that cannot serve on this machine, and a stand-in worker process that dies, is
 killed, closes its output and stays, garbles its answer, runs past its time or fails a plan:
 each time its plans are built here, the warning says how it ended, and nothing outlives the
-build. The build itself against torch: tests/gpu/test_plan_workers_gpu.py.
+build. The build itself against torch: tests/plans/test_plan_workers_gpu.py.
 
 Plans here are the stand-ins of plan_stand_ins.py (the `fake_plans` fixture)."""
 

@@ -4,7 +4,7 @@ configs per engine) gives the same plans as a build in this process alone, each 
 PyTorch computes, whether N workers start with the build (CUDNN_PY_BUILD_PROCESSES=N) or join
 a build that proved long (CUDNN_PY_BUILD_PROCESSES=auto); some plans come from the workers; a
 candidate that fails here fails alone; no worker process and no descriptor outlives the build.
-Unset, a build starts none (tests/cpu/test_plan_workers.py).
+Unset, a build starts none (tests/plans/test_plan_workers.py).
 
 So that the workers (which take a few seconds to start) get plans to build, the plans finalized
 in this process are made slower by `SLOW_HERE_S` each (`slow_here`); restoring the workers'

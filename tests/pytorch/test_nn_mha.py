@@ -3,7 +3,7 @@ torch's module's results for every call: those it sends to attention (compared w
 module to 1e-5 on float32 CPU tensors: same math, another order of operations) and those it
 leaves to torch's module (identical). On CPU tensors cuDNN's attention is never taken: those
 calls run torch's SDPA after `attention_with_fallback`'s warning, which is what is compared
-here (tests/gpu/test_torch_nn.py has cuDNN run it). Skipped where torch is not installed."""
+here (tests/pytorch/test_torch_nn_gpu.py has cuDNN run it). Skipped where torch is not installed."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ schemas, fake kernels (shapes and strides for BHSD, BSHD views, THD and the log-
 autograd and ``torch.compile(fullgraph=True)`` on meta tensors, argument refusals, the graphs
 the ops declare (validated by cudnn-py's pygraph; nothing runs), the packed-to-padded
 log-sum-exp on CPU values, and ``cudnn.torch``'s overrides in torch's dispatcher. The runs
-against a float32 reference are tests/gpu/test_sdpa_torch_ops_132_gpu.py and
-tests/gpu/test_sdpa_provider_gpu.py."""
+against a float32 reference are tests/pytorch/test_sdpa_torch_ops_132_gpu.py and
+tests/pytorch/test_sdpa_provider_gpu.py."""
 
 from __future__ import annotations
 

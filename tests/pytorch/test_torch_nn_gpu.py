@@ -3,7 +3,7 @@ cudnn.nn.convert on torchvision's ResNet-50 (random weights, eval, fp16) against
 torch's SDPA routed to cuDNN by cudnn.nn.sdpa_kernel and by convert (a model's own SDPA call,
 and nn.TransformerEncoderLayer's nn.MultiheadAttention).
 
-Tolerances: module outputs and gradients as tests/gpu/test_torch_ops.py (fp16 2e-2, scaled
+Tolerances: module outputs and gradients as tests/pytorch/test_torch_ops_gpu.py (fp16 2e-2, scaled
 by the largest reference magnitude); ResNet-50 logits: max |difference| <= 2e-2 x max |logit|
 (fifty fp16 layers; batch norm folded into the conv weights in float32 before rounding);
 attention in bf16: 2e-2 of the largest reference value, against torch's SDPA in float32.
@@ -295,7 +295,7 @@ def test_attention_modules_apply_dropout_in_training_through_cudnn(attention_cal
     """With dropout set, a training call passes it to cuDNN's attention (no fallback to torch):
     two calls differ and the gradients are finite; in eval mode the call runs without dropout and
     matches torch's module.
-    (tests/gpu/test_torch_ops.py checks the dropout itself against torch.)"""
+    (tests/pytorch/test_torch_ops_gpu.py checks the dropout itself against torch.)"""
     torch.manual_seed(0)
     theirs = nn.MultiheadAttention(128, 4, dropout=0.2, batch_first=True).to(DEV, H)
     ours = cnn.MultiheadAttention(128, 4, dropout=0.2, batch_first=True).to(DEV, H)

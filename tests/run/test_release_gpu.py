@@ -36,7 +36,7 @@ import cudnn
 # long loop of one pack whose first replayed launch is cuda-bindings' first driver call. Whether
 # a collection falls inside that call depends on allocation counts: this child ran through on
 # the code before the fix too (2 of 2), so it guards the first-run path, not the deadlock itself;
-# that finalizers make no CUDA call is tested without a GPU (tests/cpu/test_release.py).
+# that finalizers make no CUDA call is tested without a GPU (tests/run/test_release.py).
 FIRST_RUN = PRELUDE + """
 handle = cudnn.create_handle()
 

@@ -2,7 +2,7 @@
 
 No GPU here: packs, executes and captures are recorded by the fake backend, so each test sees
 whether a call reached ``cudnnBackendExecute`` or a replay, and with which binding. The GPU
-tests (tests/gpu/test_replay_gpu.py) check that replays compute what executes compute.
+tests (tests/run/test_replay_gpu.py) check that replays compute what executes compute.
 """
 
 from __future__ import annotations

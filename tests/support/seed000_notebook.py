@@ -1,6 +1,6 @@
 """Seed 000 (shared/seeds/000_9fd78a8f81f20250.txt), the notebook "Overview of the cuDNN Wrapper":
 its code cells verbatim, in order; only the "In [None]:" markers and the markdown prose are left out.
-Run as a script by tests/gpu/test_wrapper_gpu.py (it needs a GPU, PyTorch and CuPy)."""
+Run as a script by tests/wrapper/test_wrapper_gpu.py (it needs a GPU, PyTorch and CuPy)."""
 
 # --- cell (seed lines 12-12) ---
 # get_ipython().system('nvidia-smi')

@@ -1,5 +1,5 @@
 # The code cells of seed 001 (the pygraph notebook), verbatim; only the notebook's
-# "In [N]:" markers and prose are left out. Run by tests/gpu/test_seed001.py.
+# "In [N]:" markers and prose are left out. Run by tests/package/test_seed001_gpu.py.
 import cudnn
 
 print(cudnn.__version__)

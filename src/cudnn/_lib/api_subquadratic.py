@@ -1,5 +1,5 @@
 """C functions of cudnn_subquadratic_ops_v9.h (cuDNN >= 9.22) that cudnn-py binds: the causal
-conv1d pair, in the table format of the generated api_*.py files (tests/cpu/test_causal_conv1d.py
+conv1d pair, in the table format of the generated api_*.py files (tests/graph/test_causal_conv1d.py
 checks each entry against the header with tools/cheader.py), and the header's activation enum.
 
 The functions live in libcudnn itself, outside the graph API; ``capi.subquadratic`` binds them

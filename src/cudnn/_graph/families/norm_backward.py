@@ -59,7 +59,7 @@ class NormBackward(NormNode):
         super().__init__(name, kind, inputs, compute_data_type)
         self.has_dbias = has_dbias
         # instance norm's backward engine, captured, wrote other bits than its execute in every
-        # dtype (H100, cuDNN 9.19; tests/gpu/replay_check.py): it is never replayed
+        # dtype (H100, cuDNN 9.19; tests/support/replay_check.py): it is never replayed
         self.replayable = kind.mode != norm_mode.INSTANCE_NORM
 
     def output_ports(self) -> list[str]:
