@@ -18,7 +18,6 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from ._lib.loader import LoadReport
-    from .backend.handle import Handle
 
 # Public name -> the module that defines it, imported on first use ("module:attribute" where
 # the module's name for it differs). A new export is one line here.
@@ -111,8 +110,10 @@ _EXPORTS: dict[str, str] = {
 _SUBPACKAGES = ("_lib", "backend", "collect_env", "datatypes", "experimental", "graph_types", "interop", "nn", "nodes",
                 "ops", "sdpa", "torch", "wrapper")
 if TYPE_CHECKING:
-    # What a type checker sees of the names above (at run time each is imported on first read):
-    # the same objects, from the modules _EXPORTS names (tests/package/test_typed_api.py checks that).
+    # What a type checker sees of the names above
+    # (at run time each is imported on first read): the same objects, from the modules
+    # _EXPORTS names. Written by tests/typing/exports_block.py, checked by
+    # tests/package/test_typed_api.py.
     from . import _lib as _lib
     from . import backend as backend
     from . import collect_env as collect_env
@@ -143,7 +144,7 @@ if TYPE_CHECKING:
     from ._graph.model.sdpa_enums import attention_implementation as attention_implementation
     from ._graph.model.sdpa_enums import diagonal_alignment as diagonal_alignment
     from ._graph.model.tensor import Tensor as Tensor
-    from ._graph.model.tensor import Tensor as tensor  # noqa: F401 - public through __all__ (_EXPORTS)
+    from ._graph.model.tensor import Tensor as _tensor
     from ._graph.plans.threads import set_build_processes as set_build_processes
     from ._graph.pygraph import pygraph as pygraph
     from ._graph.records.plan_cache import plan_cache as plan_cache
@@ -167,29 +168,28 @@ if TYPE_CHECKING:
     from ._lib.enums import rng_distribution as rng_distribution
     from ._lib.enums import tensor_reordering as tensor_reordering
     from ._lib.release import release_pending as release_pending
-    from ._lib.status import (
-        CudaUnavailableError,
-        CudnnBadParamError,
-        CudnnError,
-        CudnnExecutionError,
-        CudnnInitError,
-        CudnnInternalError,
-        CudnnNotSupportedError,
-        DescriptorClosedError,
-        FeatureUnavailableError,
-        LibraryNotFoundError,
-        cudnnGraphNotSupportedError,
-    )
+    from ._lib.status import CudaUnavailableError as CudaUnavailableError
+    from ._lib.status import CudnnBadParamError as CudnnBadParamError
+    from ._lib.status import CudnnError as CudnnError
+    from ._lib.status import CudnnExecutionError as CudnnExecutionError
+    from ._lib.status import CudnnInitError as CudnnInitError
+    from ._lib.status import CudnnInternalError as CudnnInternalError
+    from ._lib.status import CudnnNotSupportedError as CudnnNotSupportedError
+    from ._lib.status import DescriptorClosedError as DescriptorClosedError
+    from ._lib.status import FeatureUnavailableError as FeatureUnavailableError
+    from ._lib.status import LibraryNotFoundError as LibraryNotFoundError
+    from ._lib.status import cudnnGraphNotSupportedError as cudnnGraphNotSupportedError
     from .backend import Handle as Handle
-    from .backend import Handle as handle  # noqa: F401 - public through __all__ (_EXPORTS)
+    from .backend import Handle as _handle
     from .backend import destroy_handle as destroy_handle
     from .backend import get_stream as get_stream
     from .backend.deviceprop import create_device_properties as create_device_properties
-    from .backend.engine import KnobInfo as knob  # noqa: F401 - public through __all__ (_EXPORTS)
+    from .backend.engine import KnobInfo as _knob
     from .backend.kernel_cache import create_kernel_cache as create_kernel_cache
     from .backend.replay import execute_replay as execute_replay
     from .backend.replay import set_execute_replay as set_execute_replay
-    from .causal_conv1d_capi import causal_conv1d_backward, causal_conv1d_forward
+    from .causal_conv1d_capi import causal_conv1d_backward as causal_conv1d_backward
+    from .causal_conv1d_capi import causal_conv1d_forward as causal_conv1d_forward
     from .datatypes import is_windows as is_windows
     from .datatypes import load_cudnn as load_cudnn
     from .devices import DeviceInfo as DeviceInfo
@@ -199,8 +199,13 @@ if TYPE_CHECKING:
     from .graph import jit as jit
     from .interop.streams import set_stream as set_stream
     from .log import set_log_level as set_log_level
-    from .sdpa.fwd.torch_op import sdpa as sdpa_torch  # noqa: F401 - public through __all__ (_EXPORTS)
+    from .sdpa.fwd.torch_op import sdpa as _sdpa_torch
     from .wrapper import Graph as Graph
+    # names whose module calls them otherwise (`import A as B` would not export B to a checker)
+    knob = _knob
+    tensor = _tensor
+    handle = _handle
+    sdpa_torch = _sdpa_torch
 
 # Any other name: an official name cudnn-py does not provide says what it needs (`_unavailable`).
 # (Defined for the run time only: a type checker knows the names above and reports any other.)

@@ -6,7 +6,6 @@ tests/typing/op_declarations.py), the declarations are never imported at run tim
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import subprocess
 import sys
@@ -63,37 +62,9 @@ def test_the_declarations_are_not_imported_at_run_time() -> None:
     assert out.strip() == "[]"
 
 
-def _init_tree() -> ast.Module:
-    return ast.parse((ROOT / "src" / "cudnn" / "__init__.py").read_text())
-
-
-def _literal(tree: ast.Module, name: str) -> object:
-    for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) else None)
-        if isinstance(target, ast.Name) and target.id == name:
-            assert node.value is not None
-            return ast.literal_eval(node.value)
-    raise AssertionError(f"cudnn/__init__.py has no {name}")
-
-
 def test_the_package_declares_every_lazy_name_for_a_type_checker() -> None:
-    """`import cudnn` imports the names of _EXPORTS on first read; the `if TYPE_CHECKING:` block
-    imports each from the module _EXPORTS names, under its name, and every subpackage."""
-    tree = _init_tree()
-    exports = _literal(tree, "_EXPORTS")
-    subpackages = _literal(tree, "_SUBPACKAGES")
-    assert isinstance(exports, dict) and isinstance(subpackages, tuple)
-    declared: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            for imp in node.body:
-                if isinstance(imp, ast.ImportFrom):
-                    module = "." * imp.level + (imp.module or "")
-                    for alias in imp.names:
-                        declared[alias.asname or alias.name] = (
-                            f"{module}{alias.name}" if module == "." else
-                            module if alias.name == (alias.asname or alias.name) else f"{module}:{alias.name}")
-    expected = {**exports, **{s: f".{s}" for s in subpackages}}
-    missing = {n: t for n, t in expected.items() if declared.get(n) != t}
-    assert not missing, f"not declared under TYPE_CHECKING as _EXPORTS says: {missing}"
+    """`import cudnn` imports the names of _EXPORTS on first read; its `if TYPE_CHECKING:` block
+    imports each from the module _EXPORTS names, and every subpackage (tests/typing/exports_block.py)."""
+    block = _tool("exports_block")
+    text = block.INIT.read_text()
+    assert block.rewrite(text) == text, "out of date: python tests/typing/exports_block.py --write"

@@ -10,19 +10,20 @@ spec the official refuses, being numeric (``f"{x:d}"``, ``f"{x:03d}"``), formats
 from __future__ import annotations
 
 from enum import Enum, EnumMeta, IntEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 class _NamedMembers(EnumMeta):
     """An enum class whose unknown member names are refused naming the closest valid ones."""
 
-    def __getattr__(cls, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        try:
-            return cls._member_map_[name]
-        except KeyError:
-            raise AttributeError(unknown_member(cls, name)) from None
+    if not TYPE_CHECKING:  # a checker knows the members and reports any other name
+        def __getattr__(cls, name: str) -> Any:
+            if name.startswith("_"):
+                raise AttributeError(name)
+            try:
+                return cls._member_map_[name]
+            except KeyError:
+                raise AttributeError(unknown_member(cls, name)) from None
 
     def __getitem__(cls, name: str) -> Any:
         try:
