@@ -30,7 +30,7 @@ import pytest
 import torch
 
 import cudnn
-from cudnn._graph.model.graph_errors import GraphError
+from cudnn import GraphError
 
 dt = cudnn.data_type
 DEV = "cuda"

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 
 import cudnn
+from cudnn import GraphError, pygraph
 from cudnn._graph.families import sdpa_fp8, sdpa_mxfp8
 from cudnn._graph.model.expand import expand
-from cudnn._graph.model.graph_errors import GraphError
-from cudnn._graph.pygraph import pygraph
 
 dt = cudnn.data_type
 E4, E5, F, H, E8 = dt.FP8_E4M3, dt.FP8_E5M2, dt.FLOAT, dt.HALF, dt.FP8_E8M0

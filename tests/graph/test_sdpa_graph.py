@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 import cudnn
+from cudnn import pygraph
 from cudnn._graph.model.expand import expand
-from cudnn._graph.pygraph import pygraph
 
 dt = cudnn.data_type
 H, F, I32, I64 = dt.HALF, dt.FLOAT, dt.INT32, dt.INT64

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from support.libcudnn_marks import needs_libcudnn
 
+from cudnn import CudnnError
 from cudnn._lib import cuda, marshal, release
-from cudnn._lib.status import CudnnError
 from cudnn.backend import handle
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import cudnn
-from cudnn._graph.model.graph_errors import GraphError
+from cudnn import GraphError
 from cudnn._lib import cuda, enums
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn._graph.model.graph_errors import SerializationError
+from cudnn import SerializationError
 from cudnn._graph.records.plan_bytes import PlanRecord, TensorRecord
 from cudnn._graph.records.plan_cache import PlanCache, default_directory
 
