@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 import cudnn
+from cudnn import FeatureUnavailableError
 from cudnn._graph.build.pipeline import all_tensors, assign_uids
 from cudnn._graph.model.expand import expand
 from cudnn._graph.model.lower import Lowering
 from cudnn._lib.enums import cudnnBackendDescriptorType_t as D
-from cudnn._lib.status import FeatureUnavailableError
 from cudnn.backend import attr_label
 from cudnn.backend import descriptor as backend_descriptor
 
