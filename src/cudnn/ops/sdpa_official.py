@@ -60,8 +60,9 @@ def _err(op: str, msg: str) -> rt.OpError:
 
 # -- argument checks (shared by the kernels and the fake kernels) --------------------------------
 
-class Dims(NamedTuple):
-    """What a call's tensors say about the attention: batch, heads, (max) lengths, head dims."""
+class CallShape(NamedTuple):
+    """What a call's tensors say about the attention: batch, heads, (max) lengths, head dims, and
+    whether they are packed (THD). The graph's own problem sizes are `_graph.families.sdpa_common.Dims`."""
 
     b: int
     h_q: int
@@ -86,7 +87,7 @@ def _bands(op: str, is_causal: bool, bottom_right: bool, window_left: int, windo
         raise _err(op, "window_left: expected -1 (no left bound) or a positive number of visible tokens, got 0")
 
 
-def _qkv(op: str, q: Any, k: Any, v: Any, thd: bool, max_q: int, max_kv: int) -> Dims:
+def _qkv(op: str, q: Any, k: Any, v: Any, thd: bool, max_q: int, max_kv: int) -> CallShape:
     rank = 3 if thd else 4
     layout = "packed [T, H, D] (cu_seqlens given)" if thd else "[B, H, S, D]"
     rt.check_tensor(op, "q", q, rt.HALVES)
@@ -114,7 +115,7 @@ def _qkv(op: str, q: Any, k: Any, v: Any, thd: bool, max_q: int, max_kv: int) ->
         if d % 8 or d <= 0:
             raise rt.OpNotSupportedError(f"cudnn.ops.{op}: head dim {name}={d} is not supported: cuDNN's attention "
                                          "needs a positive multiple of 8")
-    return Dims(b, h_q, h_k, h_v, s_q, s_kv, d_qk, d_v, thd)
+    return CallShape(b, h_q, h_k, h_v, s_q, s_kv, d_qk, d_v, thd)
 
 
 def _varlen(op: str, q: torch.Tensor, cu_q: Any, cu_kv: Any, max_q: int, max_kv: int) -> int:
@@ -135,7 +136,7 @@ def _varlen(op: str, q: torch.Tensor, cu_q: Any, cu_kv: Any, max_q: int, max_kv:
 def check_forward(q: Any, k: Any, v: Any, is_causal: bool = False, causal_bottom_right: bool = False,
                   window_left: int = -1, window_right: int = -1, sinks: Any = None, seq_len_q: Any = None,
                   seq_len_kv: Any = None, cu_seqlens_q: Any = None, cu_seqlens_kv: Any = None, max_seqlen_q: int = 0,
-                  max_seqlen_kv: int = 0) -> Dims:
+                  max_seqlen_kv: int = 0) -> CallShape:
     """Refuse what ``cudnn::sdpa_fwd`` cannot run (before any GPU work), naming the argument."""
     op = "sdpa_fwd"
     _bands(op, is_causal, causal_bottom_right, window_left, window_right)
@@ -165,7 +166,7 @@ def check_forward(q: Any, k: Any, v: Any, is_causal: bool = False, causal_bottom
 def check_backward(grad_out: Any, q: Any, k: Any, v: Any, o: Any, lse: Any, is_causal: bool = False,
                    causal_bottom_right: bool = False, window_left: int = -1, window_right: int = -1,
                    sinks: Any = None, cu_seqlens_q: Any = None, cu_seqlens_kv: Any = None, max_seqlen_q: int = 0,
-                   max_seqlen_kv: int = 0) -> Dims:
+                   max_seqlen_kv: int = 0) -> CallShape:
     """Refuse what ``cudnn::sdpa_bwd`` cannot run (before any GPU work), naming the argument."""
     op = "sdpa_bwd"
     _bands(op, is_causal, causal_bottom_right, window_left, window_right)
@@ -430,7 +431,7 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_scale: float
     return o, stats
 
 
-def _fwd_outputs(q: torch.Tensor, dims: Dims, return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _fwd_outputs(q: torch.Tensor, dims: CallShape, return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """O and the log-sum-exp as the kernel returns them (uninitialized; the fake kernel's too)."""
     if dims.thd:
         o = q.new_empty((q.shape[0], dims.h_q, dims.d_v))
