@@ -75,7 +75,7 @@ _EXPORTS: dict[str, str] = {
     "knob": ".backend.engine:KnobInfo",
     # graphs
     "pygraph": "._graph.pygraph",
-    "graph": ".graph",  # the official context manager; its module is cudnn/graph.py
+    "graph": "._graph.helpers",  # the official context manager (cudnn/graph.py names it too)
     "set_execute_checks": "._graph.run.checks",
     "set_execute_replay": ".backend.replay",
     "set_build_processes": "._graph.plans.threads",
@@ -92,8 +92,8 @@ _EXPORTS: dict[str, str] = {
     "DeviceInfo": ".devices",
     "sdpa_capabilities": ".devices",
     "plan_cache": "._graph.records.plan_cache",
-    "graph_cache": ".graph",
-    "jit": ".graph",
+    "graph_cache": "._graph.helpers",
+    "jit": "._graph.helpers",
     "Graph": ".wrapper",
     # plain C API functions outside the graph API (cuDNN >= 9.22, checked when called)
     "causal_conv1d_forward": ".causal_conv1d_capi",
@@ -127,6 +127,9 @@ if TYPE_CHECKING:
     from . import sdpa as sdpa
     from . import torch as torch
     from . import wrapper as wrapper
+    from ._graph.helpers import graph as graph
+    from ._graph.helpers import graph_cache as graph_cache
+    from ._graph.helpers import jit as jit
     from ._graph.model.api_enums import moe_grouped_matmul_mode as moe_grouped_matmul_mode
     from ._graph.model.api_enums import scalar_type as scalar_type
     from ._graph.model.graph_errors import ExecutionInputError as ExecutionInputError
@@ -194,9 +197,6 @@ if TYPE_CHECKING:
     from .datatypes import load_cudnn as load_cudnn
     from .devices import DeviceInfo as DeviceInfo
     from .devices import sdpa_capabilities as sdpa_capabilities
-    from .graph import graph as graph
-    from .graph import graph_cache as graph_cache
-    from .graph import jit as jit
     from .interop.streams import set_stream as set_stream
     from .log import set_log_level as set_log_level
     from .sdpa.fwd.torch_op import sdpa as _sdpa_torch
@@ -212,6 +212,14 @@ if TYPE_CHECKING:
 if not TYPE_CHECKING:
     __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, submodules=_SUBPACKAGES,
                                         otherwise="._unavailable:missing")
+
+    # The module cudnn/graph.py, imported now (it is small) as the official package imports it, so
+    # that a later `import cudnn.graph` finds it imported and does not bind the module over the
+    # name: `cudnn.graph` is the function, read through the table above on first use.
+    import importlib as _importlib
+
+    _importlib.import_module(".graph", __name__)  # binds the module as `graph` here...
+    del globals()["graph"], _importlib  # ...which the table's function takes over on first read
 
 
 if os.environ.get("CUDNN_FRONTEND_LOG_INFO"):  # the official frontend's log switches (cudnn.log)

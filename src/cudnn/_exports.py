@@ -21,7 +21,7 @@ name)``, where ``otherwise`` is a target as above imported on the first such rea
 (`cudnn._unavailable.missing` says what an official name cudnn-py lacks needs), or a plain
 AttributeError.
 
-This module imports nothing of cudnn, so ``import cudnn`` stays two small modules.
+This module imports nothing of cudnn, so ``import cudnn`` stays small.
 """
 
 from __future__ import annotations

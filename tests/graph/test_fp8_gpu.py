@@ -15,7 +15,7 @@ FP8 matmul (matmul + descale/scale multiplies + AMAX) is compared with torch._sc
 rtol 2e-2 atol 1e-1 (both accumulate in float32; bf16 output rounding), FP8 output within one E4M3
 step. Block-scale quantize is compared with a float reference of MX block scaling; graphs the
 backend has no engine for on this GPU are reported as skips naming the backend's refusal.
-Philox dropout is refused before any plan is built (graph/guards.py): run against bf16 attention's
+Philox dropout is refused before any plan is built (_graph/plans/known_faults.py): run against bf16 attention's
 rng_dump as the mask reference, the FP8 forward engine faulted (illegal memory access) and the
 backward engine's gradients were wrong (relative error near 1) on cuDNN 9.19.
 """

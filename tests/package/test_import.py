@@ -1,6 +1,7 @@
-"""`import cudnn` is cheap: it imports two small modules of its own (the version and the lazy
-export table's mechanism), no optional package and no library; every public name is imported on
-first use, and enums are built one by one when first read."""
+"""`import cudnn` is cheap: it imports three small modules of its own (the version, the lazy
+export table's mechanism and the official module cudnn/graph.py), no optional package and no
+library; every public name is imported on first use, and enums are built one by one when first
+read."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ from cudnn._lib.lazy_enums import LazyEnums
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 # Packages that `import cudnn` must leave alone: callers import them where they use them.
 OPTIONAL = ("torch", "numpy", "cupy", "jax", "numba", "ml_dtypes", "cuda", "certifi")
+
+
+# What `import cudnn` imports of cudnn: the package, its lazy-export helper, the version, and the
+# small official module cudnn/graph.py (so that `cudnn.graph` stays the function).
+IMPORTED_BY_IMPORT = ["cudnn", "cudnn._exports", "cudnn._version", "cudnn.graph"]
 
 
 def _fresh(code: str) -> dict[str, object]:
@@ -49,7 +55,7 @@ def _libraries_mapped() -> str:
 def test_import_loads_no_submodule_optional_package_or_library() -> None:
     result = _fresh(f"import cudnn\nresult = {{'maps': {_libraries_mapped()}}}")
     new = result["new_modules"]
-    assert [m for m in new if m.startswith("cudnn")] == ["cudnn", "cudnn._exports", "cudnn._version"]
+    assert [m for m in new if m.startswith("cudnn")] == IMPORTED_BY_IMPORT
     loaded_optional = [m for m in new if m.split(".")[0] in OPTIONAL]
     assert loaded_optional == []
     assert "ctypes" not in new  # nothing of the C boundary either
@@ -68,7 +74,7 @@ def test_reading_an_enum_builds_that_enum_only() -> None:
     assert result["built"] == ["data_type"]
     new = result["new_modules"]
     assert not [m for m in new if m.split(".")[0] in OPTIONAL]
-    assert not [m for m in new if m.startswith(("cudnn.graph", "cudnn.backend", "cudnn.wrapper"))]
+    assert not [m for m in new if m.startswith(("cudnn._graph", "cudnn.backend", "cudnn.wrapper"))]
     assert "libcudnn" not in result["maps"]
 
 
@@ -104,7 +110,7 @@ def test_subpackages_are_attributes_as_before() -> None:
 def test_dir_lists_public_names_before_they_are_imported() -> None:
     result = _fresh("import cudnn\nnames = dir(cudnn)\nresult = {'names': names}")
     assert set(cudnn.__all__) <= set(result["names"])  # type: ignore[arg-type]
-    assert [m for m in result["new_modules"] if m.startswith("cudnn")] == ["cudnn", "cudnn._exports", "cudnn._version"]
+    assert [m for m in result["new_modules"] if m.startswith("cudnn")] == IMPORTED_BY_IMPORT
 
 
 def test_help_lists_the_public_names() -> None:
@@ -125,18 +131,20 @@ def test_unknown_names_are_attribute_errors() -> None:
 
 @pytest.mark.parametrize("first", ["import cudnn.wrapper", "import cudnn._graph.model.tensor",
                                    "import cudnn._graph.pygraph", "import cudnn; cudnn.pygraph",
-                                   "from cudnn import graph", "import cudnn.sdpa"])
+                                   "from cudnn import graph", "import cudnn.sdpa", "import cudnn.graph",
+                                   "from cudnn.graph import jit", "import cudnn.graph as m"])
 def test_cudnn_graph_is_the_function_whichever_import_comes_first(first: str) -> None:
-    """``cudnn.graph`` read through the package is the official context manager, the function
-    ``graph`` of the module cudnn/graph.py, whatever the package imported before: no module of
-    cudnn imports that module, so nothing binds the module over the function."""
+    """``cudnn.graph`` read through the package is the official context manager, whatever was
+    imported before, the module cudnn/graph.py included: ``import cudnn`` imports that module at
+    once, so a later import of it finds it imported and binds nothing over the function."""
     result = _fresh(f"{first}\nimport cudnn\nresult = {{'callable': callable(cudnn.graph), "
                     "'name': cudnn.graph.__module__ + '.' + cudnn.graph.__name__}")
-    assert result["callable"] is True and result["name"] == "cudnn.graph.graph"
+    assert result["callable"] is True and result["name"] == "cudnn._graph.helpers.graph"
 
 
 def test_the_graph_module_names_graph_jit_and_graph_cache() -> None:
-    result = _fresh("import cudnn.graph as m\nfrom cudnn.graph import graph, graph_cache, jit\n"
+    result = _fresh("import cudnn.graph\nm = sys.modules['cudnn.graph']\n"
+                    "from cudnn.graph import graph, graph_cache, jit\n"
                     "result = {'same': (graph, jit, graph_cache) == (m.graph, m.jit, m.graph_cache), "
                     "'module': m.__name__}")
     assert result["same"] is True and result["module"] == "cudnn.graph"

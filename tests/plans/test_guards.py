@@ -1,4 +1,4 @@
-"""Known-wrong engines are set aside before they are built (graph/guards.py)."""
+"""Known-wrong engines are set aside before they are built (_graph/plans/known_faults.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Plans finalized on several threads (graph/parallel.py) come out as one after another would
+"""Plans finalized on several threads (_graph/plans/threads.py) come out as one after another would
 give them: same plans, same order, same errors, same selection; a failure stays with its
 candidate; no thread outlives the call and nothing is left open when it raises.
 

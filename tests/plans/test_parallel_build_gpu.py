@@ -1,4 +1,4 @@
-"""build_plans(ALL) on several threads (graph/parallel.py) on the GPU: the same plans as on one
+"""build_plans(ALL) on several threads (_graph/plans/threads.py) on the GPU: the same plans as on one
 thread, each computing what PyTorch computes; a candidate that fails fails alone; no thread
 and no descriptor outlives the build."""
 

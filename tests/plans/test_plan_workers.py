@@ -1,4 +1,4 @@
-"""Plans built in worker processes beside the threads (graph/plan_workers.py), what needs no GPU:
+"""Plans built in worker processes beside the threads (_graph/build/workers.py), what needs no GPU:
 the setting (`cudnn.set_build_processes`, CUDNN_PY_BUILD_PROCESSES; unset, a build starts no
 process) and when workers join a build, when a graph is built in this process only, a
 worker's environment, the graph identity a worker must reproduce from the printed JSON, how the

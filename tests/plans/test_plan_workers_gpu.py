@@ -1,4 +1,4 @@
-"""build_plans(ALL) joined by worker processes (graph/plan_workers.py) on the GPU: a knob sweep of
+"""build_plans(ALL) joined by worker processes (_graph/build/workers.py) on the GPU: a knob sweep of
 a conv+relu graph (the official suite's test_conv_relu_execution_plan_creation, cut to a few
 configs per engine) gives the same plans as a build in this process alone, each computing what
 PyTorch computes, whether N workers start with the build (CUDNN_PY_BUILD_PROCESSES=N) or join

@@ -41,7 +41,7 @@ def plan_descriptor(handle: Handle | int, engine_config: Descriptor, label: str 
                     retention: int | None = None) -> Descriptor:
     """`execution_plan` less its finalize: every attribute set, nothing compiled. Setting
     attributes counts holders of shared descriptors (the kernel cache), so it stays on one
-    thread; only the finalize may run on another (graph/parallel.py)."""
+    thread; only the finalize may run on another (_graph/plans/threads.py)."""
     plan = Descriptor(D.CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, label)
     try:
         if int(handle):

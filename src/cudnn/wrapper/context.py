@@ -33,7 +33,7 @@ from .names import Recorder, show
 
 # pygraph methods that stay reachable through the wrapper; its other methods (build steps,
 # execute, plan selection) are the wrapper's job and refused. Ops are pygraph's registered
-# op methods (graph/oplib.py): each adds a node.
+# op methods (_graph/methods/method_table.py): each adds a node.
 _PASS_THROUGH = frozenset({"get_workspace_size", "get_workspace_size_plan_at_index", "serialize", "deserialize",
                            "query_tensor_attributes_of_uid", "to_json", "to_dot", "save_picture",
                            "describe_plans", "find_tensor", "get_node", "get_inputs", "get_outputs", "inspect",

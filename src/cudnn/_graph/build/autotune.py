@@ -6,7 +6,7 @@ CUDA events on the handle's stream; the median is its time. Plans that fail to b
 are reported, not fatal; so are plans that need more workspace than the caller passed. When
 a composite offers several lowerings (attention: the unified SDPA_FWD operation or the
 composite graph), each lowering's plans are timed and the fastest of all wins. Plans are
-finalized on several threads (graph/parallel.py, ``CUDNN_PY_BUILD_THREADS``), then timed one
+finalized on several threads (_graph/plans/threads.py, ``CUDNN_PY_BUILD_THREADS``), then timed one
 after another on the handle's stream. Tuning that
 takes more than a second shows its progress (tqdm's bar when tqdm is installed, else a line
 on stderr).

@@ -5,7 +5,7 @@ Dims, strides (in elements), data type, name, uid, and the flags the backend nee
 unset (empty dims, NOT_SET data type, uid 0) are filled by ``pygraph.validate()``.
 
 What a graph fills in is kept apart from what the user gave (the setters): a tensor shared by
-several graphs gives each of them only what the user gave, to fill in its own (graph/shared.py).
+several graphs gives each of them only what the user gave, to fill in its own (_graph/model/shared_tensors.py).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class Candidate:
         self.workspace = workspace
         self.restored_name = restored_name
         self.device_property = device_property  # DEVICEPROP the plan is built for (None: the handle's GPU)
-        self.refused = refused  # why a guard keeps this engine off this graph (graph/guards.py); never built
+        self.refused = refused  # why a guard keeps this engine off this graph (known_faults.py); never built
         self.retention = retention  # CUDA_GRAPH_RETENTION set on the plan (None: left to cuDNN)
 
     def _read_engine(self) -> None:
@@ -133,7 +133,7 @@ class Candidate:
 
     def start_build(self, handle: int, label: str, kernel_cache: Descriptor | None = None) -> Descriptor | None:
         """The first half of `build`: the plan descriptor with its attributes set, not finalized
-        (finalizing, the slow half, may run on another thread: graph/parallel.py); None, with
+        (finalizing, the slow half, may run on another thread: _graph/plans/threads.py); None, with
         the error remembered, when setting them fails.
 
         The plan is labelled ``label`` alone, and an error of it names the candidate
@@ -263,7 +263,7 @@ class PlanSet:
         self.kernel_cache: Descriptor | None = None
         self.device_property: Descriptor | None = None  # given to every candidate's plan
         self.retention: int | None = None  # the CUDA_GRAPH_RETENTION every candidate's plan is built with
-        self.guard: Callable[[Candidate], str | None] | None = None  # known-wrong engines (graph/guards.py)
+        self.guard: Callable[[Candidate], str | None] | None = None  # known-wrong engines (known_faults.py)
 
     @property
     def all(self) -> list[Candidate]:

@@ -1,7 +1,7 @@
 """1.32's records of candidate plans (``pygraph.plans``, ``backend_plan_entries``): what a
 candidate is, as the official's ``PlanConfig`` says it: engine id, knobs, index, heuristic mode.
 
-Read from the candidates (graph/plans.py) when asked; nothing here is kept.
+Read from the candidates (_graph/plans/candidates.py) when asked; nothing here is kept.
 """
 
 from __future__ import annotations

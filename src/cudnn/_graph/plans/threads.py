@@ -14,7 +14,7 @@ How far this scales is set by NVRTC, not by cuDNN's handle: runtime-compiled eng
 their kernels with ``nvrtcCompileProgram``, and concurrent compiles wait on one another on a lock
 inside NVRTC that is shared by the whole process. A thread per core therefore keeps far fewer
 cores busy than it starts; separate handles per thread, or plans built for a DEVICEPROP without
-a handle, wait on the same lock. Worker processes do not (graph/plan_workers.py), and join a
+a handle, wait on the same lock. Worker processes do not (build/workers.py), and join a
 build only when asked for (`set_build_processes`, ``CUDNN_PY_BUILD_PROCESSES``): they take plans
 from the same queue as the threads, as `Offload` helpers of the build; ``build_all`` keeps what
 they built, restored here, and finalizes here whatever they handed back.
