@@ -112,7 +112,7 @@ _SUBPACKAGES = ("_lib", "backend", "collect_env", "datatypes", "experimental", "
 if TYPE_CHECKING:
     # What a type checker sees of the names above
     # (at run time each is imported on first read): the same objects, from the modules
-    # _EXPORTS names. Written by tests/typing/exports_block.py, checked by
+    # _EXPORTS names. Written by tools/gen_exports_block.py, checked by
     # tests/package/test_typed_api.py.
     from . import _lib as _lib
     from . import backend as backend

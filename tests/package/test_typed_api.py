@@ -1,6 +1,6 @@
 """The typed public API: every op method of ``pygraph`` is declared for type checkers with its
 runtime signature (src/cudnn/_graph/methods/declared_*.py, written by
-tests/typing/op_declarations.py), the declarations are never imported at run time, and
+tools/gen_op_declarations.py), the declarations are never imported at run time, and
 ``cudnn/__init__.py`` declares every lazily exported name for a checker, from the module that
 ``_EXPORTS`` names."""
 
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tool(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "typing" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -24,17 +24,17 @@ def _tool(name: str) -> ModuleType:
 
 
 def test_the_op_declarations_are_those_of_the_runtime() -> None:
-    stale = [str(path.relative_to(ROOT)) for path, text in _tool("op_declarations").render().items()
+    stale = [str(path.relative_to(ROOT)) for path, text in _tool("gen_op_declarations").render().items()
              if not path.exists() or path.read_text() != text]
-    assert not stale, f"out of date (python tests/typing/op_declarations.py --write): {stale}"
+    assert not stale, f"out of date (python tools/gen_op_declarations.py --write): {stale}"
 
 
 def test_the_enum_stub_is_that_of_the_tables() -> None:
     """src/cudnn/_lib/enums.pyi declares the public enums with the members enums.py builds."""
-    stub = _tool("enum_stub")
+    stub = _tool("gen_enum_stub")
     text = stub.render()
     assert (stub.TARGET.read_text() if stub.TARGET.exists() else None) == text, \
-        "out of date: python tests/typing/enum_stub.py --write"
+        "out of date: python tools/gen_enum_stub.py --write"
     import cudnn
 
     for name in stub.public_names():
@@ -64,7 +64,7 @@ def test_the_declarations_are_not_imported_at_run_time() -> None:
 
 def test_the_package_declares_every_lazy_name_for_a_type_checker() -> None:
     """`import cudnn` imports the names of _EXPORTS on first read; its `if TYPE_CHECKING:` block
-    imports each from the module _EXPORTS names, and every subpackage (tests/typing/exports_block.py)."""
-    block = _tool("exports_block")
+    imports each from the module _EXPORTS names, and every subpackage (tools/gen_exports_block.py)."""
+    block = _tool("gen_exports_block")
     text = block.INIT.read_text()
-    assert block.rewrite(text) == text, "out of date: python tests/typing/exports_block.py --write"
+    assert block.rewrite(text) == text, "out of date: python tools/gen_exports_block.py --write"

@@ -2,7 +2,7 @@
 lists the errors that come from cudnn's signatures (an op, keyword or type a checker says cudnn
 lacks), apart from the samples' own untyped code.
 
-    python tests/typing/check_samples.py [NOTEBOOK_DIR]   (default: the conformance suite's samples)
+    python tools/check_sample_types.py [NOTEBOOK_DIR]   (default: the conformance suite's samples)
 
 Each notebook's code cells become one module (IPython lines such as ``!pip`` and ``%matplotlib``
 left out); torch and the other frameworks are ``Any``. An error is listed when mypy names cudnn
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = Path("/work/shared/conformance/suite/samples/python")
 CUDNN_ERROR = re.compile(r'pygraph|OpMethods|Module "cudnn|"cudnn\.|cudnn\._|\bTensor\b|Handle|data_type|heur_mode')
 CONFIG = """[mypy]

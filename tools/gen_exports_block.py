@@ -1,6 +1,6 @@
 """Writes and checks the ``if TYPE_CHECKING:`` block of ``src/cudnn/__init__.py`` that declares,
 for a type checker, every name ``_EXPORTS`` serves lazily and every subpackage of
-``_SUBPACKAGES``: ``python tests/typing/exports_block.py --write`` rewrites it from the two
+``_SUBPACKAGES``: ``python tools/gen_exports_block.py --write`` rewrites it from the two
 tables (after an export is added or its module moves); tests/package/test_typed_api.py fails
 when it differs from them.
 
@@ -16,7 +16,7 @@ import ast
 import sys
 from pathlib import Path
 
-INIT = Path(__file__).resolve().parents[2] / "src" / "cudnn" / "__init__.py"
+INIT = Path(__file__).resolve().parents[1] / "src" / "cudnn" / "__init__.py"
 BEGIN = "if TYPE_CHECKING:\n    # What a type checker sees of the names above"
 END = "\n# Any other name:"
 
@@ -58,7 +58,7 @@ def render_block(text: str) -> str:
             imports.setdefault(module, []).append((attribute, f"_{name}"))
             aliases.append(name)
     lines = [BEGIN, "    # (at run time each is imported on first read): the same objects, from the modules",
-             "    # _EXPORTS names. Written by tests/typing/exports_block.py, checked by",
+             "    # _EXPORTS names. Written by tools/gen_exports_block.py, checked by",
              "    # tests/package/test_typed_api.py."]
     for module in sorted(imports, key=_sort_key):
         for attribute, name in sorted(imports[module], key=_member_key):
@@ -84,7 +84,7 @@ def main() -> int:
         INIT.write_text(rewrite(text))
         return 0
     if rewrite(text) != text:
-        print(f"{INIT}: the TYPE_CHECKING block is out of date: run python tests/typing/exports_block.py --write",
+        print(f"{INIT}: the TYPE_CHECKING block is out of date: run python tools/gen_exports_block.py --write",
               file=sys.stderr)
         return 1
     return 0
