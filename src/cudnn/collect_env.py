@@ -15,7 +15,10 @@ import os
 import platform
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from ._version import __version__
 
 _ENV_PREFIXES = ("CUDNN_", "CUDA_", "NVIDIA_", "TORCH_", "PYTORCH_")
 
@@ -28,11 +31,10 @@ def _guard(probe: Callable[[], Any]) -> Any:
 
 
 def _cudnn_info() -> dict[str, Any]:
-    import cudnn
-    from cudnn._lib import loader
-    from cudnn._lib.status import version_string
+    from ._lib import loader
+    from ._lib.status import version_string
 
-    info: dict[str, Any] = {"cudnn-py": cudnn.__version__, "cudnn-py file": cudnn.__file__}
+    info: dict[str, Any] = {"cudnn-py": __version__, "cudnn-py file": str(Path(__file__).with_name("__init__.py"))}
 
     def loaded() -> str:
         r = loader.report()

@@ -177,6 +177,38 @@ def test_the_import_contracts_cover_the_graph_stages_and_every_cycle() -> None:
     assert not any(c.get("ignore_imports") for c in _contracts())
 
 
+def _is_submodule(src: Path, name: str) -> bool:
+    return (src / "cudnn" / f"{name}.py").exists() or (src / "cudnn" / name / "__init__.py").exists()
+
+
+def test_no_module_of_the_package_imports_the_package_itself() -> None:
+    """``cudnn/__init__.py`` names every layer (lazily, and under TYPE_CHECKING for a checker), so a
+    module below it that imports ``cudnn`` closes a cycle through the root, which the contracts do
+    not see (the root is no sibling of anything). Only the command line, which sits above all, may."""
+    import ast
+
+    src = ROOT / "src"
+    top = {"cudnn.cli", "cudnn.cli_bench", "cudnn.__main__"}
+    offenders = []
+    for path in sorted((src / "cudnn").rglob("*.py")):
+        module = ".".join(path.relative_to(src).with_suffix("").parts).removesuffix(".__init__")
+        if module in top or module == "cudnn":
+            continue
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                names = [".".join([*base, node.module] if node.module else base)]
+                if names == ["cudnn"]:  # `from cudnn import ops` imports the subpackage, a name the package itself
+                    names = [f"cudnn.{a.name}" if _is_submodule(src, a.name) else "cudnn" for a in node.names]
+            else:
+                continue
+            offenders += [f"{module}:{node.lineno}" for name in names if name == "cudnn"]
+    assert offenders == []
+
+
 def test_readme_test_command_keeps_the_setup_commands_cudnn() -> None:
     setup, tests = _readme_commands()
     added = _extras_of(tests) - _extras_of(setup)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .. import norm_forward_phase
+from .._lib.enums import norm_forward_phase
 from . import _runtime as rt
 
 if TYPE_CHECKING:

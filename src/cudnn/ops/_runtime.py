@@ -31,6 +31,7 @@ from .._graph.model.graph_errors import GraphError, GraphNotSupportedError
 from .._graph.model.tensor import Tensor
 from .._graph.pygraph import pygraph
 from .._graph.records.plan_reuse import TUNED_SOURCE
+from .._lib import loader
 from .._lib.enums import data_type, heur_mode
 from .._lib.status import CudnnError, FeatureUnavailableError, cudnnGraphNotSupportedError
 from ..backend.handle import Handle, default_handle
@@ -97,9 +98,7 @@ def choice(op: str, name: str, value: str, allowed: tuple[str, ...]) -> str:
 
 def needs_version(what: str, needed: int) -> None:
     """Refuse ``what`` when the loaded libcudnn is older than ``needed`` (MAJOR*10000+MINOR*100)."""
-    from .. import backend_version
-
-    loaded = backend_version()
+    loaded = loader.report().version
     if loaded < needed:
         raise FeatureUnavailableError(what, needed, loaded)
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import data_type
+from .._lib.enums import data_type
+from ..causal_conv1d_capi import causal_conv1d_backward, causal_conv1d_forward
 from . import _runtime as rt
 
 NEEDS = 92200
@@ -38,9 +39,7 @@ def _check(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, act
 def _functions() -> tuple[object, object]:
     """The two C-API functions, after the version gate."""
     rt.needs_version("cudnn.ops.causal_conv1d (cudnnCausalConv1dForward/Backward)", NEEDS)
-    import cudnn
-
-    return cudnn.causal_conv1d_forward, cudnn.causal_conv1d_backward
+    return causal_conv1d_forward, causal_conv1d_backward
 
 
 def _stream(t: torch.Tensor) -> int:
