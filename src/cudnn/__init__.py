@@ -232,7 +232,7 @@ def backend_version() -> int:
     """The loaded libcudnn's version as MAJOR*10000 + MINOR*100 + PATCH (e.g. 91900)."""
     from ._lib import loader
 
-    return loader.report().version
+    return loader.version()
 
 
 def backend_version_string() -> str:

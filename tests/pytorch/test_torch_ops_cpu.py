@@ -16,6 +16,7 @@ nn = torch.nn
 import cudnn  # noqa: E402
 import cudnn.nn as cnn  # noqa: E402
 from cudnn import ops  # noqa: E402
+from cudnn._lib import loader  # noqa: E402
 
 META = "meta"
 
@@ -146,7 +147,7 @@ def test_bad_input_is_refused_naming_op_and_argument() -> None:
 def test_causal_conv1d_is_gated_on_cudnn_9_22(monkeypatch: pytest.MonkeyPatch) -> None:
     """Below 9.22 (the GPU machine's 9.19) the op refuses before touching memory."""
     x = torch.randn(2, 8, 16)
-    monkeypatch.setattr(cudnn, "backend_version", lambda: 91900)
+    monkeypatch.setattr(loader, "version", lambda: 91900)
     with pytest.raises(cudnn.FeatureUnavailableError, match=r"needs cuDNN >= 9\.22"):
         torch.ops.cudnn.causal_conv1d(x, torch.randn(8, 4), None, "identity")
 

@@ -87,6 +87,12 @@ def report() -> LoadReport:
     return _report
 
 
+def version() -> int:
+    """The loaded libcudnn's version as MAJOR*10000 + MINOR*100 + PATCH (loading it first): what
+    ``cudnn.backend_version()`` returns and version gates compare with."""
+    return report().version
+
+
 def is_loaded() -> bool:
     return _lib is not None
 

@@ -98,7 +98,7 @@ def choice(op: str, name: str, value: str, allowed: tuple[str, ...]) -> str:
 
 def needs_version(what: str, needed: int) -> None:
     """Refuse ``what`` when the loaded libcudnn is older than ``needed`` (MAJOR*10000+MINOR*100)."""
-    loaded = loader.report().version
+    loaded = loader.version()
     if loaded < needed:
         raise FeatureUnavailableError(what, needed, loaded)
 
