@@ -1,6 +1,6 @@
 """User code as the official samples write it, for type checkers: CI checks this file with
-``mypy --strict`` and with pyright (.ci/run). It is never run (it needs a GPU); it states what a
-checker must see of cudnn's public API: the types of ``cudnn.pygraph()``, its tensors and op
+``mypy --strict`` (tests/typing/mypy.ini) and with pyright (.ci/run). It is never run (it needs
+a GPU); it states what a checker must see of cudnn's public API: the types of ``cudnn.pygraph()``, its tensors and op
 methods, the enums, handles and ``cudnn.Graph``. The lines marked ``# type: ignore[...]`` are
 mistakes a checker must report: with ``warn_unused_ignores`` (mypy) and
 ``reportUnnecessaryTypeIgnoreComment`` (pyright) the check fails when one stops being an error.
