@@ -30,7 +30,7 @@ FEATURE_GATES: tuple[tuple[str, str, str | int], ...] = (
     ("kernel cache", "cudnn.backend.kernel_cache", "SINCE"),
     ("kernel cache JSON (save / load)", "cudnn.backend.kernel_cache", "SERIALIZE_SINCE"),
     ("device properties (builds for a described GPU)", "cudnn.backend.deviceprop", "DEVICEPROP_SINCE"),
-    ("block-scale quantize / dequantize", "cudnn._graph.families.block_scale", "BLOCK_SCALE_SINCE"),
+    ("block-scale quantize / dequantize", "cudnn._graph.families.block_scale_nodes", "BLOCK_SCALE_SINCE"),
     ("execute-time shape overrides", "cudnn._graph.build.pipeline", "OVERRIDE_SHAPE_SINCE"),
     ("compile-time constant scalars", "cudnn._graph.methods.core_methods", "COMPILE_TIME_CONST_SINCE"),
     ("causal conv1d", "cudnn.causal_conv1d_capi", "SINCE"),

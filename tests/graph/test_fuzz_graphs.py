@@ -40,7 +40,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import cudnn
-from cudnn._graph.families.pointwise import REQUIRED, TABLE
+from cudnn._graph.families.pointwise_nodes import REQUIRED, TABLE
 
 DT = cudnn.data_type
 NOT_SET = DT.NOT_SET

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import cudnn
-from cudnn._graph.families.gated import LA_SPECS
+from cudnn._graph.families.gated_nodes import LA_SPECS
 from cudnn._graph.model.lower import Lowering
 
 DT = cudnn.data_type

@@ -12,7 +12,7 @@ import pytest
 
 import cudnn
 from cudnn import GraphError, pygraph
-from cudnn._graph.families import sdpa_fp8, sdpa_mxfp8
+from cudnn._graph.families import sdpa_fp8_nodes as sdpa_fp8, sdpa_mxfp8_nodes as sdpa_mxfp8
 from cudnn._graph.model.expand import expand
 
 dt = cudnn.data_type

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import cudnn
-from cudnn._graph.families.moe import MoeGroupedMatmulBackward
+from cudnn._graph.families.moe_nodes import MoeGroupedMatmulBackward
 from cudnn._graph.model.lower import Lowering
 
 HALF, INT32 = cudnn.data_type.HALF, cudnn.data_type.INT32

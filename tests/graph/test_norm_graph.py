@@ -764,7 +764,7 @@ def test_fp32_affine_scratch_is_a_filled_unit_scale_and_a_zeroed_bias() -> None:
     X, S, B = ln_inputs(g)
     outputs(*g.layernorm(TRAIN, X, S, B, 1e-5, name="ln"))
     g.validate()
-    from cudnn._graph.families.norm import NormLowering
+    from cudnn._graph.families.norm_nodes import NormLowering
     nodes, ex = expand(g.nodes, g.context, 91900)  # the default: the single norm, the epilogue its alternative
     assert len(nodes) == 1 and not ex.scratch
     assert ex.chosen == [NormLowering.NORM] and ex.alternatives == [NormLowering.AFFINE_EPILOGUE]

@@ -18,7 +18,7 @@ from support.fake_backend import Backend, Pack
 
 import cudnn
 from cudnn._graph.build import pipeline as pipeline_module
-from cudnn._graph.families.rng import Rng
+from cudnn._graph.families.rng_nodes import Rng
 from cudnn._graph.model.lower import Lowering
 from cudnn._graph.model.node import Context
 from cudnn._graph.run.runner import Runner

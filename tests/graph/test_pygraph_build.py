@@ -7,7 +7,7 @@ import json
 import pytest
 
 import cudnn
-from cudnn._graph.families.pointwise import TABLE, float_bits
+from cudnn._graph.families.pointwise_nodes import TABLE, float_bits
 
 HALF, FLOAT = cudnn.data_type.HALF, cudnn.data_type.FLOAT
 

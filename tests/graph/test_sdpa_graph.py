@@ -565,7 +565,7 @@ def test_ragged_backward_needs_no_padding_mask() -> None:
 def test_unified_takes_ragged_tensors_with_the_padding_mask() -> None:
     """Ragged offsets are attributes of the tensor descriptors, which the SDPA_FWD operation
     takes as any other (as in the official, whose ragged UNIFIED cases run on cuDNN 9.19)."""
-    from cudnn._graph.families.sdpa_unified import unified_refusal
+    from cudnn._graph.families.sdpa_unified_nodes import unified_refusal
 
     g = graph()
     q, k, v = (t.set_ragged_offset(g.tensor(dim=[3, 1, 1, 1], data_type=I32)) for t in qkv(g, bshd=True))

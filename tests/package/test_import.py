@@ -203,9 +203,9 @@ FIRST_GRAPH = (
 LAZY_MODULES = (
     "cudnn._graph.methods.norm_methods", "cudnn._graph.methods.attention_methods",
     "cudnn._graph.methods.lowp_methods", "cudnn._graph.methods.moe_methods",
-    "cudnn._graph.methods.gated_methods", "cudnn._graph.families.norm", "cudnn._graph.families.sdpa",
-    "cudnn._graph.families.sdpa_fp8", "cudnn._graph.families.block_scale", "cudnn._graph.families.moe",
-    "cudnn._graph.families.gated", "cudnn._graph.model.sdpa_enums", "cudnn._graph.model.api_enums",
+    "cudnn._graph.methods.gated_methods", "cudnn._graph.families.norm_nodes", "cudnn._graph.families.sdpa_nodes",
+    "cudnn._graph.families.sdpa_fp8_nodes", "cudnn._graph.families.block_scale_nodes", "cudnn._graph.families.moe_nodes",
+    "cudnn._graph.families.gated_nodes", "cudnn._graph.model.sdpa_enums", "cudnn._graph.model.api_enums",
     "cudnn._graph.text.graph_from_json", "cudnn._graph.build.autotune", "cudnn._graph.build.plan_report",
     "cudnn._graph.plans.plan_configs", "cudnn._graph.text.inspection", "cudnn._graph.text.diagram",
     "cudnn._graph.records.serialize_args", "statistics", "html", "difflib",

@@ -639,11 +639,11 @@ def test_cudnn_graph_is_the_function_beside_the_graph_layer() -> None:
         import cudnn._graph.model.tensor as t
         from cudnn._graph.pygraph import pygraph
         import cudnn
-        import cudnn._graph.families.conv
+        import cudnn._graph.families.conv_nodes
         from cudnn import graph
         assert cudnn.graph is graph and callable(graph)
         assert cudnn._graph.model.tensor is t and t.Tensor is cudnn.tensor and cudnn.pygraph is pygraph
-        assert cudnn._graph.families.conv.ConvFprop
+        assert cudnn._graph.families.conv_nodes.ConvFprop
         with cudnn.graph(None, name="n") as (g, lst):
             assert isinstance(g, pygraph) and lst == [] and g.name == "n"
         import inspect

@@ -23,9 +23,9 @@ from ..model.node import Context, Node, row_major
 from ..model.sdpa_enums import diagonal_alignment
 from ..model.shared_tensors import SharedTensors
 from ..model.tensor import NOT_SET, Tensor, filling
-from .matmul import Matmul
-from .pointwise import TABLE, Pointwise
-from .structural import Reduction, Reshape
+from .matmul_nodes import Matmul
+from .pointwise_nodes import TABLE, Pointwise
+from .structural_nodes import Reduction, Reshape
 
 FLOAT, INT32, BOOLEAN = data_type.FLOAT, data_type.INT32, data_type.BOOLEAN
 NEG_INF = -math.inf

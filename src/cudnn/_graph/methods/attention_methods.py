@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..families.sdpa import SDPA
-from ..families.sdpa_backward import SDPABackward
+from ..families.sdpa_backward_nodes import SDPABackward
 from ..families.sdpa_common import SdpaOptions
+from ..families.sdpa_nodes import SDPA
 from ..model.arguments import as_bool, exact_bool
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.tensor import NOT_SET, Tensor

@@ -16,10 +16,10 @@ from typing import Any
 from ..._lib.enums import convolution_mode, data_type
 from ..._lib.enums import reshape_mode as reshape_mode_enum
 from ..._lib.record import Record
-from ..families.conv import ConvDgrad, ConvFprop, ConvWgrad
-from ..families.matmul import Matmul
-from ..families.pointwise import REQUIRED, TABLE, Pointwise, Spec
-from ..families.structural import Concatenate, GenStats, Reduction, Reshape, Slice, Transpose
+from ..families.conv_nodes import ConvDgrad, ConvFprop, ConvWgrad
+from ..families.matmul_nodes import Matmul
+from ..families.pointwise_nodes import REQUIRED, TABLE, Pointwise, Spec
+from ..families.structural_nodes import Concatenate, GenStats, Reduction, Reshape, Slice, Transpose
 from ..model.tensor import NOT_SET, Tensor, constant
 from .graph_ops import GraphOps
 from .method_table import op, register

@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from ..families.gated import LA_SPECS, LASpec, LinearAttention, Rope
+from ..families.gated_nodes import LA_SPECS, LASpec, LinearAttention, Rope
 from ..model.tensor import NOT_SET, Tensor
 from .method_table import op, register
 

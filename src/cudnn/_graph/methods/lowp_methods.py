@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..families.block_scale import BlockScaleDequantize, BlockScaleQuantize
+from ..families.block_scale_nodes import BlockScaleDequantize, BlockScaleQuantize
 from ..families.sdpa_common import SdpaOptions
-from ..families.sdpa_fp8 import BWD_SCALES, FWD_SCALES, SDPAFP8, SDPAFP8Backward
-from ..families.sdpa_mxfp8 import SDPAMXFP8, SDPAMXFP8Backward
+from ..families.sdpa_fp8_nodes import BWD_SCALES, FWD_SCALES, SDPAFP8, SDPAFP8Backward
+from ..families.sdpa_mxfp8_nodes import SDPAMXFP8, SDPAMXFP8Backward
 from ..model.arguments import as_bool, exact_bool
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.sdpa_enums import diagonal_alignment

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..._lib.enums import data_type
-from ..families.moe import MoeGroupedMatmul, MoeGroupedMatmulBackward
+from ..families.moe_nodes import MoeGroupedMatmul, MoeGroupedMatmulBackward
 from ..model.api_enums import moe_grouped_matmul_mode
 from ..model.graph_errors import GraphNotImplementedError, SerializationError
 from ..model.tensor import Tensor

@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..families.norm import FORWARD, OFFSET, BatchNormInference, NormForward, NormNode, forward_phase
-from ..families.norm_backward import BACKWARD, BNFinalize, NormBackward
+from ..families.norm_backward_nodes import BACKWARD, BNFinalize, NormBackward
+from ..families.norm_nodes import FORWARD, OFFSET, BatchNormInference, NormForward, NormNode, forward_phase
 from ..model.arguments import as_bool
 from ..model.graph_errors import GraphError
 from ..model.tensor import NOT_SET, Tensor

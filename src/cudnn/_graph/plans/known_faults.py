@@ -62,7 +62,7 @@ def _nchw_conv_fused_into_nhwc_output(nodes: Sequence[Node]) -> bool:
 def _pointwise_at_a_smaller_shape(nodes: Sequence[Node]) -> bool:
     """A graph of pointwise ops only, where some op computes at a shape smaller than the
     graph's largest (all its inputs broadcast), e.g. elu(v1) beside mul(v0, v1) for v1 [7, 1]."""
-    from ..families.pointwise import Pointwise
+    from ..families.pointwise_nodes import Pointwise
 
     if not nodes or not all(isinstance(n, Pointwise) for n in nodes):
         return False

@@ -21,7 +21,7 @@ from ..._lib.enums import (
     reshape_mode,
     tensor_reordering,
 )
-from ..families.pointwise import TABLE as POINTWISE
+from ..families.pointwise_nodes import TABLE as POINTWISE
 from ..model.graph_errors import SerializationError, SerializationNotSupportedError
 from ..model.tensor import NOT_SET, Tensor, constant
 

@@ -19,10 +19,10 @@ from ..model.expander import Expander, swapped
 from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.node import Context, Node, packed_in_order, stride_order
 from ..model.tensor import NOT_SET, Tensor
-from .rng import Rng
-from .sdpa import score_chain
+from .rng_nodes import Rng
 from .sdpa_common import SdpaBase
 from .sdpa_masks import FLOAT, Builder, apply_score_mod
+from .sdpa_nodes import score_chain
 
 GRADS = (("dQ", "Q"), ("dK", "K"), ("dV", "V"))
 

@@ -18,7 +18,7 @@ from ..model.graph_errors import GraphError
 from ..model.lower import Lowering
 from ..model.node import Context
 from ..model.tensor import NOT_SET, Tensor, nhwc, packed, row_major_order
-from .norm import FORWARD, Kind, NormNode
+from .norm_nodes import FORWARD, Kind, NormNode
 
 BACKWARD: dict[str, Kind] = {
     "layernorm_backward": Kind("layernorm_backward", "LAYER_NORM_BPROP", norm_mode.LAYER_NORM, "feature",

@@ -30,7 +30,7 @@ from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.lower import Lowering
 from ..model.node import Context, Node, resolve_input, row_major
 from ..model.tensor import NOT_SET, Tensor, nhwc, order_of, packed
-from .pointwise import TABLE, Pointwise
+from .pointwise_nodes import TABLE, Pointwise
 
 FLOAT = data_type.FLOAT
 

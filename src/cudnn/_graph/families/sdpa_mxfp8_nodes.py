@@ -17,7 +17,7 @@ from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.node import Context, Node, packed_in_order, stride_order
 from ..model.tensor import NOT_SET
 from .sdpa_common import HALF_TYPES, SdpaBase
-from .sdpa_fp8 import FP8_TYPES, amax_output, device_sm
+from .sdpa_fp8_nodes import FP8_TYPES, amax_output, device_sm
 
 MXFP8_SINCE = 92100
 BLOCK = 32

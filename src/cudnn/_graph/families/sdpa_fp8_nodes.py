@@ -20,10 +20,10 @@ from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.node import Context, Node, packed_in_order, stride_order
 from ..model.sdpa_enums import diagonal_alignment
 from ..model.tensor import NOT_SET, Tensor
-from .rng import Rng
-from .sdpa import forward_dropout, keys_transposed, values
+from .rng_nodes import Rng
 from .sdpa_common import HALF_TYPES, Dims, SdpaBase, loaded_version
 from .sdpa_masks import FLOAT, Builder, apply_score_mod, band_masks, padding_mask, softmax
+from .sdpa_nodes import forward_dropout, keys_transposed, values
 
 FP8_TYPES = (data_type.FP8_E4M3, data_type.FP8_E5M2)
 FP8_SINCE = 90100

@@ -17,8 +17,8 @@ from ..model.graph_errors import GraphError, GraphNotSupportedError
 from ..model.node import Context, Node, packed_in_order, row_major, stride_order
 from ..model.sdpa_enums import attention_implementation as impl
 from ..model.tensor import NOT_SET, Tensor
-from .paged import PagedCacheLoad
-from .rng import Rng
+from .paged_nodes import PagedCacheLoad
+from .rng_nodes import Rng
 from .sdpa_common import NONPOSITIVE_LEFT_SINCE, Dims, SdpaBase
 from .sdpa_masks import FLOAT, Builder, alibi, apply_score_mod, band_masks, padding_mask, softmax
 
@@ -73,7 +73,7 @@ class SDPA(SdpaBase):
         if "Block_mask" in self.inputs:
             self.check_block_mask(p)
         if self.opts.implementation == impl.UNIFIED or "Block_mask" in self.inputs:
-            from .sdpa_unified import unified_refusal
+            from .sdpa_unified_nodes import unified_refusal
 
             why = unified_refusal(self, ctx, None)
             if why:
@@ -95,7 +95,7 @@ class SDPA(SdpaBase):
     # -- lowering choice -------------------------------------------------------------------------
 
     def expand(self, ex: Expander) -> list[Node]:
-        from .sdpa_unified import UnifiedSDPA, unified_refusal
+        from .sdpa_unified_nodes import UnifiedSDPA, unified_refusal
 
         self.check_left_bound(ex.version)  # the gate validate could not apply without a library
         choice = self.opts.implementation
