@@ -15,7 +15,7 @@ and for bf16 layer norm inference at 16384 x 4096 the time of every candidate pl
    batch norm's in fp32 (PyTorch's mixed-precision batch norm); instance norm's in the input's.
    Extra rows per layer/RMS norm give fp32 scale/bias with the bf16 input, inference and
    training, in the affine-epilogue lowering (lowering="affine_epilogue": a unit-scale norm with
-   the fp32 affine step in fused pointwise ops, nodes/norm_affine.py; what autotuning picks) and
+   the fp32 affine step in fused pointwise ops, _graph/families/norm_nodes.py; what autotuning picks) and
    as the single norm operation (the default, as the official builds it: cuDNN 9.19 has only its
    generic engine eng1 for that mix). PyTorch
    refuses fp32 weights with a bf16 input, so its row is F.layer_norm with them cast to bf16
@@ -406,7 +406,7 @@ def bench_cases(args: argparse.Namespace, peak: float) -> None:
         del sets, c_fns, t_fns
         torch.cuda.empty_cache()
     print("  * fp32 scale/bias with a bf16 input: the single norm [norm] gets only eng1, cuDNN 9.19's generic "
-          "engine;\n    [affine_epilogue] splits off the fp32 affine step (nodes/norm_affine.py); PyTorch runs with "
+          "engine;\n    [affine_epilogue] splits off the fp32 affine step (_graph/families/norm_nodes.py); PyTorch runs with "
           "the weights cast\n    to bf16 (it refuses fp32 weights with a bf16 input), and in float32 (the same "
           "numerics) on the\n    line below. Instance norm: forward ~7% of peak for both, backward ~0.71x PyTorch "
           "on an H200\n    (noted, not pursued).")
