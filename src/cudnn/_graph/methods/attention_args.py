@@ -130,7 +130,7 @@ def dropout_backward(graph: Any, dropout: Any, at: str,
         p = probability(dropout[0], at)
         return p, {"Seed": graph.input_tensor(dropout[1], at, "dropout seed"),
                    "Offset": graph.input_tensor(dropout[2], at, "dropout offset")}
-    # the fp16/bf16 backward graph forms the gradient with the scale alone (nodes/sdpa_backward.py):
+    # the fp16/bf16 backward graph forms the gradient with the scale alone (families/sdpa_backward_nodes.py):
     # there scale_inverse is checked but left out, and a buffer given for it at execute is a key of
     # no graph tensor, which execute ignores
     if not keep_scale_inverse:

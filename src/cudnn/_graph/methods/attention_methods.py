@@ -143,7 +143,7 @@ def sdpa_backward(self: Any, q: Any, k: Any, v: Any, o: Any, dO: Any, stats: Any
     Repeat the forward's options (scale, bias, masks, dropout); ``stats`` is the forward's
     Stats. ``dBias`` and ``dSink_token`` are output tensors the caller makes. With
     ``dropout=(mask, scale, scale_inverse)`` the gradient is formed with the scale alone, so
-    scale_inverse is checked but not part of the graph (see nodes/sdpa_backward.py)."""
+    scale_inverse is checked but not part of the graph (see families/sdpa_backward_nodes.py)."""
     name = self.node_name(name)
     at = f"sdpa_backward {name!r}"
     if softmax_precision is not None or prefolded(attn_scale_prefolded, at):
