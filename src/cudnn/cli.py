@@ -26,7 +26,7 @@ from ._lib.status import version_string
 # Features a cuDNN version gates, beyond the backend operations its headers date (listed too):
 # (what, module, name of its version constant or the version itself)
 FEATURE_GATES: tuple[tuple[str, str, str | int], ...] = (
-    ("attention as one SDPA_FWD operation (implementation=UNIFIED)", "", 91301),  # nodes/sdpa_unified
+    ("attention as one SDPA_FWD operation (implementation=UNIFIED)", "", 91301),  # families/sdpa_unified_nodes
     ("kernel cache", "cudnn.backend.kernel_cache", "SINCE"),
     ("kernel cache JSON (save / load)", "cudnn.backend.kernel_cache", "SERIALIZE_SINCE"),
     ("device properties (builds for a described GPU)", "cudnn.backend.deviceprop", "DEVICEPROP_SINCE"),
@@ -247,7 +247,7 @@ def demo(as_json: bool = False) -> int:
 def show(source: str, output: str | None, expand: bool) -> int:
     """Draw a printed graph: SVG or DOT by the output's suffix; DOT on stdout without -o."""
     from ._graph.pygraph import pygraph
-    from ._graph.text import diagram as picture
+    from ._graph.text import diagram
 
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
@@ -255,11 +255,11 @@ def show(source: str, output: str | None, expand: bool) -> int:
         print(f"show: cannot read {source}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     try:
-        pic = picture.from_json_text(text, pygraph, expand)
+        pic = diagram.from_json_text(text, pygraph, expand)
         if output is None:
             sys.stdout.write(pic.dot())
             return 0
-        picture.save(pic, output)
+        diagram.save(pic, output)
     except ValueError as exc:  # GraphError, SerializationError, bad JSON (json.JSONDecodeError)
         start = text.lstrip()[:1]
         hint = "" if start in ("{", "") else (

@@ -1,7 +1,7 @@
 """``cudnn.pygraph``: declare tensors and ops, then validate -> expand -> lower -> plan -> execute.
 
 Declaring, validating and printing are pure Python (no GPU, no libcudnn needed). The op
-methods are the functions registered in `oplib` by the op modules. Everything built from
+methods are the functions registered in `method_table` by the op modules. Everything built from
 the nodes (lowered graph, plans, the selected plan, runners) lives in the graph's
 `Pipeline`; the build, plan and execute methods here are its documented front. What a first
 graph does not need (the op families other than `ops`, autotuning, plan reports and records,
@@ -33,10 +33,11 @@ from .build.pipeline import (
 )
 from .facade.graph_text import GraphText
 from .facade.plan_queries import PlanQueries, plan_index
-from .methods import core_methods  # noqa: F401 - registers the core op methods in oplib (bound below)
-from .methods import method_table as oplib
-from .model import keywords
-from .model import tensor_names as hygiene
+from .methods import (
+    core_methods,  # noqa: F401 - registers the core op methods in method_table (bound below)
+    method_table,
+)
+from .model import keywords, tensor_names
 from .model.arguments import (
     as_bool,
     as_enum,
@@ -54,7 +55,7 @@ from .model.node import Context, Node, row_major
 from .model.node_types import as_retention
 from .model.shared_tensors import SharedTensors
 from .model.tensor import NOT_SET, Tensor, as_data_type, constant, filling
-from .records import plan_reuse as plan_store
+from .records import plan_reuse
 
 if TYPE_CHECKING:
     from .build.autotune import TuneReport
@@ -63,7 +64,7 @@ _graph_log = logging.getLogger("cudnn.graph")
 
 
 if TYPE_CHECKING:
-    # The op methods (conv_fprop, matmul, sdpa, ...) are bound by oplib.bind below, at import (the
+    # The op methods (conv_fprop, matmul, sdpa, ...) are bound by method_table.bind below, at import (the
     # rarer families on first use); a type checker sees them declared with the same signatures.
     from .methods.declared_core import CoreOpMethods
     from .methods.declared_families import FamilyOpMethods
@@ -221,7 +222,7 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
                                 else row_major(t.get_dim()))
         return None
 
-    # -- the op-builder protocol: what op methods (oplib) call -------------------------------
+    # -- the op-builder protocol: what op methods (method_table) call -------------------------------
 
     def input_tensor(self, value: Any, op: str, param: str) -> Tensor:
         """An op's input: a cudnn.tensor, a framework tensor, or a Python number (by value)."""
@@ -258,7 +259,7 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
         graph's: a tensor another graph uses too is this graph's copy of it, see `shared`)."""
         self.shared.take(node)
         with filling(list(node.inputs.values())):
-            hygiene.adopt(self._nodes, node)
+            tensor_names.adopt(self._nodes, node)
         for port in ports:
             t = Tensor(f"{node.name}::{port}", is_virtual=True)
             t.producer = node
@@ -277,7 +278,7 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
             raise GraphError("the graph has no nodes")
         self.shared.prepare(self._nodes)  # what an earlier validate or another graph filled in is gone
         with filling(all_tensors(self._nodes)):
-            hygiene.check_writers(self._nodes)  # before inference, which would write the shared tensor twice
+            tensor_names.check_writers(self._nodes)  # before inference, which would write the shared tensor twice
             for node in self._nodes:
                 node.infer(self._context)
             self._check_rules()
@@ -286,7 +287,7 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
             _graph_log.debug("%s", compact(self.to_json()), extra={"graph_json": True})
 
     def _check_rules(self) -> None:
-        hygiene.check_names(self._nodes)
+        tensor_names.check_names(self._nodes)
         consumed: set[int] = set()
         for node in self._nodes:
             for port, t in node.inputs.items():
@@ -395,7 +396,7 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
         self.validate()
         modes = as_heur_modes(modes)
         self._pipeline = Pipeline(self)
-        cached = plan_store.adopt_cached(self._pipeline, modes)
+        cached = plan_reuse.adopt_cached(self._pipeline, modes)
         if cached is not None:
             self._pipeline = cached
             return
@@ -403,7 +404,7 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
         self.create_execution_plans(modes)
         self.check_support()
         self.build_plans()
-        plan_store.store(self._pipeline, modes, autotuned=False)
+        plan_reuse.store(self._pipeline, modes, autotuned=False)
 
     def _built_message(self, seconds: float) -> str:
         """What a build did, in a sentence: the graph, its nodes, the plan chosen and from where."""
@@ -549,7 +550,7 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
                                   alternatives=p.alternatives(), max_plans=max_plans)
         self._pipeline = winner
         plan_report.remember(winner, report)
-        plan_store.store(winner, DEFAULT_HEURISTICS, autotuned=True)
+        plan_reuse.store(winner, DEFAULT_HEURISTICS, autotuned=True)
         return report
 
     def serialize(self, *, as_bytes: bool = False, include_kernels: bool = True) -> list[int] | bytes:
@@ -559,9 +560,9 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
         The record holds cuDNN's own JSON of the plan; ``include_kernels=False`` marks it as one
         that ``deserialize(..., enforce_precompiled=True)`` refuses (cuDNN re-creates kernels of
         runtime-compiled engines when the plan is restored, whatever the flag)."""
-        from .records import serialize_args as serialization
+        from .records import serialize_args
 
-        return serialization.serialize(self._pipeline, as_bytes, include_kernels)
+        return serialize_args.serialize(self._pipeline, as_bytes, include_kernels)
 
     def deserialize(self, handle_: Any = None, pyobj: Any = None, enforce_precompiled: bool = False) -> None:
         """``deserialize(handle, data)`` or ``deserialize(data)``: restore a plan from
@@ -571,7 +572,7 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
         A plan is refused (SerializationError) when made by another cuDNN version or on another
         GPU, and with ``enforce_precompiled=True`` when its engine compiles kernels at run time
         or it was serialized with ``include_kernels=False``."""
-        from .records import serialize_args as serialization
+        from .records import serialize_args
 
         if pyobj is None or (isinstance(pyobj, bool) and not isinstance(handle_, (bool, int))):
             if pyobj is not None:  # deserialize(data, True): the one-argument form with the flag
@@ -580,29 +581,29 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
         if pyobj is None:
             raise TypeError("deserialize: missing the data (deserialize(data) or deserialize(handle, data))")
         enforce_precompiled = as_bool(enforce_precompiled, "deserialize", "enforce_precompiled")
-        if isinstance(pyobj, str) and serialization.is_graph_json(pyobj):
+        if isinstance(pyobj, str) and serialize_args.is_graph_json(pyobj):
             if handle_ is not None:
                 as_handle_ptr(handle_)
                 self.handle = handle_
-            oplib.load_all()  # the JSON may hold a node of any op family (rebuilt by its module)
-            serialization.graph_from_json(self, pyobj)
+            method_table.load_all()  # the JSON may hold a node of any op family (rebuilt by its module)
+            serialize_args.graph_from_json(self, pyobj)
             return
         if handle_ is not None:
             as_handle_ptr(handle_)
             self.handle = handle_
         if self._nodes:
             self._require_validated()
-        self._pipeline = serialization.deserialize(Pipeline(self), pyobj, enforce_precompiled)
+        self._pipeline = serialize_args.deserialize(Pipeline(self), pyobj, enforce_precompiled)
 
     def populate_cuda_graph(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any,
                             cuda_graph: Any) -> None:
         """Add the selected plan's work to an empty CUDA graph (cudaGraph_t, int or object)."""
-        plan_store.cuda_graph_call(self._pipeline, handle, variant_pack, workspace, cuda_graph, update=False)
+        plan_reuse.cuda_graph_call(self._pipeline, handle, variant_pack, workspace, cuda_graph, update=False)
 
     def update_cuda_graph(self, handle: Any, variant_pack: Mapping[Any, Any], workspace: Any,
                           cuda_graph: Any) -> None:
         """Point a CUDA graph populated by this plan at new buffers."""
-        plan_store.cuda_graph_call(self._pipeline, handle, variant_pack, workspace, cuda_graph, update=True)
+        plan_reuse.cuda_graph_call(self._pipeline, handle, variant_pack, workspace, cuda_graph, update=True)
 
 
 def _heuristics_arg(op: str, heuristics: Any, heur_modes: Any) -> list[heur_mode]:
@@ -631,4 +632,4 @@ def _check_run_arguments(op: str, variant_pack: Any, handle: Any) -> None:
 # execute, the hot path, keeps Python's own error for a keyword it does not take (see `keywords`)
 keywords.name_unknown_keywords(pygraph, "pygraph", skip=("execute",))
 install_graph_class(pygraph)  # the class of the child graphs lower stages make (an SDPA score_mod's)
-oplib.bind(pygraph)  # the op methods of ops.py now; the other families' when first read (oplib.FAMILIES)
+method_table.bind(pygraph)  # the op methods of ops.py now; the other families' when first read (method_table.FAMILIES)

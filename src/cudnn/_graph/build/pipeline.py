@@ -3,7 +3,7 @@
 One `Pipeline` per set of nodes holds everything derived from them: the expanded primitive
 nodes and their bindings (uids, scratch slots), the backend operation graph, the candidate
 plans, the selected plan and a Runner per executed plan. This module alone writes that state;
-the plan cache (`plan_store`), autotuning and the plan queries of ``pygraph`` are handed the
+the plan cache (`records.plan_reuse`), autotuning and the plan queries of ``pygraph`` are handed the
 pipeline and go through its methods. Adding a node to the graph replaces its pipeline.
 """
 
@@ -328,9 +328,9 @@ class Pipeline:
             if setting is not None:
                 def offload(todo: Sequence[Candidate]) -> Any:
                     # an import down, here: only a build that asks for worker processes needs it
-                    from . import workers as plan_workers
+                    from . import workers
 
-                    return plan_workers.pool(self, todo, setting)
+                    return workers.pool(self, todo, setting)
         self.plans().build(self.build_handle_ptr(), policy, limit, offload=offload)
 
     def build_candidate(self, cand: Candidate) -> Descriptor:

@@ -38,16 +38,16 @@ class GraphText(GraphState):
     def tensors(self) -> dict[str, Tensor]:
         """The graph's tensors by name (a copy); a name several tensors share is left out
         (``find_tensor`` by uid finds those)."""
-        from ..text import inspection as introspect
+        from ..text import inspection
 
-        return introspect.by_name(self._nodes)[0]
+        return inspection.by_name(self._nodes)[0]
 
     def find_tensor(self, name_or_uid: str | int) -> Tensor | None:
         """The tensor named ``name_or_uid`` (a str) or with that uid (an int; uids are assigned at
         build unless given); None if no tensor has it. A name several tensors share raises ValueError."""
-        from ..text import inspection as introspect
+        from ..text import inspection
 
-        return introspect.find_tensor(self._nodes, name_or_uid)
+        return inspection.find_tensor(self._nodes, name_or_uid)
 
     def get_node(self, name: str) -> Node | None:
         """The node called ``name``, or None."""
@@ -55,22 +55,22 @@ class GraphText(GraphState):
 
     def get_inputs(self) -> list[Tensor]:
         """The tensors execute binds that no node produces (graph inputs), in node order."""
-        from ..text import inspection as introspect
+        from ..text import inspection
 
-        return introspect.inputs(self._nodes)
+        return inspection.inputs(self._nodes)
 
     def get_outputs(self) -> list[Tensor]:
         """The non-virtual tensors nodes produce (graph outputs), in node order."""
-        from ..text import inspection as introspect
+        from ..text import inspection
 
-        return introspect.outputs(self._nodes)
+        return inspection.outputs(self._nodes)
 
     def inspect(self) -> dict[str, Any]:
         """The graph's structure as a dict: context, nodes (name, type, inputs, outputs, params)
         and tensors by name (dim, stride, dtype, is_virtual, uid)."""
-        from ..text import inspection as introspect
+        from ..text import inspection
 
-        return introspect.inspect(self._graph())
+        return inspection.inspect(self._graph())
 
     def query_tensor_attributes_of_uid(self, uid: int) -> Tensor:
         """The tensor of this graph with ``uid`` (GraphError if none)."""
@@ -129,22 +129,22 @@ class GraphText(GraphState):
         """The graph as Graphviz DOT text: ops and the tensors bound at execute as nodes,
         virtual tensors as dashed edges labelled with name, dims and type. ``expand=True``
         draws composites (attention, norms that expand) as the primitive ops they become."""
-        from ..text import diagram as picture
+        from ..text import diagram
 
-        return picture.from_graph(self._graph(), expand).dot()
+        return diagram.from_graph(self._graph(), expand).dot()
 
     def save_picture(self, path: str, expand: bool = False) -> str:
         """Draw the graph into ``path``: ``.svg`` (drawn by cudnn-py, no Graphviz needed) or
         ``.dot`` / ``.gv``; returns the path. ``expand`` as in `to_dot`."""
-        from ..text import diagram as picture
+        from ..text import diagram
 
-        return str(picture.save(picture.from_graph(self._graph(), expand), path))
+        return str(diagram.save(diagram.from_graph(self._graph(), expand), path))
 
     def _repr_svg_(self) -> str:
-        """Jupyter shows a graph as its picture."""
-        from ..text import diagram as picture
+        """Jupyter shows a graph as its diagram."""
+        from ..text import diagram
 
-        return picture.from_graph(self._graph()).svg()
+        return diagram.from_graph(self._graph()).svg()
 
     def describe_plans(self, report: Sequence[Any] | None = None) -> PlanReport:
         """The candidate plans (after ``create_execution_plans`` or ``build``) as a table: index,

@@ -1,6 +1,6 @@
 """The op methods of ``pygraph``, with the documented signatures.
 
-Each is a function of the graph registered with ``@op`` (see `oplib`). It makes a node, gives it
+Each is a function of the graph registered with ``@op`` (see `method_table`). It makes a node, gives it
 fresh (virtual) output tensors named ``node::PORT``, and returns them: one tensor, or a list
 in the documented order. Pointwise methods are generated from the table in families/pointwise_nodes.py
 with real signatures, so ``help()`` and argument errors read as for hand-written ones.

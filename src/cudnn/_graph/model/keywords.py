@@ -4,7 +4,7 @@
 ``TypeError`` (the class Python and the official's pybind11 raise):
 ``pygraph.tensor(): 'dims' is not an argument of pygraph.tensor; did you mean 'dim'? (its
 arguments: ...)``. Op methods check their keywords as they adapt positional arguments
-(`oplib.adapt`); the other public methods are wrapped once, by `name_unknown_keywords` on
+(`method_table.adapt`); the other public methods are wrapped once, by `name_unknown_keywords` on
 their class, and look at the keywords only when Python has refused the call.
 
 ``pygraph.execute``, the hot path, is left out: the wrapper's extra frame, or a ``**unknown``

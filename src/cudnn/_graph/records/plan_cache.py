@@ -357,7 +357,7 @@ plan_cache = PlanCache()
 
 
 def _flush_before_handle_destroy() -> None:
-    """A plan the writer still serializes (`plan_store.file_bytes`) may have been built with the
+    """A plan the writer still serializes (`plan_reuse.file_bytes`) may have been built with the
     handle being destroyed. (Not once the interpreter finalizes: what was queued is written by
     then, and the writer thread no longer runs.)"""
     if not sys.is_finalizing():

@@ -22,7 +22,7 @@ from ..build.pipeline import Lowered, Pipeline, install_own_kernel_cache
 from ..model.arguments import check_handle_type, check_variant_pack
 from ..model.graph_errors import GraphError, GraphNotSupportedError, SerializationError
 from ..model.tensor import Tensor
-from ..plans import known_faults as guards
+from ..plans import known_faults
 from ..plans.candidates import Candidate
 from ..run.bindings import Binding, ScratchSlot
 from .plan_bytes import PlanRecord, ScratchRecord, TensorRecord, device_identity, record_tensors
@@ -46,7 +46,7 @@ def cache_keys(p: Pipeline, modes: Sequence[heur_mode]) -> tuple[str, str] | Non
         p = Pipeline(p.graph)
     p.handle_ptr()  # a missing GPU surfaces as cuDNN's error, with its hint
     g = p.graph
-    ident = (*p.identity(), guards.REVISION, g.sm_count, g.is_dynamic_shape_enabled,
+    ident = (*p.identity(), known_faults.REVISION, g.sm_count, g.is_dynamic_shape_enabled,
              g.is_override_shape_enabled, device_identity(p.device()), loader.report().version)
     return plan_cache.key("tuned", ident), plan_cache.key("heuristic", ident, tuple(int(m) for m in modes))
 

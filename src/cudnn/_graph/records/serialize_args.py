@@ -12,7 +12,7 @@ from ..._lib.enums import behavior_note
 from ..model.arguments import as_bool
 from ..model.graph_errors import SerializationNotSupportedError
 from ..text.graph_from_json import rebuild
-from . import plan_reuse as plan_store
+from . import plan_reuse
 from .plan_bytes import PlanRecord
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def serialize(p: Pipeline, as_bytes: bool, include_kernels: bool) -> list[int] |
     as_bytes = as_bool(as_bytes, "serialize", "as_bytes")
     include_kernels = as_bool(include_kernels, "serialize", "include_kernels")
     cand = p.plans().require_selected()
-    rec = plan_store.record(p, cand, False)
+    rec = plan_reuse.record(p, cand, False)
     rec.extra["include_kernels"] = include_kernels
     if cand.config is not None:  # notes are known for plans made here (not for restored ones)
         rec.extra["runtime_compiled"] = int(behavior_note.RUNTIME_COMPILATION) in {int(n) for n in cand.behavior_notes}
@@ -53,7 +53,7 @@ def deserialize(p: Pipeline, data: Any, enforce_precompiled: bool) -> Pipeline:
             raise SerializationNotSupportedError(f"{p.label}: enforce_precompiled=True, but the plan "
                                                  f"{rec.plan_name!r} uses an engine that compiles its "
                                                  "kernels when the plan is made (RUNTIME_COMPILATION)")
-    return plan_store.deserialize(p, data)
+    return plan_reuse.deserialize(p, data)
 
 
 def is_graph_json(text: str) -> bool:
