@@ -4,7 +4,7 @@
 float32; what the provider does not serve falls back to torch's own kernels; the varlen ops
 where the installed torch has them; and a whole Hugging Face Llama model (built from a config,
 nothing downloaded) whose logits and parameter gradients through the provider match torch's
-own cuDNN attention.
+own cuDNN attention; attention masks, dropout, a padded batch and ``generate()`` through it.
 
 Tolerances: O and dQ/dK/dV atol 2e-2 / rtol 2e-2 (fp16, bf16), atol scaled by the reference's
 magnitude where above 1. The Llama model (bf16, 2 layers): logits atol 5e-2 rtol 5e-2 against
@@ -88,24 +88,6 @@ def test_inference_and_gqa(provider: ct.SdpaOverrides) -> None:
     assert ct.calls["fwd"] == served + 1
     ro = math_reference(q, k, v, torch.zeros_like(q), is_causal=True, enable_gqa=True)[0]
     close("O", o, ro)
-
-
-def test_attn_mask_falls_back_to_torchs_kernel(provider: ct.SdpaOverrides) -> None:
-    q, k, v = qkv(torch.float16)
-    mask = torch.randn(1, 1, 128, 128, device=DEV, dtype=torch.float16)
-    before = dict(ct.calls)
-    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-        try:
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        except RuntimeError as exc:
-            pytest.skip(f"this torch's cuDNN backend does not take an attn_mask: {exc}")
-    do = torch.randn_like(o)
-    o.backward(do)
-    assert ct.calls["fwd_cpp"] == before["fwd_cpp"] + 1 and ct.calls["fwd"] == before["fwd"]
-    assert ct.calls["bwd_cpp"] == before["bwd_cpp"] + 1
-    ro, rdq, _, _ = math_reference(q, k, v, do, attn_mask=mask.float())
-    close("O", o, ro)
-    close("dQ", q.grad, rdq)
 
 
 def test_remove_restores_torchs_kernels() -> None:
@@ -196,3 +178,148 @@ def test_llama_model_through_the_provider() -> None:
         ref = want_grads[name].float()
         err = float((g.float() - ref).norm() / ref.norm().clamp_min(1e-6))
         assert err < 5e-2, f"{name}: relative L2 error {err:.3g}"
+
+
+# -- masks, dropout and a padded batch through the provider ---------------------------------------
+
+def padding_mask(lens: list[int], s: int, causal: bool = True) -> torch.Tensor:
+    """A boolean keep-mask [B, 1, S, S] as Hugging Face builds it for SDPA: keys past each row's
+    length masked (right padding), and the causal triangle."""
+    keys = torch.arange(s, device=DEV)
+    keep = (keys[None, :] < torch.tensor(lens, device=DEV)[:, None])[:, None, None, :].expand(len(lens), 1, s, s)
+    if causal:
+        keep = keep & torch.ones(s, s, dtype=torch.bool, device=DEV).tril()
+    return keep
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=IDS)
+@pytest.mark.parametrize("kind", ["float", "bool"])
+def test_attention_masks_are_served(provider: ct.SdpaOverrides, dtype: torch.dtype, kind: str) -> None:
+    """An additive float mask [B, 1, S, S] and a boolean padding + causal mask run on cudnn-py's
+    graphs, forward and backward, and match torch's math backend in float32."""
+    q, k, v = qkv(dtype, b=3, s=96)
+    torch.manual_seed(1)
+    mask = torch.randn(3, 1, 96, 96, device=DEV, dtype=dtype) if kind == "float" else padding_mask([96, 50, 7], 96)
+    before = dict(ct.calls)
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    do = torch.randn_like(o)
+    o.backward(do)
+    served = {n: ct.calls[n] - before[n] for n in ct.calls}
+    assert served["fwd"] == served["bwd"] == 1 and served["fwd_cpp"] == served["bwd_cpp"] == 0, served
+    ro, rdq, rdk, rdv = math_reference(q, k, v, do, attn_mask=mask if kind == "bool" else mask.float())
+    close("O", o, ro)
+    for name, t, r in (("dQ", q, rdq), ("dK", k, rdk), ("dV", v, rdv)):
+        close(name, t.grad, r)
+
+
+def test_dropout_keeps_what_it_scales_and_the_backward_uses_the_forwards_mask(provider: ct.SdpaOverrides) -> None:
+    """With V the identity (S_kv = D_v), O is the dropped-out probabilities themselves: every
+    entry is 0 or P / (1 - p), about 1 - p of them kept. The gradients match torch's math
+    attention under that same mask (read off O), so the backward drew the forward's mask;
+    ``torch.manual_seed`` repeats the forward, another seed changes it."""
+    p, b, h, s_q, s_kv = 0.3, 2, 4, 32, 64
+    torch.manual_seed(3)
+    q = (0.5 * torch.randn(b, h, s_q, 64, device=DEV, dtype=torch.float16)).requires_grad_()
+    k = (0.5 * torch.randn(b, h, s_kv, 64, device=DEV, dtype=torch.float16)).requires_grad_()
+    v = torch.eye(s_kv, device=DEV, dtype=torch.float16).expand(b, h, s_kv, s_kv).contiguous().requires_grad_()
+
+    def run(seed: int) -> torch.Tensor:
+        torch.manual_seed(seed)
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=p)
+
+    before = dict(ct.calls)
+    o = run(7)
+    do = torch.randn_like(o)
+    o.backward(do)
+    assert ct.calls["fwd"] == before["fwd"] + 1 and ct.calls["bwd"] == before["bwd"] + 1
+    assert ct.calls["fwd_cpp"] == before["fwd_cpp"] and ct.calls["bwd_cpp"] == before["bwd_cpp"]
+    with torch.no_grad():
+        probs = torch.softmax(q.float() @ k.float().transpose(-1, -2) / 8.0, dim=-1)
+    kept = o.detach() != 0
+    assert 0.65 < kept.float().mean().item() < 0.75
+    torch.testing.assert_close(o.float()[kept], (probs / (1 - p))[kept], atol=2e-3, rtol=1e-2)
+    leaves = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    weights = torch.softmax(leaves[0] @ leaves[1].transpose(-1, -2) / 8.0, dim=-1) * kept / (1 - p)
+    (weights @ leaves[2]).backward(do.float())
+    for name, t, ref in zip(("dQ", "dK", "dV"), (q, k, v), leaves):
+        close(name, t.grad, ref.grad)
+    with torch.no_grad():
+        assert torch.equal(run(7), o.detach()) and not torch.equal(run(8), o.detach())
+
+
+def _llama(dropout: float = 0.0) -> tuple:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
+                                      num_hidden_layers=2, intermediate_size=512, vocab_size=1000,
+                                      attention_dropout=dropout, attn_implementation="sdpa", pad_token_id=0)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).to(device=DEV, dtype=torch.bfloat16), config
+
+
+def test_llama_padded_batch_every_call_served() -> None:
+    """A Llama model given a batch of unequal lengths with its padding mask: every attention call,
+    forward and backward, served by the provider, logits at the real tokens and parameter
+    gradients matching torch's math backend; with attention dropout in training, every call
+    served too."""
+    model, config = _llama()
+    lens = [128, 90, 33]
+    ids = torch.randint(1, 1000, (3, 128), device=DEV)
+    mask = (torch.arange(128, device=DEV)[None, :] < torch.tensor(lens, device=DEV)[:, None]).long()
+    labels = ids.masked_fill(mask == 0, -100)
+
+    def step(backends: list[SDPBackend]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        with sdpa_kernel(backends):
+            out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        out.loss.backward()
+        return out.logits.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+    want_logits, want_grads = step([SDPBackend.MATH])
+    with ct.install_sdpa_overrides():
+        before = dict(ct.calls)
+        logits, grads = step([SDPBackend.CUDNN_ATTENTION])
+        served = {n: ct.calls[n] - before[n] for n in ct.calls}
+    layers = config.num_hidden_layers
+    assert served["fwd"] == served["bwd"] == layers and served["fwd_cpp"] == served["bwd_cpp"] == 0, served
+    real = mask.bool()
+    close("logits", logits[real], want_logits[real], tol=5e-2)
+    for name, g in grads.items():
+        ref = want_grads[name].float()
+        err = float((g.float() - ref).norm() / ref.norm().clamp_min(1e-6))
+        assert err < 5e-2, f"{name}: relative L2 error {err:.3g}"
+
+    model, _ = _llama(dropout=0.1)
+    model.train()
+    with ct.install_sdpa_overrides(), sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        before = dict(ct.calls)
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        served = {n: ct.calls[n] - before[n] for n in ct.calls}
+    assert torch.isfinite(loss) and served["fwd"] == served["bwd"] == layers and served["fwd_cpp"] == 0, served
+
+
+def test_llama_generate_with_a_kv_cache_is_served() -> None:
+    """``generate()`` of 32 tokens (greedy, KV cache, a left-padded batch): every attention call
+    served, prefill and decode (s_q = 1), and the tokens torch's own backends generate, or a
+    first difference only where torch's top two logits were a near tie."""
+    model, config = _llama()
+    model.eval()
+    ids = torch.randint(1, 1000, (2, 24), device=DEV)
+    mask = torch.ones_like(ids)
+    mask[1, :9] = 0  # left padding, as generation pads
+    kw = {"attention_mask": mask, "max_new_tokens": 32, "do_sample": False, "pad_token_id": 0,
+          "output_scores": True, "return_dict_in_generate": True}
+    with torch.no_grad():
+        want = model.generate(ids, **kw)
+        with ct.install_sdpa_overrides(), sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            before = dict(ct.calls)
+            got = model.generate(ids, **kw)
+            served = {n: ct.calls[n] - before[n] for n in ct.calls}
+    assert served["fwd"] == 32 * config.num_hidden_layers and served["fwd_cpp"] == 0, served
+    same = (got.sequences == want.sequences).all(dim=1)
+    for row in (~same).nonzero().flatten().tolist():
+        step = int((got.sequences[row] != want.sequences[row]).nonzero()[0]) - ids.shape[1]
+        top2 = want.scores[step][row].float().topk(2).values
+        assert float(top2[0] - top2[1]) < 0.05, f"row {row}: tokens differ at step {step}, not at a near tie"

@@ -336,13 +336,15 @@ def test_declared_thd_backward(declared: dict[str, Any]) -> None:
 # -- cudnn.torch: the overrides in torch's dispatcher ----------------------------------------------
 
 def _has_cuda_kernel(op: str) -> bool:
-    return torch._C._dispatch_has_kernel_for_dispatch_key(op, "CUDA")
+    """Whether ``op``'s active CUDA kernel is the provider's (torch's dispatch table names the
+    file a kernel was registered from; a CUDA build of torch also lists its own, inactive)."""
+    active = [line for line in torch._C._dispatch_dump(op).splitlines() if line.startswith("CUDA:")]
+    return bool(active) and "sdpa_provider.py" in active[0]
 
 
 DENSE = ("aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_cudnn_attention_backward")
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a CPU build, where torch has no CUDA kernel of its own")
 def test_install_and_remove_register_and_restore_the_cuda_kernels() -> None:
     from cudnn.torch import SdpaOverrides, install_sdpa_overrides
 
@@ -362,6 +364,24 @@ def test_install_and_remove_register_and_restore_the_cuda_kernels() -> None:
     with install_sdpa_overrides() as h2:
         assert all(_has_cuda_kernel(op) for op in DENSE)
     assert not any(_has_cuda_kernel(op) for op in DENSE) and not h2.installed
+
+
+def test_a_dropped_handle_keeps_the_overrides_until_removed() -> None:
+    import gc
+
+    from cudnn.torch import install_sdpa_overrides, remove_sdpa_overrides
+
+    install_sdpa_overrides()  # the handle is dropped at once
+    gc.collect()
+    try:
+        assert all(_has_cuda_kernel(op) for op in DENSE)
+    finally:
+        assert remove_sdpa_overrides() == 1
+    assert not any(_has_cuda_kernel(op) for op in DENSE)
+    assert remove_sdpa_overrides() == 0
+    kept = install_sdpa_overrides()
+    kept.remove()
+    assert remove_sdpa_overrides() == 0  # a removed handle is not removed again
 
 
 def test_install_is_once_per_process() -> None:
@@ -424,21 +444,118 @@ def test_fallbacks_call_torchs_worker_ops_and_log_once(monkeypatch: pytest.Monke
     q, bias = meta(1, 2, 8, 64), meta(1, 1, 8, 8)
     before = dict(calls)
     with caplog.at_level(logging.INFO, logger="cudnn.torch"):
-        assert sdpa_provider._fwd(q, q, q, bias, True, 0.0, False, False, scale=0.3) == "torch's forward"
-        assert sdpa_provider._fwd(q, q, q, bias, True, 0.0, False, False) == "torch's forward"
-        assert sdpa_provider._fwd(q, q, q, None, True, 0.1, False, False) == "torch's forward"
+        assert sdpa_provider._fwd(q, q, q, bias, True, 0.0, False, True, scale=0.3) == "torch's forward"
+        assert sdpa_provider._fwd(q, q, q, None, True, 0.0, False, True) == "torch's forward"
         h60 = meta(1, 2, 8, 60)
         assert sdpa_provider._fwd(h60, h60, h60, None, True) == "torch's forward"  # refused: head dim
+        f32 = meta(1, 2, 8, 64, dtype=torch.float32)
+        assert sdpa_provider._fwd(f32, f32, f32, bias, True, 0.1) == "torch's forward"  # refused: dtype
         seed = torch.empty((), device="meta", dtype=torch.int64)
-        assert sdpa_provider._bwd(q, q, q, q, q, meta(1, 2, 8, dtype=torch.float32), seed, seed, None, None, None,
-                                  8, 8, 0.2, False) == "torch's backward"
+        assert sdpa_provider._bwd(q, q, q, q, q, meta(1, 2, 8, dtype=torch.float32), seed, seed, None,
+                                  meta(2, dtype=torch.int32), None, 8, 8, 0.2, False) == "torch's backward"
     assert calls["fwd_cpp"] == before["fwd_cpp"] + 4 and calls["bwd_cpp"] == before["bwd_cpp"] + 1
     assert calls["fwd"] == before["fwd"]
-    assert worker[0][1][3] is bias and worker[0][1][6:] == (8, 8, True, 0.0, False, False)
+    assert worker[0][1][3] is bias and worker[0][1][6:] == (8, 8, True, 0.0, False, True)
     assert worker[0][2] == {"scale": 0.3}
     messages = [r.getMessage() for r in caplog.records]
-    assert sum("attn_bias" in m for m in messages) == 1  # once per reason
-    assert any("dropout_p > 0" in m for m in messages) and any("head dim D_qk=60" in m for m in messages)
+    assert sum("return_debug_mask" in m for m in messages) == 1  # once per reason
+    assert any("head dim D_qk=60" in m for m in messages) and any("float32" in m for m in messages)
+    assert any("nested-tensor" in m for m in messages)
+
+
+@pytest.fixture
+def attention_graphs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """`cudnn.ops.attention`'s graphs as declared and validated on a fresh pygraph (nothing
+    builds or runs: there is no GPU here); each entry: its key, ports by role, the roles bound
+    and the addresses a run was given."""
+    from cudnn.ops import attention  # noqa: F401  (registers its ops)
+
+    seen: list[dict[str, Any]] = []
+
+    class Stand:
+        def __init__(self, entry: dict[str, Any]) -> None:
+            self.entry, self.ports, self.info = entry, entry["ports"], None
+            self.derived: dict[Any, Any] = {}
+
+        def bind(self, *roles: str) -> Stand:
+            self.entry["roles"] = roles
+            return self
+
+    def build(dev: int, key: tuple, make: Any) -> Stand:
+        g = cudnn.pygraph(io_data_type=cudnn.data_type.FLOAT, intermediate_data_type=cudnn.data_type.FLOAT,
+                          compute_data_type=cudnn.data_type.FLOAT)
+        entry = {"key": key, "ports": make(g)}
+        g.validate()
+        seen.append(entry)
+        return Stand(entry)
+
+    monkeypatch.setattr(rt, "CACHE", types.SimpleNamespace(lookup=lambda dev, key: None, build=build))
+    monkeypatch.setattr(rt, "run", lambda built, dev, ptrs: built.entry.__setitem__("ptrs", ptrs))
+    return seen
+
+
+def test_served_mask_and_dropout_forward_and_backward(attention_graphs: list[dict[str, Any]]) -> None:
+    """An attn_bias (here torch's [B, 1, S_q, S_kv] expanded over the heads) and dropout are
+    served on the attention graphs: the bias port is [B, 1, S_q, S_kv] (the repeated head
+    dimension kept at 1), the seed and offset are the halves of one drawn [2] tensor, returned
+    for the backward, which binds the same halves again."""
+    from cudnn.torch import calls, sdpa_provider
+
+    q, k = bshd(2, 4, 16, 64), bshd(2, 2, 24, 64)
+    bias = meta(2, 1, 16, 24).expand(2, 4, 16, 24)
+    rng = torch.empty(2, dtype=torch.int64, device="meta")
+    before = dict(calls)
+    with pytest.MonkeyPatch.context() as mp:
+        from cudnn.ops import attention
+
+        mp.setattr(attention, "draw_rng", lambda q: rng)
+        out = sdpa_provider._fwd(q, k, k, bias, True, 0.25, False, False, scale=0.5)
+    assert calls["fwd"] == before["fwd"] + 1 and calls["fwd_cpp"] == before["fwd_cpp"]
+    o, lse, seed, offset = out[0], out[1], out[6], out[7]
+    assert o.shape == q.shape and o.stride() == q.stride()  # torch's cuDNN contract: O in Q's layout
+    assert lse.shape == (2, 4, 16, 1) and lse.dtype == torch.float32
+    assert (seed.shape, offset.shape) == ((), ())
+    fwd = attention_graphs[-1]
+    assert fwd["roles"] == ("q", "k", "v", "bias", "seed", "offset", "o", "stats")
+    assert fwd["ports"]["bias"].get_dim() == [2, 1, 16, 24]
+    assert fwd["ptrs"][4:6] == (rng.data_ptr(), rng.data_ptr() + 8)
+    grads = sdpa_provider._bwd(o, q, k, k, o, lse.squeeze(-1), seed, offset, bias, None, None, 16, 24, 0.25, True,
+                               scale=0.5)
+    assert calls["bwd"] == before["bwd"] + 1
+    assert [(g.shape, g.stride()) for g in grads] == [(t.shape, t.stride()) for t in (q, k, k)]
+    bwd = attention_graphs[-1]
+    assert bwd["roles"][-3:] == ("bias", "seed", "offset") and 0.25 in bwd["key"] and 0.5 in bwd["key"]
+    assert bwd["ptrs"][-2:] == fwd["ptrs"][4:6]  # the forward's dropout mask again
+
+
+def test_a_boolean_mask_becomes_an_additive_bias() -> None:
+    from cudnn.ops import attention
+
+    q, k = torch.zeros(2, 2, 3, 8, dtype=H), torch.zeros(2, 2, 4, 8, dtype=H)
+    keep = torch.tensor([[True, True, False, False]]).expand(3, 4)  # one row repeated over S_q
+    bias = attention.mask_bias(keep, q, k)
+    assert bias.shape == (1, 1, 3, 4) and bias.dtype == H and bias.stride(3) == 1 and bias.stride(2) == 4
+    lowest = torch.finfo(H).min
+    assert bias[0, 0].tolist() == [[0.0, 0.0, lowest, lowest]] * 3
+    float_mask = torch.randn(2, 1, 1, 4)  # float32: in Q's dtype
+    float_mask[1, 0, 0, 3] = float("-inf")
+    got = attention.mask_bias(float_mask, q, k)
+    assert got.shape == (2, 1, 3, 4) and got.dtype == H and torch.equal(got[0, 0, 2], float_mask[0, 0, 0].to(H))
+    assert got[1, 0, 1, 3] == lowest and torch.equal(got[1, 0, 1, :3], float_mask[1, 0, 0, :3].to(H))
+    with pytest.raises(OpError, match="attn_mask: shape \\(5,\\) does not broadcast"):
+        attention.mask_bias(torch.zeros(5), q, k)
+    with pytest.raises(OpError, match="attn_mask: shape \\(3, 1, 3, 4\\) does not broadcast to \\[B, H, 3, 4\\]"):
+        attention.mask_bias(torch.zeros(3, 1, 3, 4), q, k)  # three batches, the query's two
+
+
+def test_the_rng_halves_are_found_again() -> None:
+    from cudnn.torch import sdpa_provider
+
+    rng = torch.tensor([7, 11], dtype=torch.int64)
+    same = sdpa_provider._rng_of(rng[0], rng[1])
+    assert same.data_ptr() == rng.data_ptr() and same.tolist() == [7, 11]
+    apart = sdpa_provider._rng_of(torch.tensor(3), torch.tensor([5]))  # torch's own kernel's two scalars
+    assert apart.tolist() == [3, 5] and apart.dtype == torch.int64
 
 
 def test_varlen_window_conventions() -> None:

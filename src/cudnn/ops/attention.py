@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import _runtime as rt
+from .sdpa_official import like_strides
 
 if TYPE_CHECKING:
     from .._graph.pygraph import pygraph
@@ -58,9 +59,13 @@ def _rng_ports(g: pygraph) -> dict:
             for name in ("seed", "offset")}
 
 
-def _o_like(q: torch.Tensor, dv: int) -> torch.Tensor:
-    """O [B, H, S_q, D_v] over BSHD memory."""
+def _o_like(q: torch.Tensor, dv: int, like_q: bool = False) -> torch.Tensor:
+    """O [B, H, S_q, D_v] over BSHD memory, or with ``like_q`` in Q's layout as torch's cuDNN
+    attention lays it out (`sdpa_official.like_strides`)."""
     b, h, s, _ = q.shape
+    if like_q:
+        shape = (b, h, s, dv)
+        return q.new_empty_strided(shape, like_strides(shape, q))
     return q.new_empty(b, s, h, dv).transpose(1, 2)
 
 
@@ -97,6 +102,8 @@ def _bias(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> torch.
         mask = torch.zeros(mask.shape, dtype=q.dtype, device=q.device).masked_fill_(~mask, float("-inf"))
     m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
     try:
+        if m.shape[0] not in (1, q.shape[0]) or m.shape[1] not in (1, q.shape[1]):
+            raise RuntimeError
         return m.expand(m.shape[0], m.shape[1], q.shape[2], k.shape[2])
     except RuntimeError:
         raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: shape {tuple(mask.shape)} does not broadcast to "
@@ -105,16 +112,17 @@ def _bias(mask: torch.Tensor | None, q: torch.Tensor, k: torch.Tensor) -> torch.
 
 def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
          scale: float, training: bool, enable_gqa: bool = True, dropout_p: float = 0.0,
-         rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None, rt.Built]:
-    """O (BSHD memory), in training Stats [B, H, S_q, 1] float32, and the graph; with
-    ``dropout_p``, ``rng`` holds the Philox seed and offset (`_rng`). Arguments are checked
-    when their key is first built; a hit only allocates and runs."""
+         rng: torch.Tensor | None = None, o_like_q: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, rt.Built]:
+    """O (BSHD memory, or Q's layout with ``o_like_q``), in training Stats [B, H, S_q, 1]
+    float32, and the graph; with ``dropout_p``, ``rng`` holds the Philox seed and offset
+    (`_rng`). Arguments are checked when their key is first built; a hit only allocates and
+    runs."""
     key = ("sdpa", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(bias), is_causal, scale, training,
-           enable_gqa, dropout_p)
+           enable_gqa, dropout_p, o_like_q)
     dev = q.get_device()
     built = rt.CACHE.lookup(dev, key)
     if built is None:
-        built = _build(dev, key, q, k, v, bias, is_causal, scale, training, enable_gqa, dropout_p)
+        built = _build(dev, key, q, k, v, bias, is_causal, scale, training, enable_gqa, dropout_p, o_like_q)
     size, strides = built.info
     o = q.new_empty_strided(size, strides)
     # roles bound in _build's order: q, k, v, [bias], [seed, offset], o, [stats]
@@ -131,12 +139,13 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor |
 
 
 def _build(dev: int, key: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
-           is_causal: bool, scale: float, training: bool, enable_gqa: bool, dropout_p: float) -> rt.Built:
+           is_causal: bool, scale: float, training: bool, enable_gqa: bool, dropout_p: float,
+           o_like_q: bool = False) -> rt.Built:
     """Check the arguments, then build and cache the attention graph for ``key``."""
     _check(q, k, v, None, enable_gqa)
     if bias is not None:
         rt.check_tensor(_OP, "attn_mask", bias, (q.dtype,), rank=4, device=q.device)
-    o = _o_like(q, v.shape[3])
+    o = _o_like(q, v.shape[3], o_like_q)
 
     def make(g: pygraph) -> dict:
         Q, K, V = rt.tensor_of(g, "q", q), rt.tensor_of(g, "k", k), rt.tensor_of(g, "v", v)
@@ -187,7 +196,7 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     layouts and type of what it reads (the eager path; their shapes follow from the forward's
     key, and saved-tensor hooks may give the saved tensors back in other layouts)."""
     if do.stride() != o.stride():
-        do = do.transpose(1, 2).contiguous().transpose(1, 2)  # dO in O's (BSHD) layout
+        do = torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device=o.device).copy_(do)  # in O's layout
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dev = q.get_device()
     memo = None if forward is None else (do.stride(), do.dtype, q.dtype, q.stride(), k.stride(), v.stride(),
@@ -286,6 +295,62 @@ class _Eager(torch.autograd.Function):
         is_causal, scale, dropout_p, built = ctx.attn
         dq, dk, dv = _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng, built)
         return dq, dk, dv, None, None, None, None, None, None
+
+
+# -- the kernels, for callers that keep their own autograd (cudnn.torch's provider) ------------
+
+def mask_bias(mask: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """An attention mask as the additive bias the graphs read, in Q's dtype: a boolean
+    keep-mask becomes 0 / the dtype's lowest value, and so does -inf in a float mask (a row
+    with every key masked, such as a left-padded query's, then averages the values instead of
+    giving NaN, which the next layer's values would spread). Broadcast to [B|1, H|1, S_q, S_kv],
+    with a batch or head dimension that only repeats itself (stride 0) kept at size 1, and
+    copied where cuDNN cannot read it as laid out (a repeated row or column, a strided last
+    dimension, an unaligned start)."""
+    rt.check_tensor(_OP, "attn_mask", mask, (torch.bool, *rt.FLOATS), device=q.device)
+    if mask.dim() > 4:
+        raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: expected at most 4 dimensions, got {tuple(mask.shape)}")
+    m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
+    m = m[tuple(slice(0, 1) if m.stride(i) == 0 else slice(None) for i in range(2))]  # repeats: size 1
+    lowest = torch.finfo(q.dtype).min
+    if m.dtype == torch.bool:
+        m = torch.zeros(m.shape, dtype=q.dtype, device=q.device).masked_fill_(~m, lowest)
+    else:
+        m = m.to(q.dtype).clamp_min(lowest)
+    try:
+        bias = _bias(m, q, k)
+    except rt.OpError:
+        raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: shape {tuple(mask.shape)} does not broadcast to "
+                         f"[B, H, {q.shape[2]}, {k.shape[2]}]") from None
+    assert bias is not None
+    if bias.stride(2) == 0 or bias.stride(3) != 1 or bias.data_ptr() % 16:
+        bias = bias.contiguous()
+    return bias
+
+
+def draw_rng(q: torch.Tensor) -> torch.Tensor:
+    """One call's Philox seed and offset for dropout (int64 [2] on Q's device), drawn from
+    torch's CUDA generator: ``torch.manual_seed`` repeats it, a CUDA graph replay draws anew."""
+    return _rng(q)
+
+
+def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
+            scale: float, training: bool, dropout_p: float = 0.0,
+            rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """O in Q's layout (as torch's cuDNN attention returns it) and, in ``training``, Stats
+    [B, H, S_q, 1] float32: the attention graph's kernel, no autograd. ``bias`` as `mask_bias`
+    makes it; ``rng`` as `draw_rng` draws it (with ``dropout_p``). Grouped-query K, V (fewer
+    heads than Q) are taken as they are."""
+    o, stats, _ = _run(q, k, v, bias, is_causal, scale, training, True, dropout_p, rng, True)
+    return o, stats
+
+
+def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+             stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
+             rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV of `forward` (the same ``bias``, ``dropout_p`` and ``rng``: the forward's
+    dropout mask again), in the layouts of Q, K, V."""
+    return _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng)
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -5,9 +5,9 @@ that run ``cudnn::sdpa_fwd`` / ``cudnn::sdpa_bwd``.
 
 torch's autograd wrapper of the aten op is untouched: it saves our outputs and calls the
 (also overridden) backward, so ``F.scaled_dot_product_attention`` under
-``sdpa_kernel([SDPBackend.CUDNN_ATTENTION])`` runs here unchanged. What these kernels do not
-serve (an ``attn_bias``, dropout, a debug mask, the nested/varlen cuDNN path, arguments cuDNN
-refuses) runs torch's own worker op (``aten::_cudnn_attention_forward`` / ``_backward``; for
+``sdpa_kernel([SDPBackend.CUDNN_ATTENTION])`` runs here unchanged, attention masks and dropout
+included. What these kernels do not serve (a debug mask, the nested cuDNN path, arguments
+cuDNN refuses) runs torch's own worker op (``aten::_cudnn_attention_forward`` / ``_backward``; for
 varlen the flash kernels torch's op body runs), counted in `calls` and logged once per reason
 on the ``cudnn.torch`` logger.
 """
@@ -15,17 +15,18 @@ on the ``cudnn.torch`` logger.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.attention
 
 from .._lib.status import cudnnGraphNotSupportedError
 from ..log import get_logger
-from ..ops import OpError
+from ..ops import OpError, attention
 from ..ops import sdpa_official as ops
 
-__all__ = ["SdpaOverrides", "calls", "install", "install_sdpa_overrides", "served_plan_names"]
+__all__ = ["SdpaOverrides", "calls", "install", "install_sdpa_overrides", "remove_sdpa_overrides",
+           "served_plan_names"]
 
 # aten calls served through cudnn-py (fwd, bwd) and handed back to torch's kernels: cuDNN's
 # C++ path (fwd_cpp, bwd_cpp) or, for varlen, the flash kernels (fwd_fa2, bwd_fa2)
@@ -44,11 +45,7 @@ def _fallback(counter: str, reason: str) -> None:
         _log.info("cudnn.torch: %s runs torch's own kernel: %s", counter.split("_")[0], reason)
 
 
-def _dense_reason(attn_bias: Any, dropout_p: float, debug: bool = False, cum_seq: Any = None) -> str:
-    if attn_bias is not None:
-        return "attn_bias (an attention mask) is not lowered by the provider"
-    if dropout_p:
-        return "dropout_p > 0 is not served by the provider"
+def _dense_reason(debug: bool = False, cum_seq: Any = None) -> str:
     if debug:
         return "return_debug_mask is not served by the provider"
     if cum_seq is not None:
@@ -56,22 +53,43 @@ def _dense_reason(attn_bias: Any, dropout_p: float, debug: bool = False, cum_seq
     return ""
 
 
+def _scale(query: torch.Tensor, scale: float | None) -> float:
+    return 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+
+
+def _unread_rng(query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Philox seed and offset of a call without dropout: never read (torch's kernel leaves
+    them unset too)."""
+    return (torch.empty((), dtype=torch.int64, device=query.device),
+            torch.empty((), dtype=torch.int64, device=query.device))
+
+
 def _fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias: torch.Tensor | None,
          compute_log_sumexp: bool, dropout_p: float = 0.0, is_causal: bool = False, return_debug_mask: bool = False,
          *, scale: float | None = None) -> AtenOutputs:
-    """``aten::_scaled_dot_product_cudnn_attention`` on ``cudnn::sdpa_fwd``."""
-    reason = _dense_reason(attn_bias, dropout_p, return_debug_mask)
+    """``aten::_scaled_dot_product_cudnn_attention`` on cudnn-py's attention graphs: without a
+    mask or dropout on ``cudnn::sdpa_fwd``; with an ``attn_bias`` (torch hands a boolean mask
+    over as a float one) or dropout on `cudnn.ops.attention.forward`, whose Philox seed and
+    offset are returned for the backward."""
+    reason = _dense_reason(return_debug_mask)
     if not reason:
-        attn_scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
         try:
-            o, lse = ops.forward(query, key, value, attn_scale, is_causal, return_lse=compute_log_sumexp)
+            if attn_bias is None and not dropout_p:
+                o, lse = ops.forward(query, key, value, _scale(query, scale), is_causal, return_lse=compute_log_sumexp)
+                seed, offset = _unread_rng(query)
+            else:
+                bias = None if attn_bias is None else attention.mask_bias(attn_bias, query, key)
+                rng = attention.draw_rng(query) if dropout_p else None
+                o, lse = attention.forward(query, key, value, bias, is_causal, _scale(query, scale),
+                                           compute_log_sumexp, dropout_p, rng)
+                if rng is None:
+                    seed, offset = _unread_rng(query)
+                else:  # the backward finds the one [2] tensor again from its halves (`_rng_of`)
+                    seed, offset = rng[0], rng[1]
         except _REFUSED as exc:
             reason = f"cudnn-py refused the call ({exc})"
         else:
             calls["fwd"] += 1
-            # no dropout: the philox seed and offset are never read (torch's kernel leaves them unset too)
-            seed = torch.empty((), dtype=torch.int64, device=query.device)
-            offset = torch.empty((), dtype=torch.int64, device=query.device)
             return (o, lse if compute_log_sumexp else None, None, None, query.shape[2], key.shape[2], seed, offset,
                     None)
     _fallback("fwd_cpp", reason)
@@ -80,19 +98,35 @@ def _fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias:
                                                    return_debug_mask, scale=scale)
 
 
+def _rng_of(seed: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """The forward's Philox seed and offset as the one int64 [2] tensor the graphs read (the
+    two halves `_fwd` returned, or torch's own kernel's two scalars)."""
+    if offset.dim() == 0 and seed.dim() == 0 and offset.data_ptr() == seed.data_ptr() + 8 \
+            and offset.untyped_storage().data_ptr() == seed.untyped_storage().data_ptr():
+        return seed.as_strided((2,), (1,))
+    return torch.stack((seed.reshape(()), offset.reshape(()))).to(torch.int64)
+
+
 def _bwd(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, out: torch.Tensor,
          logsumexp: torch.Tensor, philox_seed: torch.Tensor, philox_offset: torch.Tensor,
          attn_bias: torch.Tensor | None, cum_seq_q: torch.Tensor | None, cum_seq_k: torch.Tensor | None, max_q: int,
          max_k: int, dropout_p: float, is_causal: bool, *,
          scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``aten::_scaled_dot_product_cudnn_attention_backward`` on ``cudnn::sdpa_bwd``."""
-    reason = _dense_reason(attn_bias, dropout_p, cum_seq=cum_seq_q)
+    """``aten::_scaled_dot_product_cudnn_attention_backward`` on ``cudnn::sdpa_bwd`` (no mask,
+    no dropout) or `cudnn.ops.attention.backward` (the forward's dropout mask from its seed
+    and offset)."""
+    reason = _dense_reason(cum_seq=cum_seq_q)
     if not reason:
-        attn_scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
         lse = logsumexp if logsumexp.dim() == 4 else logsumexp.unsqueeze(-1)
         try:
-            grads = ops.backward(grad_out, query, key, value, out, lse, attn_scale, is_causal,
-                                 is_deterministic=torch.are_deterministic_algorithms_enabled())
+            if attn_bias is None and not dropout_p:
+                grads = ops.backward(grad_out, query, key, value, out, lse, _scale(query, scale), is_causal,
+                                     is_deterministic=torch.are_deterministic_algorithms_enabled())
+            else:
+                bias = None if attn_bias is None else attention.mask_bias(attn_bias, query, key)
+                rng = _rng_of(philox_seed, philox_offset) if dropout_p else None
+                grads = attention.backward(grad_out, query, key, value, out, lse, bias, is_causal,
+                                           _scale(query, scale), dropout_p, rng)
         except _REFUSED as exc:
             reason = f"cudnn-py refused the call ({exc})"
         else:
@@ -217,21 +251,38 @@ def _varlen_defined() -> list[str]:
 
 
 class SdpaOverrides:
-    """One installation of the overrides: ``remove()`` (or leaving its ``with`` block) gives
-    torch its own kernels back; removing twice does nothing."""
+    """One installation of the overrides. It stays installed until ``remove()`` (or the end of
+    its ``with`` block), whether or not the handle is kept: a line that only calls
+    `install_sdpa_overrides` serves the process from then on. Removing twice does nothing."""
+
+    _live: ClassVar[list[SdpaOverrides]] = []  # installed and not removed, oldest first
 
     def __init__(self, *libs: torch.library.Library, ops: tuple[str, ...] = ()) -> None:
         self._libs = list(libs)
         self.ops = ops  # the overridden operators, "namespace::name"
+        if self._libs:
+            SdpaOverrides._live.append(self)  # torch drops a Library's kernels when it is collected
 
     @property
     def installed(self) -> bool:
         return bool(self._libs)
 
     def remove(self) -> None:
+        """Give torch its own kernels back (those of an earlier installation still in place,
+        where there is one)."""
         for lib in self._libs:
             lib._destroy()
+        if self._libs:
+            SdpaOverrides._live.remove(self)
         self._libs = []
+
+    @classmethod
+    def remove_all(cls) -> int:
+        """Remove every installation still in place, newest first; how many there were."""
+        live = list(reversed(cls._live))
+        for overrides in live:
+            overrides.remove()
+        return len(live)
 
     def __enter__(self) -> SdpaOverrides:
         return self
@@ -243,9 +294,16 @@ class SdpaOverrides:
         return f"SdpaOverrides({', '.join(self.ops)}{'' if self._libs else '; removed'})"
 
 
+def remove_sdpa_overrides() -> int:
+    """Remove every installation of the overrides still in place (kept handles or not): torch's
+    own kernels again. Returns how many were removed."""
+    return SdpaOverrides.remove_all()
+
+
 def install_sdpa_overrides() -> SdpaOverrides:
     """Serve PyTorch's cuDNN attention ops (and the varlen ops, where torch has them) from
-    cudnn-py; returns the handle that removes the overrides."""
+    cudnn-py, from now until the returned handle's ``remove()`` (or `remove_sdpa_overrides`):
+    dropping the handle keeps them."""
     missing = [n for n in ("_cudnn_attention_forward", "_cudnn_attention_backward")
                if not hasattr(torch.ops.aten, n)]
     if missing:
