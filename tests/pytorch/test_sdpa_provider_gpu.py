@@ -30,7 +30,7 @@ IDS = ["fp16", "bf16"]
 
 
 def close(name: str, got: torch.Tensor, ref: torch.Tensor, tol: float = 2e-2) -> None:
-    mag = max(1.0, float(ref.abs().max()))
+    mag = max(1.0, float(ref.detach().abs().max()))
     assert not torch.isnan(got).any(), f"{name}: NaN"
     torch.testing.assert_close(got.float(), ref.float(), atol=tol * mag, rtol=tol, msg=lambda m: f"{name}: {m}")
 

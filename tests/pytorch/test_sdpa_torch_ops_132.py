@@ -384,6 +384,30 @@ def test_a_dropped_handle_keeps_the_overrides_until_removed() -> None:
     assert remove_sdpa_overrides() == 0  # a removed handle is not removed again
 
 
+def test_installations_nest() -> None:
+    from cudnn.torch import install_sdpa_overrides
+
+    outer = install_sdpa_overrides()
+    inner = install_sdpa_overrides()
+    try:
+        inner.remove()
+        assert not inner.installed and outer.installed and all(_has_cuda_kernel(op) for op in DENSE)
+    finally:
+        outer.remove()
+    assert not any(_has_cuda_kernel(op) for op in DENSE)
+    assert "removed" in repr(outer) and outer.ops == inner.ops
+
+
+def test_installing_says_nothing() -> None:
+    """torch warns once per process when a kernel of its own is overridden (a CUDA build has
+    one): installing is the point, so the provider installs quietly, in a fresh process where
+    that warning has not been given yet."""
+    code = ("import cudnn.torch as ct; a = ct.install_sdpa_overrides(); b = ct.install_sdpa_overrides(); "
+            "b.remove(); a.remove()")
+    out = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0 and not out.stderr, out.stderr[-2000:]
+
+
 def test_install_is_once_per_process() -> None:
     from cudnn.torch import install
 
@@ -541,7 +565,9 @@ def test_a_boolean_mask_becomes_an_additive_bias() -> None:
     float_mask[1, 0, 0, 3] = float("-inf")
     got = attention.mask_bias(float_mask, q, k)
     assert got.shape == (2, 1, 3, 4) and got.dtype == H and torch.equal(got[0, 0, 2], float_mask[0, 0, 0].to(H))
-    assert got[1, 0, 1, 3] == lowest and torch.equal(got[1, 0, 1, :3], float_mask[1, 0, 0, :3].to(H))
+    assert got[1, 0, 1, 3] == float("-inf") and torch.equal(got[1, 0, 1, :3], float_mask[1, 0, 0, :3].to(H))
+    ready = torch.zeros(2, 1, 3, 4, dtype=H)  # torch's own form of a converted boolean mask
+    assert attention.mask_bias(ready, q, k) is ready
     with pytest.raises(OpError, match="attn_mask: shape \\(5,\\) does not broadcast"):
         attention.mask_bias(torch.zeros(5), q, k)
     with pytest.raises(OpError, match="attn_mask: shape \\(3, 1, 3, 4\\) does not broadcast to \\[B, H, 3, 4\\]"):

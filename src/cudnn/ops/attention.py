@@ -300,32 +300,34 @@ class _Eager(torch.autograd.Function):
 # -- the kernels, for callers that keep their own autograd (cudnn.torch's provider) ------------
 
 def mask_bias(mask: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """An attention mask as the additive bias the graphs read, in Q's dtype: a boolean
-    keep-mask becomes 0 / the dtype's lowest value, and so does -inf in a float mask (a row
-    with every key masked, such as a left-padded query's, then averages the values instead of
-    giving NaN, which the next layer's values would spread). Broadcast to [B|1, H|1, S_q, S_kv],
-    with a batch or head dimension that only repeats itself (stride 0) kept at size 1, and
-    copied where cuDNN cannot read it as laid out (a repeated row or column, a strided last
-    dimension, an unaligned start)."""
+    """An attention mask as the additive bias the graphs read, in Q's dtype: a float mask as it
+    is (-inf included, as torch takes it), a boolean keep-mask as 0 / the dtype's lowest value
+    (a row with every key masked, such as a left-padded query's, then averages the values
+    instead of giving NaN). [B|1, H|1, S_q, S_kv], broadcast from fewer dimensions as torch
+    allows, with a batch or head dimension that only repeats itself (stride 0) kept at size 1;
+    copied only where cuDNN cannot read it as laid out (a repeated row or column, a strided
+    last dimension, an unaligned start). A mask already in that form is used as it is."""
     rt.check_tensor(_OP, "attn_mask", mask, (torch.bool, *rt.FLOATS), device=q.device)
     if mask.dim() > 4:
         raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: expected at most 4 dimensions, got {tuple(mask.shape)}")
-    m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
-    m = m[tuple(slice(0, 1) if m.stride(i) == 0 else slice(None) for i in range(2))]  # repeats: size 1
-    lowest = torch.finfo(q.dtype).min
+    m = mask if mask.dim() == 4 else mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
+    b, h, s_q, s_kv = m.shape
+    if (b > 1 and m.stride(0) == 0) or (h > 1 and m.stride(1) == 0):  # a repeat: size 1
+        m = m[:1 if m.stride(0) == 0 else b, :1 if m.stride(1) == 0 else h]
     if m.dtype == torch.bool:
-        m = torch.zeros(m.shape, dtype=q.dtype, device=q.device).masked_fill_(~m, lowest)
-    else:
-        m = m.to(q.dtype).clamp_min(lowest)
-    try:
-        bias = _bias(m, q, k)
-    except rt.OpError:
-        raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: shape {tuple(mask.shape)} does not broadcast to "
-                         f"[B, H, {q.shape[2]}, {k.shape[2]}]") from None
-    assert bias is not None
-    if bias.stride(2) == 0 or bias.stride(3) != 1 or bias.data_ptr() % 16:
-        bias = bias.contiguous()
-    return bias
+        m = torch.zeros(m.shape, dtype=q.dtype, device=q.device).masked_fill_(~m, torch.finfo(q.dtype).min)
+    elif m.dtype != q.dtype:
+        m = m.to(q.dtype)
+    if (s_q, s_kv) != (q.shape[2], k.shape[2]) or m.shape[0] not in (1, q.shape[0]) \
+            or m.shape[1] not in (1, q.shape[1]):
+        try:
+            m = _bias(m, q, k)
+        except rt.OpError:
+            raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: shape {tuple(mask.shape)} does not broadcast to "
+                             f"[B, H, {q.shape[2]}, {k.shape[2]}]") from None
+    if m.stride(2) == 0 or m.stride(3) != 1 or m.data_ptr() % 16:
+        m = m.contiguous()
+    return m
 
 
 def draw_rng(q: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,7 @@ on the ``cudnn.torch`` logger.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, ClassVar
 
 import torch
@@ -253,34 +254,48 @@ def _varlen_defined() -> list[str]:
 class SdpaOverrides:
     """One installation of the overrides. It stays installed until ``remove()`` (or the end of
     its ``with`` block), whether or not the handle is kept: a line that only calls
-    `install_sdpa_overrides` serves the process from then on. Removing twice does nothing."""
+    `install_sdpa_overrides` serves the process from then on. Installations nest: the first
+    registers the kernels with torch, and they stay until every installation is removed.
+    Removing twice does nothing."""
 
     _live: ClassVar[list[SdpaOverrides]] = []  # installed and not removed, oldest first
+    _libs: ClassVar[list[torch.library.Library]] = []  # the registration the live installations share
+    _ops: ClassVar[tuple[str, ...]] = ()  # the operators it overrides
 
-    def __init__(self, *libs: torch.library.Library, ops: tuple[str, ...] = ()) -> None:
-        self._libs = list(libs)
+    def __init__(self, ops: tuple[str, ...]) -> None:
         self.ops = ops  # the overridden operators, "namespace::name"
-        if self._libs:
-            SdpaOverrides._live.append(self)  # torch drops a Library's kernels when it is collected
+
+    @classmethod
+    def install(cls) -> SdpaOverrides:
+        """A new installation, registering the kernels with torch if none is live."""
+        if not cls._live:
+            libs, ops = _register()
+            cls._libs[:] = libs
+            cls._ops = ops
+        overrides = cls(cls._ops)
+        cls._live.append(overrides)
+        return overrides
 
     @property
     def installed(self) -> bool:
-        return bool(self._libs)
+        return any(live is self for live in SdpaOverrides._live)
 
     def remove(self) -> None:
-        """Give torch its own kernels back (those of an earlier installation still in place,
-        where there is one)."""
-        for lib in self._libs:
-            lib._destroy()
-        if self._libs:
-            SdpaOverrides._live.remove(self)
-        self._libs = []
+        """End this installation; torch has its own kernels back once none is left."""
+        live = SdpaOverrides._live
+        if not self.installed:
+            return
+        live[:] = [other for other in live if other is not self]
+        if not live:
+            for lib in SdpaOverrides._libs:
+                lib._destroy()
+            SdpaOverrides._libs.clear()
 
     @classmethod
     def remove_all(cls) -> int:
-        """Remove every installation still in place, newest first; how many there were."""
-        live = list(reversed(cls._live))
-        for overrides in live:
+        """Remove every installation still in place; how many there were."""
+        live = list(cls._live)
+        for overrides in reversed(live):
             overrides.remove()
         return len(live)
 
@@ -291,13 +306,32 @@ class SdpaOverrides:
         self.remove()
 
     def __repr__(self) -> str:
-        return f"SdpaOverrides({', '.join(self.ops)}{'' if self._libs else '; removed'})"
+        return f"SdpaOverrides({', '.join(self.ops)}{'' if self.installed else '; removed'})"
 
 
 def remove_sdpa_overrides() -> int:
     """Remove every installation of the overrides still in place (kept handles or not): torch's
     own kernels again. Returns how many were removed."""
     return SdpaOverrides.remove_all()
+
+
+def _register() -> tuple[list[torch.library.Library], tuple[str, ...]]:
+    """Register the kernels with torch's dispatcher (quietly: torch warns once per process that a
+    kernel of its own is overridden, which is the point here); the libraries and the ops."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Overriding a previously registered kernel", category=UserWarning)
+        dense = torch.library.Library("aten", "IMPL")
+        for name, fn in DENSE_OPS.items():
+            dense.impl(name, fn, "CUDA")
+        libs, names = [dense], [f"aten::{n}" for n in DENSE_OPS]
+        varlen = _varlen_defined()
+        if varlen:
+            lib = torch.library.Library("torch_attn", "IMPL")
+            for name in varlen:
+                lib.impl(name, VARLEN_OPS[name], "CUDA")
+            libs.append(lib)
+            names += [f"torch_attn::{n}" for n in varlen]
+    return libs, tuple(names)
 
 
 def install_sdpa_overrides() -> SdpaOverrides:
@@ -309,18 +343,7 @@ def install_sdpa_overrides() -> SdpaOverrides:
     if missing:
         raise RuntimeError(f"cudnn.torch: this torch ({torch.__version__}) has no aten::{missing[0]}, the kernel the "
                            "provider hands unserved calls to; the provider needs torch >= 2.7")
-    dense = torch.library.Library("aten", "IMPL")
-    for name, fn in DENSE_OPS.items():
-        dense.impl(name, fn, "CUDA")
-    libs, names = [dense], [f"aten::{n}" for n in DENSE_OPS]
-    varlen = _varlen_defined()
-    if varlen:
-        lib = torch.library.Library("torch_attn", "IMPL")
-        for name in varlen:
-            lib.impl(name, VARLEN_OPS[name], "CUDA")
-        libs.append(lib)
-        names += [f"torch_attn::{n}" for n in varlen]
-    return SdpaOverrides(*libs, ops=tuple(names))
+    return SdpaOverrides.install()
 
 
 _installed: SdpaOverrides | None = None
