@@ -266,7 +266,7 @@ class SdpaOverrides:
         self.ops = ops  # the overridden operators, "namespace::name"
 
     @classmethod
-    def install(cls) -> SdpaOverrides:
+    def _begin(cls) -> SdpaOverrides:
         """A new installation, registering the kernels with torch if none is live."""
         if not cls._live:
             libs, ops = _register()
@@ -343,7 +343,7 @@ def install_sdpa_overrides() -> SdpaOverrides:
     if missing:
         raise RuntimeError(f"cudnn.torch: this torch ({torch.__version__}) has no aten::{missing[0]}, the kernel the "
                            "provider hands unserved calls to; the provider needs torch >= 2.7")
-    return SdpaOverrides.install()
+    return SdpaOverrides._begin()
 
 
 _installed: SdpaOverrides | None = None
