@@ -487,6 +487,26 @@ def test_fallbacks_call_torchs_worker_ops_and_log_once(monkeypatch: pytest.Monke
     assert any("nested-tensor" in m for m in messages)
 
 
+def test_a_graph_cudnn_refuses_goes_to_torchs_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call whose graph cuDNN rejects (a parameter it refuses, no engine) is torch's kernel's,
+    which accepts it or raises torch's own error: never an error torch would not raise."""
+    from cudnn._lib.status import CudnnBadParamError, cudnnGraphNotSupportedError
+    from cudnn.ops import attention
+    from cudnn.torch import calls, sdpa_provider
+
+    monkeypatch.setattr(torch.ops.aten, "_cudnn_attention_forward", lambda *a, **kw: "torch's forward")
+    q, bias = meta(1, 2, 8, 64), meta(1, 1, 8, 8)
+    for error in (CudnnBadParamError(2000, "finalize", "bad bias strides"),
+                  cudnnGraphNotSupportedError(3000, "heuristics", "no engine")):
+        def refuse(*args: Any, error: Exception = error) -> Any:
+            raise error
+
+        monkeypatch.setattr(attention, "forward", refuse)
+        before = calls["fwd_cpp"]
+        assert sdpa_provider._fwd(q, q, q, bias, True) == "torch's forward"
+        assert calls["fwd_cpp"] == before + 1
+
+
 @pytest.fixture
 def attention_graphs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """`cudnn.ops.attention`'s graphs as declared and validated on a fresh pygraph (nothing

@@ -21,9 +21,10 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.attention
 
-from .._lib.status import cudnnGraphNotSupportedError
+from .._graph.model.graph_errors import GraphError
+from .._lib.status import CudnnBadParamError, cudnnGraphNotSupportedError
 from ..log import get_logger
-from ..ops import OpError, attention
+from ..ops import attention
 from ..ops import sdpa_official as ops
 
 __all__ = ["SdpaOverrides", "calls", "install", "install_sdpa_overrides", "remove_sdpa_overrides",
@@ -35,7 +36,9 @@ calls: dict[str, int] = {"fwd": 0, "bwd": 0, "fwd_cpp": 0, "bwd_cpp": 0, "fwd_fa
 
 _log = get_logger("torch")
 _logged: set[str] = set()
-_REFUSED = (OpError, cudnnGraphNotSupportedError)
+# what cudnn-py says of a call before any GPU work (its checks, a graph cuDNN refuses or has no
+# engine for): the call is torch's kernel's, which accepts it or raises torch's own error
+_REFUSED = (GraphError, CudnnBadParamError, cudnnGraphNotSupportedError)
 AtenOutputs = tuple[Any, ...]
 
 
