@@ -22,7 +22,11 @@ Provider rows (``--provider`` or ``--only provider``): ``F.scaled_dot_product_at
 attention served by cudnn-py) against torch's own cuDNN and flash backends, forward and backward,
 and ``torch.nn.attention.varlen.varlen_attn`` (packed THD) where torch has it; GPU time, the
 ratio to the provider, and host time per call (back-to-back calls without synchronizing, on a
-small case as well, where launching is the cost).
+small case as well, where launching is the cost). Also a decode step (b32, 32 query heads over 4
+K/V heads with ``enable_gqa``, s_q 1 against s_kv 4096, d128, forward only) against the same two
+backends, and a padded batch (b8 h16 s1024 d64, each row with its own key length) whose boolean
+``attn_mask`` is causal and padded, forward and backward, against torch's cuDNN, efficient and math
+backends (flash takes no mask).
 
 Timing: CUDA events around back-to-back calls after warm-up; the median of the repeats.
 Never asserts on time.
@@ -41,6 +45,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -279,18 +284,74 @@ def decode_rows(calls: int, repeats: int) -> None:
               f"{c.kv_bytes() / secs / 1e12:6.2f} TB/s {ours / secs:10.2f}x")
 
 
-def attention_fns(backend: SDPBackend, c: Case, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                  d_o: torch.Tensor) -> tuple[Callable[[], Any], Callable[[], Any]]:
-    """Forward (no grad) and backward (of one kept forward) of F.scaled_dot_product_attention on
-    ``backend``; the backward runs whatever kernel is registered when it is called."""
-    qq, kk, vv = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
-    with sdpa_kernel(backend):
-        out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=c.causal)
+@dataclass
+class ProviderCase:
+    """A provider case, bf16, BSHD memory: Q [b, h, s_q, d] against K and V [b, h_kv, s, d]
+    (``h_kv`` below ``h``: GQA; 0 means ``h``; ``s_q`` 0 means ``s``). ``kv_lens``: a boolean
+    attn_mask [b, 1, s_q, s], causal and each batch row's keys cut at its length (a padded batch);
+    ``backward``: whether a backward row is measured; ``impls``: the rows."""
+    b: int
+    h: int
+    s: int
+    d: int
+    causal: bool = False
+    h_kv: int = 0
+    s_q: int = 0
+    kv_lens: tuple[int, ...] | None = None
+    backward: bool = True
+    impls: tuple[str, ...] = ("provider", "torch cudnn", "torch flash")
+
+    def __post_init__(self) -> None:
+        self.h_kv = self.h_kv or self.h
+        self.s_q = self.s_q or self.s
+
+    @property
+    def label(self) -> str:
+        heads = f"h{self.h}" if self.h_kv == self.h else f"h{self.h}/{self.h_kv}"
+        seqs = f"s{self.s}" if self.s_q == self.s else f"s_q{self.s_q} s_kv{self.s}"
+        how = (" causal" if self.causal else "") + (" pad+causal mask" if self.kv_lens is not None else "")
+        return f"b{self.b} {heads} {seqs} d{self.d}{how}"
+
+    def inputs(self, device: str = "cuda") -> tuple[torch.Tensor, ...]:
+        """Q, K, V and dO, random, in BSHD memory (as models make them) viewed as BHSD."""
+        gen = torch.Generator(device=device).manual_seed(0)
+
+        def bshd(s: int, h: int) -> torch.Tensor:
+            return torch.randn(self.b, s, h, self.d, generator=gen, device=device,
+                               dtype=torch.bfloat16).transpose(1, 2)
+
+        return bshd(self.s_q, self.h), bshd(self.s, self.h_kv), bshd(self.s, self.h_kv), bshd(self.s_q, self.h)
+
+    def mask(self, device: str = "cuda") -> torch.Tensor | None:
+        """The boolean attn_mask of ``kv_lens`` (True: attended), as a Hugging Face decoder builds
+        it for a right-padded batch: key j of query i where j <= i and j < the row's length; every
+        query keeps its first key, so no row is fully masked."""
+        if self.kv_lens is None:
+            return None
+        lens = torch.tensor(self.kv_lens, device=device).view(self.b, 1, 1, 1)
+        i = torch.arange(self.s_q, device=device).view(-1, 1)
+        j = torch.arange(self.s, device=device)
+        return ((j <= i) & (j < lens)) | (j == 0)
+
+
+def attention_fns(backend: SDPBackend, c: ProviderCase, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  d_o: torch.Tensor, mask: torch.Tensor | None) -> tuple[Callable[[], Any], ...]:
+    """Forward (no grad) and, where ``c.backward``, backward (of one kept forward) of
+    F.scaled_dot_product_attention on ``backend`` with ``mask`` as attn_mask (and enable_gqa where
+    K and V have fewer heads); the backward runs whatever kernel is registered when it is called."""
+    kw: dict[str, Any] = {"attn_mask": mask, "is_causal": c.causal}
+    if c.h_kv != c.h:
+        kw["enable_gqa"] = True
 
     def fwd() -> Any:
         with sdpa_kernel(backend), torch.no_grad():
-            return F.scaled_dot_product_attention(q, k, v, is_causal=c.causal)
+            return F.scaled_dot_product_attention(q, k, v, **kw)
 
+    if not c.backward:
+        return (fwd,)
+    qq, kk, vv = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    with sdpa_kernel(backend):
+        out = F.scaled_dot_product_attention(qq, kk, vv, **kw)
     return fwd, lambda: torch.autograd.grad(out, (qq, kk, vv), d_o, retain_graph=True)
 
 
@@ -317,29 +378,36 @@ def varlen_fns(lens: list[int], h: int, d: int) -> tuple[Callable[[], Any], Call
     return fwd, lambda: torch.autograd.grad(out, (q, k, v), d_o, retain_graph=True)
 
 
-PROVIDER_CASES = (Case(4, 16, 4096, 128, True), Case(8, 16, 1024, 64, False), Case(1, 8, 128, 64, True))
+PROVIDER_CASES = (
+    ProviderCase(4, 16, 4096, 128, True), ProviderCase(8, 16, 1024, 64), ProviderCase(1, 8, 128, 64, True),
+    ProviderCase(32, 32, 4096, 128, h_kv=4, s_q=1, backward=False),  # a decode step, GQA 8
+    ProviderCase(8, 16, 1024, 64, kv_lens=(1024, 900, 768, 1000, 512, 1024, 640, 333),
+                 impls=("provider", "torch cudnn", "torch efficient", "torch math")))
+# the backend each row runs under; the provider's row with cudnn.torch's overrides installed
+PROVIDER_BACKENDS = {"provider": SDPBackend.CUDNN_ATTENTION, "torch cudnn": SDPBackend.CUDNN_ATTENTION,
+                     "torch flash": SDPBackend.FLASH_ATTENTION, "torch efficient": SDPBackend.EFFICIENT_ATTENTION,
+                     "torch math": SDPBackend.MATH}
 VARLEN_LENS = [1024, 300, 2048, 17, 700, 1100, 4096, 811]
 
 
 def provider_measure(impls: tuple[str, ...], calls: int, repeats: int) -> dict[str, list[float]]:
     """"case|impl|pass" -> [GPU seconds (host hidden), host seconds, busy seconds (events around
-    back-to-back calls)] per call, for ``impls`` among "provider" (whatever package ``cudnn`` is
-    here), "torch cudnn" and "torch flash"; the provider's rows also note calls it handed back."""
+    back-to-back calls)] per call, for each case's implementations that are among ``impls``
+    ("provider": whatever package ``cudnn`` is here; the others: PROVIDER_BACKENDS); the
+    provider's rows also note calls it handed back. A row torch refuses is left out."""
     from cudnn.torch import calls as served
     from cudnn.torch import install_sdpa_overrides
 
-    Make = Callable[[], tuple[Callable[[], Any], Callable[[], Any]] | None]
+    Make = Callable[[], tuple[Callable[[], Any], ...] | None]
     rows: list[tuple[str, str, Make]] = []
-    backends = {"provider": SDPBackend.CUDNN_ATTENTION, "torch cudnn": SDPBackend.CUDNN_ATTENTION,
-                "torch flash": SDPBackend.FLASH_ATTENTION}
     for c in PROVIDER_CASES:
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v, d_o = (torch.randn(c.b, c.s, c.h, c.d, generator=gen, device="cuda", dtype=torch.bfloat16)
-                        .transpose(1, 2) for _ in range(4))  # BSHD memory, as models make them
-        rows += [(c.label, impl, lambda b=backends[impl], c=c, t=(q, k, v, d_o): attention_fns(b, c, *t))
-                 for impl in impls]
+        q, k, v, d_o = c.inputs()
+        mask = c.mask()
+        rows += [(c.label, impl, partial(attention_fns, PROVIDER_BACKENDS[impl], c, q, k, v, d_o, mask))
+                 for impl in c.impls if impl in impls]
     varlen = f"varlen b{len(VARLEN_LENS)} h16 T{sum(VARLEN_LENS)} d128 causal"
-    rows += [(varlen, impl, lambda: varlen_fns(VARLEN_LENS, 16, 128)) for impl in impls if impl != "torch cudnn"]
+    rows += [(varlen, impl, lambda: varlen_fns(VARLEN_LENS, 16, 128)) for impl in ("provider", "torch flash")
+             if impl in impls]
     out: dict[str, list[float]] = {}
     for case, impl, make in rows:
         provider = impl == "provider"
@@ -354,6 +422,12 @@ def provider_measure(impls: tuple[str, ...], calls: int, repeats: int) -> dict[s
             if fns is None:
                 continue
             for direction, fn in zip(("fwd", "bwd"), fns):
+                try:
+                    fn()  # a forward-only case runs nothing in make(): torch may refuse it here
+                except RuntimeError as exc:
+                    print(f"{case:36} {impl} {direction}: unavailable ({str(exc).splitlines()[0]})",
+                          file=sys.stderr)
+                    break
                 host = host_time(fn)
                 out[f"{case}|{impl}|{direction}"] = [kernel_time(fn, calls, repeats, host), host,
                                                      gpu_time(fn, calls, repeats)]
@@ -369,9 +443,9 @@ def provider_measure(impls: tuple[str, ...], calls: int, repeats: int) -> dict[s
 
 
 def provider_rows(calls: int, repeats: int, other: str | None) -> None:
-    """cudnn.torch's provider against torch's own cuDNN and flash attention, and against the
+    """cudnn.torch's provider against torch's own attention backends (each case's), and against the
     official package's provider (``other``: run in a child process; see the module's note)."""
-    ours = provider_measure(("provider", "torch cudnn", "torch flash"), calls, repeats)
+    ours = provider_measure(tuple(PROVIDER_BACKENDS), calls, repeats)
     theirs: dict[str, list[float]] | str = {}
     if other is not None:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -324,3 +324,197 @@ def test_llama_generate_with_a_kv_cache_is_served() -> None:
         step = int((got.sequences[row] != want.sequences[row]).nonzero()[0]) - ids.shape[1]
         top2 = want.scores[step][row].float().topk(2).values
         assert float(top2[0] - top2[1]) < 0.05, f"row {row}: tokens differ at step {step}, not at a near tie"
+
+
+# -- torch.compile, CUDA graphs, and a long run ---------------------------------------------------
+
+def test_llama_padded_batch_under_torch_compile() -> None:
+    """The padded Llama batch through ``torch.compile``: every attention call served by the
+    provider, forward and backward, logits and gradients as in eager mode through it, and a
+    second step with new tokens compiles nothing new."""
+    dynamo_testing = pytest.importorskip("torch._dynamo.testing")
+    model, config = _llama()
+    lens = [128, 90, 33]
+    mask = (torch.arange(128, device=DEV)[None, :] < torch.tensor(lens, device=DEV)[:, None]).long()
+
+    def batch(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = torch.randint(1, 1000, (3, 128), device=DEV, generator=torch.Generator(DEV).manual_seed(seed))
+        return ids, ids.masked_fill(mask == 0, -100)
+
+    def step(fn: object, ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        model.zero_grad(set_to_none=True)
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            out = fn(input_ids=ids, attention_mask=mask, labels=labels)  # type: ignore[operator]
+        out.loss.backward()
+        return out.logits.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+    torch._dynamo.reset()
+    counter = dynamo_testing.CompileCounterWithBackend("inductor")
+    compiled = torch.compile(model, backend=counter)
+    layers = config.num_hidden_layers
+    with ct.install_sdpa_overrides():
+        ids, labels = batch(0)
+        want_logits, want_grads = step(model, ids, labels)
+        before = dict(ct.calls)
+        logits, grads = step(compiled, ids, labels)
+        served = {n: ct.calls[n] - before[n] for n in ct.calls}
+        frames = counter.frame_count
+        step(compiled, *batch(1))
+        again = {n: ct.calls[n] - before[n] - served[n] for n in ct.calls}
+    assert served["fwd"] == served["bwd"] == layers and served["fwd_cpp"] == served["bwd_cpp"] == 0, served
+    assert again["fwd"] == again["bwd"] == layers and again["fwd_cpp"] == again["bwd_cpp"] == 0, again
+    assert counter.frame_count == frames, "the second step recompiled"
+    real = mask.bool()
+    close("logits", logits[real], want_logits[real], tol=5e-2)
+    for name, g in grads.items():
+        ref = want_grads[name].float()
+        err = float((g.float() - ref).norm() / ref.norm().clamp_min(1e-6))
+        assert err < 5e-2, f"{name}: relative L2 error {err:.3g}"
+
+
+def test_mask_and_dropout_compile_fullgraph(provider: ct.SdpaOverrides) -> None:
+    """A boolean mask and dropout under ``torch.compile(fullgraph=True)``: no graph break, the
+    calls served, O as eager through the provider with the same seed."""
+    torch._dynamo.reset()
+    q, k, v = qkv(torch.bfloat16, b=3, s=96)
+    mask = padding_mask([96, 50, 7], 96)
+
+    def f(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=0.25)
+
+    compiled = torch.compile(f, fullgraph=True)
+    compiled(q, k, v)  # compiles
+    before = dict(ct.calls)
+    torch.manual_seed(11)
+    o = compiled(q, k, v)
+    o.sum().backward()
+    served = {n: ct.calls[n] - before[n] for n in ct.calls}
+    assert served["fwd"] == served["bwd"] == 1 and served["fwd_cpp"] == served["bwd_cpp"] == 0, served
+    kept = o.detach() != 0
+    assert 0.6 < kept.float().mean().item() < 0.9
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+def test_cuda_graph_capture_with_a_mask_and_dropout(provider: ct.SdpaOverrides) -> None:
+    """Masked attention with dropout captured in a CUDA graph (after a warm-up that builds the
+    graphs): each replay reads the inputs copied in, and draws a new dropout mask (V the
+    identity, so O shows the kept probabilities: 0 or P / (1 - p), about 1 - p of them)."""
+    p, b, h, s_q, s_kv = 0.3, 2, 4, 32, 64
+    torch.manual_seed(5)
+    q = 0.5 * torch.randn(b, h, s_q, 64, device=DEV, dtype=torch.float16)
+    k = 0.5 * torch.randn(b, h, s_kv, 64, device=DEV, dtype=torch.float16)
+    v = torch.eye(s_kv, device=DEV, dtype=torch.float16).expand(b, h, s_kv, s_kv).contiguous()
+    keep = torch.ones(b, 1, s_q, s_kv, dtype=torch.bool, device=DEV)
+    keep[1, :, :, 40:] = False  # the second batch row sees its first 40 keys
+
+    def attend() -> torch.Tensor:
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]), torch.no_grad():
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            attend()
+    torch.cuda.current_stream().wait_stream(side)
+    before = ct.calls["fwd"]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o = attend()
+    assert ct.calls["fwd"] == before + 1 and ct.calls["fwd_cpp"] == 0
+    replays = []
+    for trial in range(2):
+        q.copy_(0.5 * torch.randn_like(q))
+        graph.replay()
+        torch.cuda.synchronize()
+        scores = (q.float() @ k.float().transpose(-1, -2) / 8.0).masked_fill(~keep, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        kept = o != 0
+        assert 0.6 < kept.float().mean().item() < 0.8, trial
+        assert not kept[1, :, :, 40:].any(), "a masked key was read"
+        torch.testing.assert_close(o.float()[kept], (probs / (1 - p))[kept], atol=2e-3, rtol=1e-2)
+        replays.append(kept.clone())
+    assert not torch.equal(replays[0], replays[1]), "two replays drew the same dropout mask"
+
+
+def test_reduce_overhead_attention_with_a_mask(provider: ct.SdpaOverrides) -> None:
+    """``torch.compile(mode="reduce-overhead")`` of masked attention, forward and backward: CUDA
+    graphs not skipped, every call served, O and dQ as eager through the provider."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    mask = padding_mask([96, 50, 7], 96)
+
+    def loss(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).float().square().mean()
+
+    step = torch.compile(loss, mode="reduce-overhead", fullgraph=True)
+    skips = int(counters["inductor"]["cudagraph_skips"])
+    before = dict(ct.calls)
+    for i in range(3):  # warm-up, record, replay
+        torch.manual_seed(i)
+        q, k, v = qkv(torch.bfloat16, b=3, s=96)
+        torch.compiler.cudagraph_mark_step_begin()
+        got = step(q, k, v)
+        got.backward()
+        dq = q.grad.clone()
+        q.grad = None
+        want = loss(q, k, v)
+        want.backward()
+        assert abs(float(got) - float(want)) <= 1e-2 * abs(float(want)), (i, float(got), float(want))
+        close(f"dQ (step {i})", dq, q.grad)
+    assert int(counters["inductor"]["cudagraph_skips"]) == skips, "inductor skipped CUDA graphs"
+    assert ct.calls["fwd_cpp"] == before["fwd_cpp"] and ct.calls["bwd_cpp"] == before["bwd_cpp"]
+
+
+def test_a_long_run_of_changing_shapes_holds_memory_flat(provider: ct.SdpaOverrides) -> None:
+    """``CUDNN_PY_SOAK_PROVIDER_CALLS`` attention calls (100,000 by default) cycling through
+    shapes, masks, dropout and backward passes: GPU memory held by torch is the same at the end
+    as after the first cycle, the device's used memory moves by allocator noise only (16 MiB),
+    and more distinct shapes than the graph cache keeps leave it at its bound."""
+    import os
+
+    from cudnn.ops import CACHE
+    from cudnn.ops._runtime import CACHE_SIZE
+
+    total = int(os.environ.get("CUDNN_PY_SOAK_PROVIDER_CALLS", "100000"))
+    for s in range(8, 8 * (CACHE_SIZE + 12) + 1, 8):  # more shapes than the cache keeps
+        q = torch.randn(1, 2, s, 64, device=DEV, dtype=torch.bfloat16)
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]), torch.no_grad():
+            F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    assert len(CACHE) <= CACHE_SIZE * torch.cuda.device_count()
+    cases = []
+    for b, h, s in ((1, 8, 128), (2, 4, 256), (4, 16, 64), (1, 2, 1000)):
+        q, k, v = (torch.randn(b, s, h, 64, device=DEV, dtype=torch.bfloat16).transpose(1, 2).requires_grad_()
+                   for _ in range(3))
+        cases.append((q, k, v, {"is_causal": True}))
+        cases.append((q, k, v, {"attn_mask": padding_mask([s - 3 * i for i in range(b)], s)}))
+        cases.append((q, k, v, {"attn_mask": padding_mask([s] * b, s, causal=False), "dropout_p": 0.1}))
+
+    def cycle(i: int) -> None:
+        q, k, v, kw = cases[i % len(cases)]
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+            if i % 7:
+                with torch.no_grad():
+                    F.scaled_dot_product_attention(q, k, v, **kw)  # type: ignore[arg-type]
+            else:
+                F.scaled_dot_product_attention(q, k, v, **kw).sum().backward()  # type: ignore[arg-type]
+
+    for i in range(2 * len(cases) * 7):  # every case forward and backward: graphs, packs, replays made
+        cycle(i)
+    torch.cuda.synchronize()
+    held, (free, _) = torch.cuda.memory_allocated(), torch.cuda.mem_get_info()
+    before = dict(ct.calls)
+    for i in range(total):
+        cycle(i)
+    torch.cuda.synchronize()
+    served = {n: ct.calls[n] - before[n] for n in ct.calls}
+    assert served["fwd"] == total and served["fwd_cpp"] == served["bwd_cpp"] == 0, served
+    assert torch.cuda.memory_allocated() == held
+    moved = free - torch.cuda.mem_get_info()[0]
+    assert abs(moved) <= 16 << 20, f"device memory in use moved by {moved / (1 << 20):.1f} MiB"
+    assert len(CACHE) <= CACHE_SIZE * torch.cuda.device_count()
+    print(f"reliability: soak provider {total} calls, {served['bwd']} backward, device memory moved "
+          f"{moved / (1 << 20):.2f} MiB, graphs cached {len(CACHE)}")

@@ -117,12 +117,27 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor |
     float32, and the graph; with ``dropout_p``, ``rng`` holds the Philox seed and offset
     (`_rng`). Arguments are checked when their key is first built; a hit only allocates and
     runs."""
-    key = ("sdpa", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(bias), is_causal, scale, training,
-           enable_gqa, dropout_p, o_like_q)
+    key = _key(q, k, v, bias, is_causal, scale, training, enable_gqa, dropout_p, o_like_q)
     dev = q.get_device()
     built = rt.CACHE.lookup(dev, key)
     if built is None:
         built = _build(dev, key, q, k, v, bias, is_causal, scale, training, enable_gqa, dropout_p, o_like_q)
+    o, stats = _launch(built, dev, q, k, v, bias, training, dropout_p, rng)
+    return o, stats, built
+
+
+def _key(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
+         scale: float, training: bool, enable_gqa: bool, dropout_p: float, o_like_q: bool) -> tuple:
+    """The forward graph's cache key: what the arguments say of it."""
+    return ("sdpa", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(bias), is_causal, scale, training,
+            enable_gqa, dropout_p, o_like_q)
+
+
+def _launch(built: rt.Built, dev: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+            bias: torch.Tensor | None, training: bool, dropout_p: float,
+            rng: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Run the forward graph ``built`` (made by `_build` for these arguments' key): O and, in
+    ``training``, Stats."""
     size, strides = built.info
     o = q.new_empty_strided(size, strides)
     # roles bound in _build's order: q, k, v, [bias], [seed, offset], o, [stats]
@@ -132,10 +147,10 @@ def _run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor |
         head = (*head, rng.data_ptr(), rng.data_ptr() + 8)  # type: ignore[union-attr]
     if not training:
         rt.run(built, dev, (*head, o.data_ptr()))
-        return o, None, built
+        return o, None
     stats = q.new_empty((q.shape[0], q.shape[1], q.shape[2], 1), dtype=torch.float32)
     rt.run(built, dev, (*head, o.data_ptr(), stats.data_ptr()))
-    return o, stats, built
+    return o, stats
 
 
 def _build(dev: int, key: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None,
@@ -197,22 +212,35 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     key, and saved-tensor hooks may give the saved tensors back in other layouts)."""
     if do.stride() != o.stride():
         do = torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device=o.device).copy_(do)  # in O's layout
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     dev = q.get_device()
     memo = None if forward is None else (do.stride(), do.dtype, q.dtype, q.stride(), k.stride(), v.stride(),
                                          o.stride(), stats.stride(), None if bias is None else bias.stride())
     built = None if forward is None else forward.derived.get(memo)
     if built is None:
-        key = ("sdpa_backward", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(o), rt.sig(do),
-               rt.sig(stats), rt.sig(bias), dq.stride(), dk.stride(), dv.stride(), is_causal, scale, dropout_p)
+        key = _bwd_key(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p)
         built = rt.CACHE.lookup(dev, key)
         if built is None:
-            built = _build_bwd(dev, key, do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, dq, dk, dv)
+            built = _build_bwd(dev, key, do, q, k, v, o, stats, bias, is_causal, scale, dropout_p)
         if forward is not None:
             forward.derived[memo] = built
+    return _launch_bwd(built, dev, do, q, k, v, o, stats, bias, dropout_p, rng)
+
+
+def _bwd_key(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+             stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float) -> tuple:
+    """The backward graph's cache key (dQ, dK, dV take the layouts of Q, K, V: ``empty_like``)."""
+    return ("sdpa_backward", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(o), rt.sig(do),
+            rt.sig(stats), rt.sig(bias), is_causal, scale, dropout_p)
+
+
+def _launch_bwd(built: rt.Built, dev: int, do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                o: torch.Tensor, stats: torch.Tensor, bias: torch.Tensor | None, dropout_p: float,
+                rng: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run the backward graph ``built`` (`_build_bwd`'s, for these arguments' key): dQ, dK, dV."""
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     # roles bound in _build_bwd's order: q, k, v, o, do, stats, dq, dk, dv, [bias], [seed, offset]
     ptrs: tuple[int, ...] = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), stats.data_ptr(),
-            dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
+                             dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
     if bias is not None:
         ptrs = (*ptrs, bias.data_ptr())
     if dropout_p:
@@ -223,8 +251,10 @@ def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 
 def _build_bwd(dev: int, key: tuple, do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                o: torch.Tensor, stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float,
-               dropout_p: float, dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor) -> rt.Built:
-    """Build and cache the attention backward graph for ``key`` (its inputs come from the forward)."""
+               dropout_p: float) -> rt.Built:
+    """Build and cache the attention backward graph for ``key`` (its inputs come from the forward;
+    dQ, dK, dV are laid out as ``empty_like`` lays out Q, K, V)."""
+    dq, dk, dv = (torch.empty_like(t, device="meta") for t in (q, k, v))
 
     def make(g: pygraph) -> dict:
         ports = {n: rt.tensor_of(g, n, t) for n, t in (("q", q), ("k", k), ("v", v), ("o", o), ("do", do),
@@ -336,22 +366,35 @@ def draw_rng(q: torch.Tensor) -> torch.Tensor:
     return _rng(q)
 
 
-def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, is_causal: bool,
+def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, is_causal: bool,
             scale: float, training: bool, dropout_p: float = 0.0,
             rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """O in Q's layout (as torch's cuDNN attention returns it) and, in ``training``, Stats
-    [B, H, S_q, 1] float32: the attention graph's kernel, no autograd. ``bias`` as `mask_bias`
-    makes it; ``rng`` as `draw_rng` draws it (with ``dropout_p``). Grouped-query K, V (fewer
-    heads than Q) are taken as they are."""
+    [B, H, S_q, 1] float32: the attention graph's kernel, no autograd. ``mask``: an attention
+    mask as torch takes it, read as the bias `mask_bias` makes of it (a call like an earlier one
+    whose mask needed no copy finds its graph by the mask as given, and does no more);
+    ``rng`` as `draw_rng` draws it (with ``dropout_p``). Grouped-query K, V (fewer heads than
+    Q) are taken as they are."""
+    dev = q.get_device()
+    built = rt.CACHE.lookup(dev, _key(q, k, v, mask, is_causal, scale, training, True, dropout_p, True))
+    if built is not None and (mask is None or not mask.data_ptr() % 16):  # the graph reads ``mask`` as it is
+        return _launch(built, dev, q, k, v, mask, training, dropout_p, rng)
+    bias = None if mask is None else mask_bias(mask, q, k)
     o, stats, _ = _run(q, k, v, bias, is_causal, scale, training, True, dropout_p, rng, True)
     return o, stats
 
 
 def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-             stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
+             stats: torch.Tensor, mask: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
              rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dQ, dK, dV of `forward` (the same ``bias``, ``dropout_p`` and ``rng``: the forward's
+    """dQ, dK, dV of `forward` (the same ``mask``, ``dropout_p`` and ``rng``: the forward's
     dropout mask again), in the layouts of Q, K, V."""
+    if do.stride() == o.stride():
+        dev = q.get_device()
+        built = rt.CACHE.lookup(dev, _bwd_key(do, q, k, v, o, stats, mask, is_causal, scale, dropout_p))
+        if built is not None and (mask is None or not mask.data_ptr() % 16):
+            return _launch_bwd(built, dev, do, q, k, v, o, stats, mask, dropout_p, rng)
+    bias = None if mask is None else mask_bias(mask, q, k)
     return _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng)
 
 

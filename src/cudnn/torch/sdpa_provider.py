@@ -61,11 +61,9 @@ def _scale(query: torch.Tensor, scale: float | None) -> float:
     return 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
 
 
-def _unread_rng(query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The Philox seed and offset of a call without dropout: never read (torch's kernel leaves
-    them unset too)."""
-    return (torch.empty((), dtype=torch.int64, device=query.device),
-            torch.empty((), dtype=torch.int64, device=query.device))
+# The Philox seed and offset a call without dropout returns: never read (torch's own kernels
+# leave them unset, and on the CPU outside a CUDA-graph capture), so one pair serves every call.
+_UNREAD_RNG = (torch.empty((), dtype=torch.int64), torch.empty((), dtype=torch.int64))
 
 
 def _fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias: torch.Tensor | None,
@@ -80,14 +78,13 @@ def _fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias:
         try:
             if attn_bias is None and not dropout_p:
                 o, lse = ops.forward(query, key, value, _scale(query, scale), is_causal, return_lse=compute_log_sumexp)
-                seed, offset = _unread_rng(query)
+                seed, offset = _UNREAD_RNG
             else:
-                bias = None if attn_bias is None else attention.mask_bias(attn_bias, query, key)
                 rng = attention.draw_rng(query) if dropout_p else None
-                o, lse = attention.forward(query, key, value, bias, is_causal, _scale(query, scale),
+                o, lse = attention.forward(query, key, value, attn_bias, is_causal, _scale(query, scale),
                                            compute_log_sumexp, dropout_p, rng)
                 if rng is None:
-                    seed, offset = _unread_rng(query)
+                    seed, offset = _UNREAD_RNG
                 else:  # the backward finds the one [2] tensor again from its halves (`_rng_of`)
                     seed, offset = rng[0], rng[1]
         except _REFUSED as exc:
@@ -127,9 +124,8 @@ def _bwd(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: 
                 grads = ops.backward(grad_out, query, key, value, out, lse, _scale(query, scale), is_causal,
                                      is_deterministic=torch.are_deterministic_algorithms_enabled())
             else:
-                bias = None if attn_bias is None else attention.mask_bias(attn_bias, query, key)
                 rng = _rng_of(philox_seed, philox_offset) if dropout_p else None
-                grads = attention.backward(grad_out, query, key, value, out, lse, bias, is_causal,
+                grads = attention.backward(grad_out, query, key, value, out, lse, attn_bias, is_causal,
                                            _scale(query, scale), dropout_p, rng)
         except _REFUSED as exc:
             reason = f"cudnn-py refused the call ({exc})"
