@@ -518,3 +518,34 @@ def test_a_long_run_of_changing_shapes_holds_memory_flat(provider: ct.SdpaOverri
     assert len(CACHE) <= CACHE_SIZE * torch.cuda.device_count()
     print(f"reliability: soak provider {total} calls, {served['bwd']} backward, device memory moved "
           f"{moved / (1 << 20):.2f} MiB, graphs cached {len(CACHE)}")
+
+
+def test_nested_jagged_attention_is_served(provider: ct.SdpaOverrides) -> None:
+    """Attention of nested (jagged) tensors under the cuDNN backend, forward and backward: torch
+    hands its packed sequences to the worker ops, which run cudnn-py's THD graphs (counted as
+    served), and O and the gradients match torch's math backend sequence by sequence."""
+    if not any(op == "aten::_cudnn_attention_forward" for op in provider.ops):
+        pytest.skip("this torch cannot hand out its own worker kernels (torch.library.get_kernel)")
+    lens, h, d = [40, 17, 64], 4, 64
+    torch.manual_seed(4)
+    parts = [[torch.randn(n, h, d, device=DEV, dtype=torch.bfloat16) for n in lens] for _ in range(3)]
+    q, k, v = (torch.nested.nested_tensor(p, layout=torch.jagged, requires_grad=True) for p in parts)
+    before = dict(ct.calls)
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        try:
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        except RuntimeError as exc:
+            pytest.skip(f"torch's cuDNN backend does not take this nested call here: {exc}")
+    o = o.transpose(1, 2)
+    do = torch.randn_like(o.values())
+    o.values().backward(do)
+    served = {n: ct.calls[n] - before[n] for n in ct.calls}
+    assert served["fwd"] == served["bwd"] == 1 and served["fwd_cpp"] == served["bwd_cpp"] == 0, served
+    start = 0
+    for i, n in enumerate(lens):
+        one = [p[i].transpose(0, 1).unsqueeze(0) for p in parts]
+        ro, rdq, rdk, rdv = math_reference(*one, do[start:start + n].transpose(0, 1).unsqueeze(0))
+        close("O", o.values()[start:start + n], ro[0].transpose(0, 1))
+        for name, t, r in (("dQ", q, rdq), ("dK", k, rdk), ("dV", v, rdv)):
+            close(name, t.grad.values()[start:start + n], r[0].transpose(0, 1))
+        start += n

@@ -641,3 +641,85 @@ def test_a_dense_call_is_found_by_its_arguments_once_its_layouts_are_recorded(
     found[bkey].info = tuple(((1, 2, 8, 64), (1024, 512, 64, 1)) for _ in range(3))
     grads = so._bwd_cached(bkey, (q, q, q, q, q, q))
     assert [g.stride() for g in grads] == [(1024, 512, 64, 1)] * 3 and len(ran[2]) == 9
+
+
+# -- the nested path: torch's worker ops -----------------------------------------------------------
+
+def test_worker_ops_are_overridden_where_torch_hands_out_its_kernels() -> None:
+    """Where torch can hand out its own worker kernels (``torch.library.get_kernel``, a CUDA build)
+    the provider overrides them too, and gives them back on removal; elsewhere it leaves them."""
+    from cudnn.torch import install_sdpa_overrides, sdpa_provider
+
+    workers = ("aten::_cudnn_attention_forward", "aten::_cudnn_attention_backward")
+    able = bool(sdpa_provider._worker_kernels())
+    with install_sdpa_overrides() as handle:
+        assert (set(workers) <= set(handle.ops)) == able
+        assert all(_has_cuda_kernel(op) for op in workers) == able
+    assert not any(_has_cuda_kernel(op) for op in workers)
+
+
+class _TorchKernel:
+    """Stands for one of torch's own worker kernels: records the calls handed to it."""
+
+    def __init__(self, answer: str) -> None:
+        self.answer, self.calls = answer, []  # type: ignore[var-annotated]
+
+    def call_boxed(self, keyset: Any, *args: Any, **kwargs: Any) -> str:
+        self.calls.append((keyset, args, kwargs))
+        return self.answer
+
+
+def test_nested_calls_run_packed_graphs_and_the_rest_runs_torchs_worker_kernels(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A packed call of the worker forward (cum_seq_q, no mask, no dropout) runs sdpa_fwd's THD
+    graph, counted as served; a dense call, or one with a mask, dropout or paged KV, goes to
+    torch's kernel with every argument as given (the latter counted and logged); the backward
+    runs sdpa_bwd on the padded log-sum-exp of a [T_q, H, 1] one and hands any other to torch."""
+    from cudnn.torch import calls, sdpa_provider
+
+    fwd, bwd = _TorchKernel("torch's forward"), _TorchKernel("torch's backward")
+    monkeypatch.setattr(sdpa_provider, "_torch_worker", {"_cudnn_attention_forward": fwd,
+                                                         "_cudnn_attention_backward": bwd})
+    ran: list[tuple] = []
+
+    def forward(*args: Any, **kw: Any) -> tuple:
+        ran.append(("fwd", args, kw))
+        return meta(30, 4, 64), meta(30, 4, 1, dtype=torch.float32)
+
+    def backward(*args: Any, **kw: Any) -> tuple:
+        ran.append(("bwd", args, kw))
+        return "dq", "dk", "dv"
+
+    monkeypatch.setattr(so, "forward", forward)
+    monkeypatch.setattr(so, "backward", backward)
+    monkeypatch.setattr(so, "thd_lse_to_padded", lambda lse, cu, n: ("padded", lse.shape, n))
+    q, cu = meta(30, 4, 64), meta(3, dtype=torch.int32)
+    before = dict(calls)
+    out = sdpa_provider._worker_fwd("ks", q, q, q, None, cu, cu, 20, 20, True, 0.0, True, False, scale=0.25)
+    assert out[0].shape == (30, 4, 64) and out[1].shape == (30, 4, 1) and out[2] is cu and out[4:6] == (20, 20)
+    assert ran[0][2] == {"cu_seqlens_q": cu, "cu_seqlens_kv": cu, "max_seqlen_q": 20, "max_seqlen_kv": 20,
+                         "return_lse": True} and ran[0][1][3:] == (0.25, True)
+    assert calls["fwd"] == before["fwd"] + 1 and not fwd.calls
+    dense = meta(1, 4, 8, 64)
+    assert sdpa_provider._worker_fwd("ks", dense, dense, dense, None, None, None, 8, 8, True) == "torch's forward"
+    assert fwd.calls[-1] == ("ks", (dense, dense, dense, None, None, None, 8, 8, True, 0.0, False, False),
+                             {"scale": None})
+    assert calls["fwd_cpp"] == before["fwd_cpp"]  # the dense caller counted it (or it is not the provider's)
+    bias = meta(1, 1, 20, 20)
+    for kwargs, extra in (({"attn_bias": bias}, {}), ({"dropout_p": 0.1}, {}), ({}, {"seqused_k": cu})):
+        a = {"attn_bias": None, "dropout_p": 0.0} | kwargs
+        assert sdpa_provider._worker_fwd("ks", q, q, q, a["attn_bias"], cu, cu, 20, 20, True, a["dropout_p"],
+                                         **extra) == "torch's forward"
+        assert fwd.calls[-1][2] == {"scale": None, **extra}
+    assert calls["fwd_cpp"] == before["fwd_cpp"] + 3 and calls["fwd"] == before["fwd"] + 1
+    lse, seed = meta(30, 4, 1, dtype=torch.float32), torch.empty((), device="meta", dtype=torch.int64)
+    assert sdpa_provider._worker_bwd("ks", q, q, q, q, q, lse, seed, seed, None, cu, cu, 20, 20, 0.0,
+                                     True) == ("dq", "dk", "dv")
+    assert ran[1][1][5] == ("padded", (30, 4, 1), 20) and ran[1][2]["cu_seqlens_q"] is cu
+    assert calls["bwd"] == before["bwd"] + 1
+    other = meta(2, 4, 20, dtype=torch.float32)  # a log-sum-exp the provider's forward does not make
+    assert sdpa_provider._worker_bwd("ks", q, q, q, q, q, other, seed, seed, None, cu, cu, 20, 20, 0.0,
+                                     True) == "torch's backward"
+    assert sdpa_provider._worker_bwd("ks", dense, dense, dense, dense, dense, lse, seed, seed, None, None, None,
+                                     8, 8, 0.0, False) == "torch's backward"
+    assert calls["bwd"] == before["bwd"] + 1 and calls["bwd_cpp"] == before["bwd_cpp"] + 1

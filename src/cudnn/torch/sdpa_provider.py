@@ -1,15 +1,17 @@
 """PyTorch's own cuDNN attention served by cudnn-py: CUDA kernels for
-``aten::_scaled_dot_product_cudnn_attention`` and its backward (and, where the installed torch
-defines them, ``torch_attn::_varlen_attn``, ``_varlen_attn_out`` and ``_varlen_attn_backward``)
-that run ``cudnn::sdpa_fwd`` / ``cudnn::sdpa_bwd``.
+``aten::_scaled_dot_product_cudnn_attention`` and its backward, for the worker ops
+``aten::_cudnn_attention_forward`` / ``_backward`` where a nested (jagged) tensor's attention
+calls them with packed sequences (torch >= 2.9), and, where the installed torch defines them,
+``torch_attn::_varlen_attn``, ``_varlen_attn_out`` and ``_varlen_attn_backward``: they run
+`cudnn.ops.attention` (masks, dropout) and ``cudnn::sdpa_fwd`` / ``cudnn::sdpa_bwd``.
 
-torch's autograd wrapper of the aten op is untouched: it saves our outputs and calls the
+torch's autograd wrappers of the aten ops are untouched: they save our outputs and call the
 (also overridden) backward, so ``F.scaled_dot_product_attention`` under
 ``sdpa_kernel([SDPBackend.CUDNN_ATTENTION])`` runs here unchanged, attention masks and dropout
-included. What these kernels do not serve (a debug mask, the nested cuDNN path, arguments
-cuDNN refuses) runs torch's own worker op (``aten::_cudnn_attention_forward`` / ``_backward``; for
-varlen the flash kernels torch's op body runs), counted in `calls` and logged once per reason
-on the ``cudnn.torch`` logger.
+included. What these kernels do not serve (a debug mask, a mask or dropout on the nested path,
+paged KV, arguments cuDNN refuses) runs torch's own kernel (the worker ops; for varlen the flash
+kernels torch's op body runs), counted in `calls` and logged once per reason on the
+``cudnn.torch`` logger.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def _dense_reason(debug: bool = False, cum_seq: Any = None) -> str:
     if debug:
         return "return_debug_mask is not served by the provider"
     if cum_seq is not None:
-        return "cum_seq_q/cum_seq_k (the nested-tensor path) are not served by the provider"
+        return "cum_seq_q/cum_seq_k on the dense op go to the worker op (the nested-tensor path)"
     return ""
 
 
@@ -136,6 +138,100 @@ def _bwd(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: 
     return torch.ops.aten._cudnn_attention_backward(grad_out, query, key, value, out, logsumexp, philox_seed,
                                                     philox_offset, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k,
                                                     dropout_p, is_causal, scale=scale)
+
+
+# -- the nested path: torch's worker ops, where they carry packed sequences ---------------------
+# A nested (jagged) tensor's attention calls aten::_cudnn_attention_forward itself, on packed
+# [T, H, D] values with cum_seq_q / cum_seq_k, and its backward aten::_cudnn_attention_backward.
+# Those calls run on cudnn-py's packed (THD) graphs; every other call of the worker ops (the dense
+# fallbacks above among them) runs torch's own kernel, taken from the dispatcher before the
+# override (``torch.library.get_kernel``): without it (torch < 2.9) the worker ops are left alone.
+
+_WORKER_OPS = ("_cudnn_attention_forward", "_cudnn_attention_backward")
+_torch_worker: dict[str, Any] = {}  # torch's own CUDA kernels of the worker ops, while overridden
+
+
+def _worker_kernels() -> dict[str, Any]:
+    """torch's own CUDA kernels of the worker ops, by name; empty where this torch cannot hand
+    them out or has none (a CPU build)."""
+    get_kernel = getattr(torch.library, "get_kernel", None)
+    if get_kernel is None:
+        return {}
+    names = [f"aten::{n}" for n in _WORKER_OPS]
+    if not all(torch._C._dispatch_has_kernel_for_dispatch_key(n, "CUDA") for n in names):
+        return {}
+    return {n: get_kernel(f"aten::{n}", "CUDA") for n in _WORKER_OPS}
+
+
+def _nested_reason(attn_bias: Any, cum_seq_k: Any, dropout_p: float, debug: bool = False,
+                   extra: dict[str, Any] | None = None) -> str:
+    if attn_bias is not None:
+        return "an attn_mask on the nested-tensor path is not served by the provider"
+    if dropout_p:
+        return "dropout on the nested-tensor path is not served by the provider"
+    if debug:
+        return "return_debug_mask is not served by the provider"
+    if cum_seq_k is None:
+        return "cum_seq_q without cum_seq_k is not served by the provider"
+    if extra and any(v is not None for v in extra.values()):
+        return f"{', '.join(k for k, v in extra.items() if v is not None)} (paged KV) is not served by the provider"
+    return ""
+
+
+def _worker_fwd(keyset: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                attn_bias: torch.Tensor | None, cum_seq_q: torch.Tensor | None, cum_seq_k: torch.Tensor | None,
+                max_q: int, max_k: int, compute_log_sumexp: bool, dropout_p: float = 0.0, is_causal: bool = False,
+                return_debug_mask: bool = False, *, scale: float | None = None, **extra: Any) -> AtenOutputs:
+    """``aten::_cudnn_attention_forward``: a packed call (``cum_seq_q``) on ``cudnn::sdpa_fwd``'s
+    THD graphs (the log-sum-exp packed [T_q, H, 1]); anything else is torch's kernel's."""
+    args = (query, key, value, attn_bias, cum_seq_q, cum_seq_k, max_q, max_k, compute_log_sumexp, dropout_p,
+            is_causal, return_debug_mask)
+    if cum_seq_q is None:  # dense: torch's kernel (the provider's own fallback, or another caller)
+        return _torch_worker["_cudnn_attention_forward"].call_boxed(keyset, *args, scale=scale, **extra)
+    reason = _nested_reason(attn_bias, cum_seq_k, dropout_p, return_debug_mask, extra)
+    if not reason:
+        try:
+            o, lse = ops.forward(query, key, value, _scale(query, scale), is_causal, cu_seqlens_q=cum_seq_q,
+                                 cu_seqlens_kv=cum_seq_k, max_seqlen_q=max_q, max_seqlen_kv=max_k,
+                                 return_lse=compute_log_sumexp)
+        except _REFUSED as exc:
+            reason = f"cudnn-py refused the call ({exc})"
+        else:
+            calls["fwd"] += 1
+            seed, offset = _UNREAD_RNG
+            return (o, lse, cum_seq_q, cum_seq_k, max_q, max_k, seed, offset, None)
+    _fallback("fwd_cpp", reason)
+    return _torch_worker["_cudnn_attention_forward"].call_boxed(keyset, *args, scale=scale, **extra)
+
+
+def _worker_bwd(keyset: Any, grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                out: torch.Tensor, logsumexp: torch.Tensor, philox_seed: torch.Tensor, philox_offset: torch.Tensor,
+                attn_bias: torch.Tensor | None, cum_seq_q: torch.Tensor | None, cum_seq_k: torch.Tensor | None,
+                max_q: int, max_k: int, dropout_p: float, is_causal: bool, *,
+                scale: float | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``aten::_cudnn_attention_backward``: the backward of a packed call `_worker_fwd` served
+    (its log-sum-exp [T_q, H, 1]) on ``cudnn::sdpa_bwd``; anything else is torch's kernel's."""
+    args = (grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset, attn_bias, cum_seq_q, cum_seq_k,
+            max_q, max_k, dropout_p, is_causal)
+    if cum_seq_q is None:
+        return _torch_worker["_cudnn_attention_backward"].call_boxed(keyset, *args, scale=scale)
+    reason = _nested_reason(attn_bias, cum_seq_k, dropout_p)
+    if not reason and (logsumexp.dtype != torch.float32
+                       or tuple(logsumexp.shape) != (query.shape[0], query.shape[1], 1)):
+        reason = f"a log-sum-exp of shape {tuple(logsumexp.shape)} is not the provider's forward's"
+    if not reason:
+        try:
+            padded = ops.thd_lse_to_padded(logsumexp, cum_seq_q, max_q)
+            grads = ops.backward(grad_out, query, key, value, out, padded, _scale(query, scale), is_causal,
+                                 cu_seqlens_q=cum_seq_q, cu_seqlens_kv=cum_seq_k, max_seqlen_q=max_q,
+                                 max_seqlen_kv=max_k, is_deterministic=torch.are_deterministic_algorithms_enabled())
+        except _REFUSED as exc:
+            reason = f"cudnn-py refused the call ({exc})"
+        else:
+            calls["bwd"] += 1
+            return grads
+    _fallback("bwd_cpp", reason)
+    return _torch_worker["_cudnn_attention_backward"].call_boxed(keyset, *args, scale=scale)
 
 
 # -- varlen (torch.nn.attention.varlen): flash-attention window conventions -------------------
@@ -236,6 +332,7 @@ def _varlen_bwd(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, 
 # -- installing ----------------------------------------------------------------------------------
 
 DENSE_OPS = {"_scaled_dot_product_cudnn_attention": _fwd, "_scaled_dot_product_cudnn_attention_backward": _bwd}
+WORKER_OPS = {"_cudnn_attention_forward": _worker_fwd, "_cudnn_attention_backward": _worker_bwd}
 VARLEN_OPS = {"_varlen_attn": _varlen_fwd, "_varlen_attn_out": _varlen_fwd_out,
               "_varlen_attn_backward": _varlen_bwd}
 
@@ -289,6 +386,7 @@ class SdpaOverrides:
             for lib in SdpaOverrides._libs:
                 lib._destroy()
             SdpaOverrides._libs.clear()
+            _torch_worker.clear()
 
     @classmethod
     def remove_all(cls) -> int:
@@ -323,6 +421,11 @@ def _register() -> tuple[list[torch.library.Library], tuple[str, ...]]:
         for name, fn in DENSE_OPS.items():
             dense.impl(name, fn, "CUDA")
         libs, names = [dense], [f"aten::{n}" for n in DENSE_OPS]
+        _torch_worker.update(_worker_kernels())  # taken before they are overridden
+        if _torch_worker:
+            for name, fn in WORKER_OPS.items():
+                dense.impl(name, fn, "CUDA", with_keyset=True)
+            names += [f"aten::{n}" for n in WORKER_OPS]
         varlen = _varlen_defined()
         if varlen:
             lib = torch.library.Library("torch_attn", "IMPL")
