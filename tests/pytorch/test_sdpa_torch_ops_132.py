@@ -621,7 +621,7 @@ def test_a_dense_call_is_found_by_its_arguments_once_its_layouts_are_recorded(
     q = meta(1, 2, 8, 64)
     ran: list[tuple] = []
     monkeypatch.setattr(rt, "run", lambda built, dev, ptrs: ran.append(ptrs))
-    key = ("sdpa_fwd", *so._sig(q), *so._sig(q), *so._sig(q), 0.125, False, False, -1, -1, True)
+    key = so._fwd_key(q, q, q, 0.125, False, False, -1, -1, True)
     found: dict[tuple, Any] = {}
     monkeypatch.setattr(rt, "CACHE", types.SimpleNamespace(lookup=lambda dev, k: found.get(k)))
     assert so._fwd_cached(key, q, q, q) is None  # nothing cached
@@ -634,13 +634,18 @@ def test_a_dense_call_is_found_by_its_arguments_once_its_layouts_are_recorded(
     assert len(ran) == 1 and len(ran[0]) == 5
     found[key].info = ((1, 2, 8, 64), (1024, 512, 64, 1), None)  # built without the log-sum-exp
     o, stats = so._fwd_cached(key, q, q, q)
-    assert o.stride() == (1024, 512, 64, 1) and stats.numel() == 0 and len(ran[1]) == 4
-    bkey = ("sdpa_bwd",)
+    assert o.stride() == (1024, 512, 64, 1) and stats is None and len(ran[1]) == 4
+    assert so.forward(q, q, q, 0.125)[1].shape == (0,) and so.dense_forward(q, q, q, 0.125)[1] is None
+    lse = meta(1, 2, 8, 1, dtype=torch.float32)
+    bkey = so._bwd_key(q, q, q, q, q, lse, 0.125, False, False, -1, -1, False)
     found[bkey] = types.SimpleNamespace(info=None)
-    assert so._bwd_cached(bkey, (q, q, q, q, q, q)) is None
+    assert so._bwd_cached(bkey, q, q, q, q, q, lse) is None
     found[bkey].info = tuple(((1, 2, 8, 64), (1024, 512, 64, 1)) for _ in range(3))
-    grads = so._bwd_cached(bkey, (q, q, q, q, q, q))
-    assert [g.stride() for g in grads] == [(1024, 512, 64, 1)] * 3 and len(ran[2]) == 9
+    grads = so._bwd_cached(bkey, q, q, q, q, q, lse)
+    assert [g.stride() for g in grads] == [(1024, 512, 64, 1)] * 3 and len(ran[-1]) == 9
+    runs = len(ran)
+    assert so.backward(q, q, q, q, q, lse, 0.125) is not None  # found by the same key
+    assert len(ran) == runs + 1 and len(ran[-1]) == 9
 
 
 # -- the nested path: torch's worker ops -----------------------------------------------------------

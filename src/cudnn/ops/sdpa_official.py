@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from .._graph.model.tensor import Tensor
     from .._graph.pygraph import pygraph
 
-__all__ = ["BWD_SCHEMA", "FWD_SCHEMA", "backward", "forward", "plan_names", "sdpa", "thd_lse_to_padded"]
+__all__ = ["BWD_SCHEMA", "FWD_SCHEMA", "backward", "dense_forward", "forward", "plan_names", "sdpa",
+           "thd_lse_to_padded"]
 
 FWD_SCHEMA = (
     "sdpa_fwd(Tensor q, Tensor k, Tensor v, float attn_scale, bool is_causal=False, "
@@ -297,17 +298,32 @@ def _graph(dev: int, key: tuple, make: Callable[[pygraph], dict[str, Tensor]]) -
     return built
 
 
-def _sig(t: Any) -> tuple[Any, ...]:
-    """What a dense call's key records of one tensor argument (everything the checks and the
-    graph read of it)."""
-    return t.shape, t.stride(), t.dtype, t.device
+def _fwd_key(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_scale: float, is_causal: bool,
+             causal_bottom_right: bool, window_left: int, window_right: int, return_lse: bool) -> tuple:
+    """What a dense forward's key records of its arguments (everything the checks and the graph
+    read of them), flat: one tuple to build and hash per call."""
+    return ("sdpa_fwd", q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype, v.dtype,
+            q.device, k.device, v.device, float(attn_scale), is_causal, causal_bottom_right, window_left,
+            window_right, return_lse)
+
+
+def _bwd_key(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+             lse: torch.Tensor, attn_scale: float, is_causal: bool, causal_bottom_right: bool, window_left: int,
+             window_right: int, is_deterministic: bool) -> tuple:
+    """`_fwd_key` for a dense backward."""
+    return ("sdpa_bwd", grad_out.shape, grad_out.stride(), q.shape, q.stride(), k.shape, k.stride(), v.shape,
+            v.stride(), o.shape, o.stride(), lse.shape, lse.stride(), grad_out.dtype, q.dtype, k.dtype, v.dtype,
+            o.dtype, lse.dtype, grad_out.device, q.device, k.device, v.device, o.device, lse.device,
+            float(attn_scale), is_causal, causal_bottom_right, window_left, window_right, is_deterministic)
 
 
 def _fwd_cached(call: tuple, q: torch.Tensor, k: torch.Tensor,
-                v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+                v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """A dense forward whose graph is cached under ``call`` (it was checked and bound to buffers
-    laid out as these when it was built): outputs made as then, run; None where it is not."""
-    if (q.data_ptr() | k.data_ptr() | v.data_ptr()) % 16:  # a copy is bound instead: not this key
+    laid out as these when it was built): outputs made as then (no log-sum-exp where the graph
+    makes none), run; None where it is not."""
+    pq, pk, pv = q.data_ptr(), k.data_ptr(), v.data_ptr()
+    if (pq | pk | pv) % 16:  # a copy is bound instead: not this key
         return None
     dev = q.get_device()
     built = rt.CACHE.lookup(dev, call)
@@ -316,20 +332,20 @@ def _fwd_cached(call: tuple, q: torch.Tensor, k: torch.Tensor,
     o_shape, o_stride, stats_shape = built.info
     o = q.new_empty_strided(o_shape, o_stride)
     if stats_shape is None:
-        rt.run(built, dev, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()))
-        return o, q.new_empty(0, dtype=torch.float32)
+        rt.run(built, dev, (pq, pk, pv, o.data_ptr()))
+        return o, None
     stats = q.new_empty(stats_shape, dtype=torch.float32)
-    rt.run(built, dev, (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), stats.data_ptr()))
+    rt.run(built, dev, (pq, pk, pv, o.data_ptr(), stats.data_ptr()))
     return o, stats
 
 
-def _bwd_cached(call: tuple, given: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """`_fwd_cached` for the backward: ``given`` is (q, k, v, o, grad_out, lse), bound in that
-    order before the gradients."""
-    ptrs = tuple(t.data_ptr() for t in given)
-    if any(p % 16 for p in ptrs):
+def _bwd_cached(call: tuple, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
+                grad_out: torch.Tensor, lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """`_fwd_cached` for the backward: q, k, v, o, grad_out and lse are bound in that order
+    before the gradients."""
+    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), grad_out.data_ptr(), lse.data_ptr())
+    if (ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[4] | ptrs[5]) % 16:
         return None
-    q = given[0]
     dev = q.get_device()
     built = rt.CACHE.lookup(dev, call)
     if built is None or built.info is None:
@@ -340,6 +356,17 @@ def _bwd_cached(call: tuple, given: tuple[torch.Tensor, ...]) -> tuple[torch.Ten
     dv = q.new_empty_strided(dv_shape, dv_stride)
     rt.run(built, dev, (*ptrs, dq.data_ptr(), dk.data_ptr(), dv.data_ptr()))
     return dq, dk, dv
+
+
+def dense_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_scale: float, is_causal: bool = False,
+                  return_lse: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``cudnn::sdpa_fwd``'s kernel for a dense call without a band, sinks or lengths: O and the
+    log-sum-exp, None where ``return_lse`` is False (the op returns an empty tensor there)."""
+    done = _fwd_cached(_fwd_key(q, k, v, attn_scale, is_causal, False, -1, -1, return_lse), q, k, v)
+    if done is not None:
+        return done
+    o, lse = forward(q, k, v, attn_scale, is_causal, return_lse=return_lse)
+    return o, lse if return_lse else None
 
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_scale: float, is_causal: bool = False,
@@ -353,11 +380,11 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_scale: float
         and cu_seqlens_kv is None
     call = None
     if plain:  # the key of a dense call is what its arguments say (checks passed when it was built)
-        call = ("sdpa_fwd", *_sig(q), *_sig(k), *_sig(v), float(attn_scale), is_causal, causal_bottom_right,
-                window_left, window_right, return_lse)
+        call = _fwd_key(q, k, v, attn_scale, is_causal, causal_bottom_right, window_left, window_right, return_lse)
         done = _fwd_cached(call, q, k, v)
         if done is not None:
-            return done
+            o, stats = done
+            return o, (q.new_empty(0, dtype=torch.float32) if stats is None else stats)
     dims = check_forward(q, k, v, is_causal, causal_bottom_right, window_left, window_right, sinks, seq_len_q,
                          seq_len_kv, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
     b, h_q, h_k, h_v, s_q, s_kv, d_qk, d_v, thd = dims
@@ -460,9 +487,9 @@ def backward(grad_out: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     """The CUDA kernel of ``cudnn::sdpa_bwd`` (callable directly, below torch's dispatcher)."""
     call = None
     if sinks is None and cu_seqlens_q is None and cu_seqlens_kv is None:
-        call = ("sdpa_bwd", *_sig(grad_out), *_sig(q), *_sig(k), *_sig(v), *_sig(o), *_sig(lse), float(attn_scale),
-                is_causal, causal_bottom_right, window_left, window_right, is_deterministic)
-        done = _bwd_cached(call, (q, k, v, o, grad_out, lse))
+        call = _bwd_key(grad_out, q, k, v, o, lse, attn_scale, is_causal, causal_bottom_right, window_left,
+                        window_right, is_deterministic)
+        done = _bwd_cached(call, q, k, v, o, grad_out, lse)
         if done is not None:
             return done
     dims = check_backward(grad_out, q, k, v, o, lse, is_causal, causal_bottom_right, window_left, window_right, sinks,

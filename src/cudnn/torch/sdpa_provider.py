@@ -79,7 +79,7 @@ def _fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias:
     if not reason:
         try:
             if attn_bias is None and not dropout_p:
-                o, lse = ops.forward(query, key, value, _scale(query, scale), is_causal, return_lse=compute_log_sumexp)
+                o, lse = ops.dense_forward(query, key, value, _scale(query, scale), is_causal, compute_log_sumexp)
                 seed, offset = _UNREAD_RNG
             else:
                 rng = attention.draw_rng(query) if dropout_p else None
@@ -93,8 +93,7 @@ def _fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias:
             reason = f"cudnn-py refused the call ({exc})"
         else:
             calls["fwd"] += 1
-            return (o, lse if compute_log_sumexp else None, None, None, query.shape[2], key.shape[2], seed, offset,
-                    None)
+            return (o, lse, None, None, query.shape[2], key.shape[2], seed, offset, None)
     _fallback("fwd_cpp", reason)
     return torch.ops.aten._cudnn_attention_forward(query, key, value, attn_bias, None, None, query.shape[2],
                                                    key.shape[2], compute_log_sumexp, dropout_p, is_causal,
