@@ -572,6 +572,27 @@ def test_served_mask_and_dropout_forward_and_backward(attention_graphs: list[dic
     assert bwd["ptrs"][-2:] == fwd["ptrs"][4:6]  # the forward's dropout mask again
 
 
+@pytest.mark.parametrize("shape", [(1, 4, 16, 24), (2, 1, 16, 24), (1, 1, 16, 24), (2, 4, 16, 24)])
+def test_the_backward_graph_with_dbias_validates(attention_graphs: list[dict[str, Any]],
+                                                 shape: tuple[int, ...]) -> None:
+    """A bias that requires grad: the backward graph declares dBias packed in the bias's shape
+    (read over the batch or the heads where it has one), bound after the gradients of Q, K, V,
+    and the backward returns it in that shape."""
+    from cudnn.ops import attention
+
+    q, k = bshd(2, 4, 16, 64), bshd(2, 4, 24, 64)
+    bias = meta(*shape)
+    o, stats, _ = attention._run(q, k, k, bias, False, 0.5, True, o_like_q=True)
+    dq, dk, dv, db = attention._run_bwd(o, q, k, k, o, stats, bias, False, 0.5, bias_grad=True)
+    bwd = attention_graphs[-1]
+    assert bwd["roles"][-2:] == ("bias", "dbias") and bwd["key"][-1] is True
+    assert bwd["ports"]["dbias"].get_dim() == list(shape)
+    assert bwd["ports"]["dbias"].get_stride() == list(torch.empty(shape, device="meta").stride())
+    assert db is not None and db.shape == bias.shape and db.dtype == q.dtype and dq.shape == q.shape
+    assert attention._run_bwd(o, q, k, k, o, stats, bias, False, 0.5)[3] is None  # no dBias asked: none made
+    assert attention_graphs[-1]["roles"][-1] == "bias"
+
+
 def test_a_boolean_mask_becomes_an_additive_bias() -> None:
     from cudnn.ops import attention
 

@@ -5,10 +5,11 @@ Covered: fp16 / bf16 Q, K, V of shape [B, H, S, D] (any strides with a unit head
 [B, S, D] and [..., B, H, S, D] as views of that shape), ``is_causal`` (torch's top-left
 causal mask), ``scale``, ``enable_gqa`` (H_q a multiple of H_kv), and ``attn_mask`` as an
 additive float mask or a boolean keep-mask broadcastable to [B, H, S_q, S_kv] (a boolean mask
-becomes a 0 / -inf bias), and ``dropout_p`` (cuDNN's Philox dropout: each call draws its seed
-and offset from torch's CUDA generator, so ``torch.manual_seed`` repeats a call's mask, a CUDA
-graph replay draws a new one, and the backward reuses the forward's). Not covered, and refused
-naming the argument: a mask that needs a gradient, other dtypes, fewer than 3 dimensions.
+becomes a 0 / -inf bias; a float mask that requires grad gets its gradient, cuDNN's dBias
+reduced to the mask's shape), and ``dropout_p`` (cuDNN's Philox dropout: each call draws its
+seed and offset from torch's CUDA generator, so ``torch.manual_seed`` repeats a call's mask, a
+CUDA graph replay draws a new one, and the backward reuses the forward's). Not covered, and
+refused naming the argument: other dtypes, fewer than 3 dimensions.
 O is laid out BSHD (as torch's flash kernels return it); Stats (log-sum-exp, float32) is kept
 for the backward.
 """
@@ -201,59 +202,69 @@ def _(q, k, v, bias, is_causal, scale, training, dropout_p=0.0, rng=None):  # ty
     return _o_like(q, v.shape[3]), stats
 
 
+Grads = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]  # dQ, dK, dV, dBias
+
+
 def _run_bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
              stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
-             rng: torch.Tensor | None = None,
-             forward: rt.Built | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """dQ, dK, dV (the layouts of Q, K, V) from cuDNN's attention backward graph; with
-    ``dropout_p``, the forward's mask again from its seed and offset (``rng``). ``forward``:
-    the graph that made O and Stats, where the backward graph is kept once found, by the
-    layouts and type of what it reads (the eager path; their shapes follow from the forward's
-    key, and saved-tensor hooks may give the saved tensors back in other layouts)."""
+             rng: torch.Tensor | None = None, forward: rt.Built | None = None, bias_grad: bool = False) -> Grads:
+    """dQ, dK, dV (the layouts of Q, K, V) from cuDNN's attention backward graph, and with
+    ``bias_grad`` dBias (``bias``'s shape, packed; else None); with ``dropout_p``, the forward's
+    mask again from its seed and offset (``rng``). ``forward``: the graph that made O and
+    Stats, where the backward graph is kept once found, by the layouts and type of what it reads
+    (the eager path; their shapes follow from the forward's key, and saved-tensor hooks may give
+    the saved tensors back in other layouts)."""
     if do.stride() != o.stride():
         do = torch.empty_strided(o.shape, o.stride(), dtype=o.dtype, device=o.device).copy_(do)  # in O's layout
     dev = q.get_device()
     memo = None if forward is None else (do.stride(), do.dtype, q.dtype, q.stride(), k.stride(), v.stride(),
-                                         o.stride(), stats.stride(), None if bias is None else bias.stride())
+                                         o.stride(), stats.stride(), None if bias is None else bias.stride(),
+                                         bias_grad)
     built = None if forward is None else forward.derived.get(memo)
     if built is None:
-        key = _bwd_key(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p)
+        key = _bwd_key(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, bias_grad)
         built = rt.CACHE.lookup(dev, key)
         if built is None:
-            built = _build_bwd(dev, key, do, q, k, v, o, stats, bias, is_causal, scale, dropout_p)
+            built = _build_bwd(dev, key, do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, bias_grad)
         if forward is not None:
             forward.derived[memo] = built
-    return _launch_bwd(built, dev, do, q, k, v, o, stats, bias, dropout_p, rng)
+    return _launch_bwd(built, dev, do, q, k, v, o, stats, bias, dropout_p, rng, bias_grad)
 
 
 def _bwd_key(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor,
-             stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float) -> tuple:
+             stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float,
+             bias_grad: bool = False) -> tuple:
     """The backward graph's cache key (dQ, dK, dV take the layouts of Q, K, V: ``empty_like``)."""
     return ("sdpa_backward", q.shape, q.stride(), q.dtype, rt.sig(k), rt.sig(v), rt.sig(o), rt.sig(do),
-            rt.sig(stats), rt.sig(bias), is_causal, scale, dropout_p)
+            rt.sig(stats), rt.sig(bias), is_causal, scale, dropout_p, bias_grad)
 
 
 def _launch_bwd(built: rt.Built, dev: int, do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                 o: torch.Tensor, stats: torch.Tensor, bias: torch.Tensor | None, dropout_p: float,
-                rng: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Run the backward graph ``built`` (`_build_bwd`'s, for these arguments' key): dQ, dK, dV."""
+                rng: torch.Tensor | None, bias_grad: bool = False) -> Grads:
+    """Run the backward graph ``built`` (`_build_bwd`'s, for these arguments' key): dQ, dK, dV
+    and dBias (None without ``bias_grad``)."""
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    # roles bound in _build_bwd's order: q, k, v, o, do, stats, dq, dk, dv, [bias], [seed, offset]
+    # roles bound in _build_bwd's order: q, k, v, o, do, stats, dq, dk, dv, [bias], [seed, offset], [dbias]
     ptrs: tuple[int, ...] = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), stats.data_ptr(),
                              dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
     if bias is not None:
         ptrs = (*ptrs, bias.data_ptr())
     if dropout_p:
         ptrs = (*ptrs, rng.data_ptr(), rng.data_ptr() + 8)  # type: ignore[union-attr]
+    db = None
+    if bias_grad:
+        db = q.new_empty(bias.shape)  # type: ignore[union-attr]
+        ptrs = (*ptrs, db.data_ptr())
     rt.run(built, dev, ptrs)
-    return dq, dk, dv
+    return dq, dk, dv, db
 
 
 def _build_bwd(dev: int, key: tuple, do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                o: torch.Tensor, stats: torch.Tensor, bias: torch.Tensor | None, is_causal: bool, scale: float,
-               dropout_p: float) -> rt.Built:
+               dropout_p: float, bias_grad: bool = False) -> rt.Built:
     """Build and cache the attention backward graph for ``key`` (its inputs come from the forward;
-    dQ, dK, dV are laid out as ``empty_like`` lays out Q, K, V)."""
+    dQ, dK, dV are laid out as ``empty_like`` lays out Q, K, V, dBias packed in ``bias``'s shape)."""
     dq, dk, dv = (torch.empty_like(t, device="meta") for t in (q, k, v))
 
     def make(g: pygraph) -> dict:
@@ -263,30 +274,49 @@ def _build_bwd(dev: int, key: tuple, do: torch.Tensor, q: torch.Tensor, k: torch
             ports["bias"] = rt.tensor_of(g, "bias", bias)
         if dropout_p:
             ports.update(_rng_ports(g))
+        if bias_grad:
+            assert bias is not None
+            packed = list(torch.empty(bias.shape, device="meta").stride())
+            ports["dbias"] = rt.tensor_of(g, "dbias", bias, stride=packed)
         DQ, DK, DV = g.sdpa_backward(ports["q"], ports["k"], ports["v"], ports["o"], ports["do"], ports["stats"],
-                                     attn_scale=scale, bias=ports.get("bias"), use_causal_mask=is_causal,
+                                     attn_scale=scale, bias=ports.get("bias"), dBias=ports.get("dbias"),
+                                     use_causal_mask=is_causal,
                                      dropout=(dropout_p, ports["seed"], ports["offset"]) if dropout_p else None)
         for name, T, t in (("dq", DQ, dq), ("dk", DK, dk), ("dv", DV, dv)):
             ports[name] = T.set_output(True).set_dim(list(t.shape)).set_stride(list(t.stride()))
+        if bias_grad:
+            ports["dbias"].set_output(True)
         return ports
 
     roles = ("q", "k", "v", "o", "do", "stats", "dq", "dk", "dv") + (() if bias is None else ("bias",)) \
-        + (("seed", "offset") if dropout_p else ())
+        + (("seed", "offset") if dropout_p else ()) + (("dbias",) if bias_grad else ())
     return rt.CACHE.build(dev, key, make).bind(*roles)
 
 
 @torch.library.custom_op("cudnn::sdpa_backward", mutates_args=())
 def _bwd(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: torch.Tensor, stats: torch.Tensor,
          bias: torch.Tensor | None, is_causal: bool, scale: float, dropout_p: float = 0.0,
-         rng: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+         rng: torch.Tensor | None = None,
+         bias_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dQ, dK, dV and, with ``bias_grad``, dBias (``bias``'s shape; else an empty tensor)."""
     if dropout_p:
         _check_rng(rng, q)
-    return _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng)
+    _check_bias_grad(bias, bias_grad)
+    dq, dk, dv, db = _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng, bias_grad=bias_grad)
+    return dq, dk, dv, (q.new_empty(0) if db is None else db)
 
 
 @_bwd.register_fake
-def _(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p=0.0, rng=None):  # type: ignore[no-untyped-def]
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+def _(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p=0.0, rng=None,  # type: ignore[no-untyped-def]
+      bias_grad=False):
+    _check_bias_grad(bias, bias_grad)
+    db = q.new_empty(bias.shape) if bias_grad else q.new_empty(0)
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), db
+
+
+def _check_bias_grad(bias: torch.Tensor | None, bias_grad: bool) -> None:
+    if bias_grad and bias is None:
+        raise rt.OpError(f"cudnn.ops.{_OP}: bias_grad: dBias was asked for a call without attn_mask")
 
 
 def _setup(ctx, inputs, output):  # type: ignore[no-untyped-def]
@@ -302,8 +332,10 @@ def _backward(ctx, do, _dstats):  # type: ignore[no-untyped-def]
     if not training:
         raise RuntimeError(f"cudnn.ops.{_OP}: the forward ran without Stats (no input required grad then); "
                            "cannot differentiate it")
-    dq, dk, dv = torch.ops.cudnn.sdpa_backward(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng)
-    return dq, dk, dv, None, None, None, None, None, None
+    bias_grad = bool(ctx.needs_input_grad[3])
+    dq, dk, dv, db = torch.ops.cudnn.sdpa_backward(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng,
+                                                   bias_grad)
+    return dq, dk, dv, (db if bias_grad else None), None, None, None, None, None
 
 
 _fwd.register_autograd(_backward, setup_context=_setup)
@@ -323,8 +355,9 @@ class _Eager(torch.autograd.Function):
     def backward(ctx, do):  # type: ignore[no-untyped-def]
         q, k, v, o, stats, bias, rng = ctx.saved_tensors
         is_causal, scale, dropout_p, built = ctx.attn
-        dq, dk, dv = _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng, built)
-        return dq, dk, dv, None, None, None, None, None, None
+        dq, dk, dv, db = _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng, built,
+                                  bool(ctx.needs_input_grad[3]))
+        return dq, dk, dv, db, None, None, None, None, None
 
 
 # -- the kernels, for callers that keep their own autograd (cudnn.torch's provider) ------------
@@ -393,9 +426,9 @@ def backward(do: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         dev = q.get_device()
         built = rt.CACHE.lookup(dev, _bwd_key(do, q, k, v, o, stats, mask, is_causal, scale, dropout_p))
         if built is not None and (mask is None or not mask.data_ptr() % 16):
-            return _launch_bwd(built, dev, do, q, k, v, o, stats, mask, dropout_p, rng)
+            return _launch_bwd(built, dev, do, q, k, v, o, stats, mask, dropout_p, rng)[:3]
     bias = None if mask is None else mask_bias(mask, q, k)
-    return _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng)
+    return _run_bwd(do, q, k, v, o, stats, bias, is_causal, scale, dropout_p, rng)[:3]
 
 
 def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -419,10 +452,9 @@ def scaled_dot_product_attention(query: torch.Tensor, key: torch.Tensor, value: 
     fast = rt.eager(query, key, value, attn_mask)
     if not fast or attn_mask is not None or p:  # else the eager path checks Q, K, V when it first builds their key
         _check(query, key, value, attn_mask, enable_gqa)  # (dropout: before its seed is drawn)
-    if attn_mask is not None and attn_mask.requires_grad and torch.is_grad_enabled():
-        raise rt.OpError(f"cudnn.ops.{_OP}: attn_mask: a mask that requires grad is not supported (no dBias)")
     s = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    training = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad)
+    training = torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad
+                                            or (attn_mask is not None and attn_mask.requires_grad))
     bias = _bias(attn_mask, query, key)
     rng = _rng(query) if p else None
     if fast:
