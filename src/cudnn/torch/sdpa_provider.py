@@ -63,9 +63,18 @@ def _scale(query: torch.Tensor, scale: float | None) -> float:
     return 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
 
 
-# The Philox seed and offset a call without dropout returns: never read (torch's own kernels
-# leave them unset, and on the CPU outside a CUDA-graph capture), so one pair serves every call.
+# The Philox seed and offset a call without dropout returns are never read (torch's own kernels
+# leave them unset). Outside a CUDA-graph capture they are on the CPU, as torch's are, and one
+# pair serves every call; under a capture they are made on the device, as torch makes them there.
 _UNREAD_RNG = (torch.empty((), dtype=torch.int64), torch.empty((), dtype=torch.int64))
+_capturing = torch.cuda.is_current_stream_capturing
+
+
+def _unread_rng(query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    if not (query.is_cuda and _capturing()):
+        return _UNREAD_RNG
+    return (torch.empty((), dtype=torch.int64, device=query.device),
+            torch.empty((), dtype=torch.int64, device=query.device))
 
 
 def _fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias: torch.Tensor | None,
@@ -80,13 +89,13 @@ def _fwd(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_bias:
         try:
             if attn_bias is None and not dropout_p:
                 o, lse = ops.dense_forward(query, key, value, _scale(query, scale), is_causal, compute_log_sumexp)
-                seed, offset = _UNREAD_RNG
+                seed, offset = _unread_rng(query)
             else:
                 rng = attention.draw_rng(query) if dropout_p else None
                 o, lse = attention.forward(query, key, value, attn_bias, is_causal, _scale(query, scale),
                                            compute_log_sumexp, dropout_p, rng)
                 if rng is None:
-                    seed, offset = _UNREAD_RNG
+                    seed, offset = _unread_rng(query)
                 else:  # the backward finds the one [2] tensor again from its halves (`_rng_of`)
                     seed, offset = rng[0], rng[1]
         except _REFUSED as exc:
@@ -197,7 +206,7 @@ def _worker_fwd(keyset: Any, query: torch.Tensor, key: torch.Tensor, value: torc
             reason = f"cudnn-py refused the call ({exc})"
         else:
             calls["fwd"] += 1
-            seed, offset = _UNREAD_RNG
+            seed, offset = _unread_rng(query)
             return (o, lse, cum_seq_q, cum_seq_k, max_q, max_k, seed, offset, None)
     _fallback("fwd_cpp", reason)
     return _torch_worker["_cudnn_attention_forward"].call_boxed(keyset, *args, scale=scale, **extra)
