@@ -391,9 +391,10 @@ def test_mask_and_dropout_compile_fullgraph(provider: ct.SdpaOverrides) -> None:
     o.sum().backward()
     served = {n: ct.calls[n] - before[n] for n in ct.calls}
     assert served["fwd"] == served["bwd"] == 1 and served["fwd_cpp"] == served["bwd_cpp"] == 0, served
-    kept = o.detach() != 0
-    assert 0.6 < kept.float().mean().item() < 0.9
     assert q.grad is not None and torch.isfinite(q.grad).all()
+    torch.manual_seed(11)
+    eager = f(q, k, v)  # the same seed draws the same Philox seed and offset: the same dropout mask
+    close("O (compiled against eager, one seed)", o.detach(), eager.detach())
 
 
 def test_cuda_graph_capture_with_a_mask_and_dropout(provider: ct.SdpaOverrides) -> None:
