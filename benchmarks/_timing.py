@@ -40,14 +40,18 @@ def kernel_time(fn: Callable[[], Any], calls: int, repeats: int, host_secs: floa
     return gpu_time(fn, calls, repeats, warmup, spin)
 
 
-def host_time(fn: Callable[[], Any], calls: int = 200) -> float:
-    """Seconds of host time per call of ``fn``: back-to-back calls, not synchronized."""
+def host_time(fn: Callable[[], Any], calls: int = 200, repeats: int = 5) -> float:
+    """Seconds of host time per call of ``fn``: back-to-back calls, not synchronized; the median
+    of ``repeats`` batches of ``calls`` (each begun with the GPU idle, so a batch whose calls
+    queue faster than the GPU runs them is not slowed by a full launch queue left over)."""
     for _ in range(5):
         fn()
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t0) / calls)
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    secs = (time.perf_counter() - t0) / calls
-    torch.cuda.synchronize()
-    return secs
+    return statistics.median(times)
