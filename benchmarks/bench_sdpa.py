@@ -454,7 +454,8 @@ def provider_rows(calls: int, repeats: int, other: str | None) -> None:
                                str(repeats)], env=env, capture_output=True, text=True, cwd=tempfile.gettempdir())
         theirs = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() \
             else f"failed: {done.stderr.strip().splitlines()[-1:]}"
-    print(f"{'case':36} {'pass':4} {'impl':18} {'GPU us':>9} {'host us':>8} {'busy us':>8} {'GPU vs provider':>15}")
+    print(f"{'case':36} {'pass':4} {'impl':18} {'GPU us':>9} {'host us':>8} {'busy us':>8} {'GPU vs provider':>15} "
+          f"{'busy vs provider':>16}")
     rows: list[tuple[str, str, str, list[float]]] = []  # the official's provider just before ours
     for key, figures in ours.items():
         case, impl, direction = key.split("|")
@@ -462,15 +463,16 @@ def provider_rows(calls: int, repeats: int, other: str | None) -> None:
             rows.append((case, "official provider", direction, theirs[key]))
         rows.append((case, "cudnn-py provider" if impl == "provider" else impl, direction, figures))
     for case, name, direction, (gpu, host, busy) in rows:
-        mine = ours.get(f"{case}|provider|{direction}", [float("nan")])[0]
+        mine = ours.get(f"{case}|provider|{direction}", [float("nan")] * 3)
         print(f"{case:36} {direction:4} {name:18} {gpu * 1e6:9.1f} {host * 1e6:8.1f} {busy * 1e6:8.1f} "
-              f"{mine / gpu:14.3f}x")
+              f"{mine[0] / gpu:14.3f}x {mine[2] / busy:15.3f}x")
     if isinstance(theirs, str):
         print(f"official provider: {theirs}")
     print("GPU us: kernel time per call, the batch queued behind a GPU spin so issuing it costs nothing; "
           "host us: Python and launch time per call, not synchronized; busy us: events around back-to-back "
           "calls (the larger of the two); 'GPU vs provider' = the cudnn-py provider's GPU time / that row's "
-          "(above 1: the provider's kernels take longer)")
+          "(above 1: the provider's kernels take longer); 'busy vs provider' the same for busy time (above 1: "
+          "back-to-back calls through the provider take longer)")
 
 
 def provider_child(calls: int, repeats: int) -> None:
