@@ -340,3 +340,94 @@ def test_instance_norm_backward_is_not_replayed_and_the_other_norms_are() -> Non
         getattr(g, op)(dy, x, scale, mean, inv)
         kinds[op] = [node.replayable for node in g.nodes]
     assert kinds == {"instancenorm_backward": [False], "layernorm_backward": [True], "batchnorm_backward": [True]}
+
+
+# -- direct replays: the captured kernels launched one by one (cudnn._lib.kernel_launch) -----------
+
+class _Kernels:
+    """Stands in for kernel_launch.Launches: records the streams it was launched on."""
+
+    def __init__(self, works: bool = True) -> None:
+        self.works, self.streams = works, []  # type: ignore[var-annotated]
+
+    def launch(self, stream: int) -> bool:
+        self.streams.append(stream)
+        return self.works
+
+
+def test_direct_replays_launch_the_kernels_idle_or_busy_and_never_into_a_capture(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``direct``, a pack whose kernels were read back launches them on the stream whether
+    or not work is queued there (no query: they follow it as the execute's launches would); a
+    stream being captured gets an execute; without ``direct`` the graph launches as before."""
+    driver = _Driver(queued={7}, capturing=frozenset({9}))
+    driver.install(monkeypatch)
+    kernels = _Kernels()
+    r = replay.Replay(0xF1, kernels)  # type: ignore[arg-type]
+    try:
+        cudnn.set_execute_replay(True, direct=True)
+        assert r.launch(1, 7) is True and r.launch(1, 3) is True
+        assert kernels.streams == [7, 3] and driver.calls == []
+        assert r.launch(1, 9) is False and kernels.streams == [7, 3]  # captured: executed into the capture
+        assert replay.Replay(0xF2).launch(1, 3) is True  # nothing read back: the graph
+        assert driver.calls == [("query", 3), ("launch", 0xF2, 3)]
+    finally:
+        cudnn.set_execute_replay(True, direct=False)
+    driver.calls.clear()
+    assert r.launch(1, 3) is True and kernels.streams == [7, 3] and driver.calls == [("query", 3),
+                                                                                      ("launch", 0xF1, 3)]
+
+
+def test_a_direct_replay_the_driver_refuses_is_executed_then_launches_its_graph(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = _Driver(queued=set())
+    driver.install(monkeypatch)
+    kernels = _Kernels(works=False)
+    r = replay.Replay(0xF3, kernels)  # type: ignore[arg-type]
+    try:
+        cudnn.set_execute_replay(True, direct=True)
+        assert r.launch(1, 5) is False and r.launches is None  # this call executes
+        assert r.launch(1, 5) is True and driver.calls == [("query", 5), ("launch", 0xF3, 5)]
+    finally:
+        cudnn.set_execute_replay(True, direct=False)
+    with pytest.raises(TypeError, match="direct: expected True or False, got 'yes'"):
+        cudnn.set_execute_replay(True, direct="yes")  # type: ignore[arg-type]
+
+
+def test_direct_is_set_by_the_environment() -> None:
+    code = "import cudnn; from cudnn.backend import replay; print(cudnn.execute_replay(), replay._direct[0])"
+    env = {**os.environ, "CUDNN_PY_EXECUTE_REPLAY": "direct"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"]
+
+
+def test_kernel_launch_structs_are_cudas() -> None:
+    """LaunchConfig / LaunchAttribute read what cuda-bindings' CUlaunchConfig / CUlaunchAttribute
+    wrote, field by field, at the same addresses (the layout of cuda.h)."""
+    import ctypes
+
+    drv = pytest.importorskip("cuda.bindings.driver")
+    from cudnn._lib.kernel_launch import LaunchAttribute, LaunchConfig
+
+    config = drv.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = 7, 8, 9
+    config.blockDimX, config.blockDimY, config.blockDimZ, config.sharedMemBytes = 10, 11, 12, 13
+    config.hStream = drv.CUstream(0x1234)
+    attr = drv.CUlaunchAttribute()
+    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = 2, 3, 4
+    config.attrs, config.numAttrs = [attr], 1
+    mine = LaunchConfig.from_address(config.getPtr())
+    assert (mine.gridDimX, mine.gridDimY, mine.gridDimZ, mine.blockDimX, mine.blockDimY, mine.blockDimZ,
+            mine.sharedMemBytes, mine.hStream, mine.numAttrs) == (7, 8, 9, 10, 11, 12, 13, 0x1234, 1)
+    assert mine.attrs[0].id == 4 and bytes(mine.attrs[0].value[:12]) == bytes([2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0])
+    assert ctypes.sizeof(LaunchAttribute) == 72
+
+
+def test_kernel_launch_order_follows_the_edges() -> None:
+    from cudnn._lib.kernel_launch import from_graph, topological
+
+    assert topological(5, [(3, 1), (1, 0), (4, 0), (2, 4)]) == [2, 3, 1, 4, 0]  # ties in index order
+    assert topological(3, []) == [0, 1, 2]
+    assert topological(2, [(0, 1), (1, 0)]) is None  # a cycle: not read back
+    assert from_graph(0) is None  # nothing readable without a driver (or a graph): launched as a whole

@@ -271,6 +271,58 @@ def test_ops_give_the_same_bits_replayed_or_executed(name: str, launches: list[i
             assert torch.equal(u, v), name
 
 
+@pytest.mark.parametrize("name", ["layer_norm", "attention", "batch_norm", "conv"])
+def test_direct_replays_give_the_execute_bits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``direct`` replays (the captured kernels launched one by one) write what executes write,
+    bit for bit, on the ops' graphs, forward and backward; at least one pack of each op was
+    read back and launched that way."""
+    from cudnn._lib import kernel_launch
+
+    step = ops_steps()[name]
+    direct: list[int] = []
+    launch = kernel_launch.Launches.launch
+
+    def counted(self: kernel_launch.Launches, stream: int) -> bool:
+        done = launch(self, stream)
+        direct.append(done)
+        return done
+
+    monkeypatch.setattr(kernel_launch.Launches, "launch", counted)
+
+    def run() -> list[list[torch.Tensor]]:
+        torch.manual_seed(4)
+        p = {"w": torch.randn(512, device="cuda", dtype=torch.bfloat16),
+             "b": torch.randn(512, device="cuda", dtype=torch.bfloat16),
+             "mean": torch.zeros(64, device="cuda"), "var": torch.ones(64, device="cuda"),
+             "gamma": torch.randn(64, device="cuda", dtype=torch.bfloat16),
+             "beta": torch.randn(64, device="cuda", dtype=torch.bfloat16),
+             "k": torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last),
+             "kb": torch.randn(64, device="cuda", dtype=torch.bfloat16)}
+        x = torch.empty(16, 512, device="cuda", dtype=torch.bfloat16)
+        out = []
+        for _ in range(12):
+            x.copy_(torch.randn(16, 512, device="cuda", dtype=torch.bfloat16))
+            out.append([t.cpu() for t in step(x, p)])
+        torch.cuda.synchronize()
+        return out
+
+    cudnn.ops.CACHE.clear()  # new graphs: their packs are captured with direct on
+    try:
+        cudnn.set_execute_replay(True, direct=True)
+        replayed = run()
+    finally:
+        cudnn.set_execute_replay(True, direct=False)
+    assert direct and all(direct), f"{name}: direct launches {direct}"
+    cudnn.set_execute_replay(False)
+    try:
+        executed = run()
+    finally:
+        cudnn.set_execute_replay(True)
+    for a, b in zip(replayed, executed):
+        for u, v in zip(a, b):
+            assert torch.equal(u, v), name
+
+
 def test_autotune_never_times_a_capture(monkeypatch: pytest.MonkeyPatch, launches: list[int]) -> None:
     """With warmup=0 each plan still executes REPLAY_AFTER times before its timed runs, so the
     capture (host work of milliseconds, inside the CUDA events) falls outside them: every

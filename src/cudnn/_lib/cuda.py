@@ -425,10 +425,12 @@ def destroy_stream(stream: int) -> None:
 
 # -- CUDA graphs (a plan's execute captured once, launched many times) ----------------------
 
-def capture_graph(stream: int, work: Callable[[], int]) -> int:
+def capture_graph(stream: int, work: Callable[[], int], read: Callable[[int], Any] | None = None) -> tuple[int, Any]:
     """Capture what ``work()`` enqueues on ``stream`` and instantiate it: the executable graph's
     handle (an int, for `destroy_graph_exec`), or 0 when ``work`` returned a nonzero status, the
-    capture failed, or the graph holds anything but kernels and memsets (`REPLAYABLE_NODES`).
+    capture failed, or the graph holds anything but kernels and memsets (`REPLAYABLE_NODES`);
+    and what ``read(graph)`` made of the graph before it was instantiated (None without ``read``
+    or without an executable).
 
     The capture is thread-local (a call of this thread that is unsafe inside a capture, such as
     a synchronization, a legacy-stream launch or an allocation, fails instead of running, and
@@ -439,7 +441,7 @@ def capture_graph(stream: int, work: Callable[[], int]) -> int:
     runs inside the window only queues its release (`release`)."""
     drv = _driver_holding_gil()
     if drv.cuStreamBeginCapture_v2(stream, _CAPTURE_THREAD_LOCAL):
-        return 0
+        return 0, None
     status, err, graph = 1, 1, ctypes.c_void_p()
     try:
         status = work()
@@ -448,15 +450,17 @@ def capture_graph(stream: int, work: Callable[[], int]) -> int:
     if err or status:
         if graph.value:
             drv.cuGraphDestroy(graph)
-        return 0
-    executable = ctypes.c_void_p()
+        return 0, None
+    executable, made = ctypes.c_void_p(), None
     try:
         if set(graph_node_types(graph.value or 0)) - REPLAYABLE_NODES:
-            return 0
+            return 0, None
         err = drv.cuGraphInstantiateWithFlags(ctypes.byref(executable), graph, 0)
+        if not err and read is not None:
+            made = read(graph.value or 0)
     finally:
         drv.cuGraphDestroy(graph)
-    return 0 if err else executable.value or 0
+    return (0, None) if err else (executable.value or 0, made)
 
 
 # CUgraphNodeType values a replay may hold: kernels and memsets, which read and write only the

@@ -58,13 +58,14 @@ import threading
 import weakref
 from typing import Any, Literal
 
-from .._lib import capi, cuda, marshal, release
+from .._lib import capi, cuda, kernel_launch, marshal, release
 from .handle import Handle, forked
 
 _ENV = "CUDNN_PY_EXECUTE_REPLAY"
 _setting = os.environ.get(_ENV, "1").strip().lower()
 _enabled = [_setting not in ("0", "false", "off", "no")]
 _always = [_setting == "always"]  # replay behind work still queued on the stream too
+_direct = [_setting == "direct"]  # replay by launching the captured kernels themselves (kernel_launch)
 MAX_GRAPHS = 512  # captured executes kept at once by default (each holds device memory)
 BUSY_EXECUTES = 8  # after a pack's stream was found busy, its next calls executed without asking
 _max_graphs = [MAX_GRAPHS]
@@ -76,7 +77,8 @@ _is_capturing: Any = None
 _stream_busy: Any = None
 
 
-def set_execute_replay(enabled: bool, *, max_graphs: int | None = None, always: bool | None = None) -> None:
+def set_execute_replay(enabled: bool, *, max_graphs: int | None = None, always: bool | None = None,
+                       direct: bool | None = None) -> None:
     """Whether a variant pack executed repeatedly is replayed from a captured CUDA graph (the
     default; ``$CUDNN_PY_EXECUTE_REPLAY=0`` starts with it off). Off, every execute calls
     ``cudnnBackendExecute``, including those of packs captured earlier.
@@ -89,19 +91,28 @@ def set_execute_replay(enabled: bool, *, max_graphs: int | None = None, always: 
     earlier work left to run, where the GPU waits for the host and the replay's shorter host
     time counts; behind queued work it is executed, back to back with that work on the GPU. True
     replays it behind queued work too (``$CUDNN_PY_EXECUTE_REPLAY=always`` starts so): less host
-    time per call, a little more GPU time per launch."""
+    time per call, a little more GPU time per launch.
+
+    ``direct`` (experimental; False by default, ``$CUDNN_PY_EXECUTE_REPLAY=direct`` starts so): a
+    captured pack is replayed by launching its kernels and memsets one by one, as read from the
+    captured graph (`cudnn._lib.kernel_launch`), idle stream or not: cuDNN's own launches, not
+    worked out again; packs whose graph cannot be read back exactly launch the graph as before.
+    Packs captured before it was set keep the way they were captured with."""
     if not isinstance(enabled, bool):
         raise TypeError(f"set_execute_replay: expected True or False, got {enabled!r}")
     if max_graphs is not None and (isinstance(max_graphs, bool) or not isinstance(max_graphs, int)
                                    or max_graphs < 0):
         raise ValueError(f"set_execute_replay: max_graphs: expected an int >= 0, got {max_graphs!r}")
-    if always is not None and not isinstance(always, bool):
-        raise TypeError(f"set_execute_replay: always: expected True or False, got {always!r}")
+    for name, value in (("always", always), ("direct", direct)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"set_execute_replay: {name}: expected True or False, got {value!r}")
     _enabled[0] = enabled
     if max_graphs is not None:
         _max_graphs[0] = max_graphs
     if always is not None:
         _always[0] = always
+    if direct is not None:
+        _direct[0] = direct
 
 
 def execute_replay() -> bool:
@@ -112,10 +123,11 @@ def execute_replay() -> bool:
 class Replay:
     """One pack's execute, captured: ``launch(handle)`` issues it on that handle's stream."""
 
-    __slots__ = ("executable", "unasked", "__weakref__")
+    __slots__ = ("executable", "launches", "unasked", "__weakref__")
 
-    def __init__(self, executable: int) -> None:
+    def __init__(self, executable: int, launches: kernel_launch.Launches | None = None) -> None:
         self.executable = executable
+        self.launches = launches  # its kernels to launch one by one (``direct`` replays), where readable
         self.unasked = 0  # launches left to decline without asking (the stream was busy)
         weakref.finalize(self, release.later, _destroy, executable)
         _live.add(self)
@@ -127,6 +139,8 @@ class Replay:
         `BUSY_EXECUTES` calls after that was found), or the launch failed (then always)."""
         if not (self.executable and _enabled[0]):
             return False
+        if self.launches is not None and _direct[0]:
+            return self._launch_kernels(handle, stream)
         unasked = self.unasked
         if unasked > 0:  # the stream was busy a moment ago: executing needs no capture check
             self.unasked = unasked - 1  # (threads racing here at worst ask a call early)
@@ -145,6 +159,23 @@ class Replay:
             self.executable = 0
             return False
         return True
+
+    def _launch_kernels(self, handle: int, stream: int | None) -> bool:
+        """A ``direct`` replay: the captured kernels launched on the stream, busy or not (False
+        under a capture, where the caller executes, or where a launch failed: then the graph is
+        launched from now on)."""
+        if stream is None:
+            stream = marshal.handle_stream(handle)
+            if stream < 0:
+                return False
+        if stream > 1 and _is_capturing(stream)[1]:
+            return False
+        if self.launches.launch(stream):  # type: ignore[union-attr]
+            return True
+        _log.debug("launching a captured execute's kernels failed; that pack is executed this time and its "
+                   "graph launched from now on")
+        self.launches = None
+        return False
 
 
 def _destroy(executable: int) -> None:
@@ -202,8 +233,9 @@ def capture(plan: int, pack: int, handle: int, device: int | None, label: str = 
             if where != current:
                 cuda.set_device(where)
             try:
-                executable = cuda.capture_graph(capturer.stream,
-                                                lambda: execute(capturer.handle.address, plan, pack))
+                executable, launches = cuda.capture_graph(
+                    capturer.stream, lambda: execute(capturer.handle.address, plan, pack),
+                    kernel_launch.from_graph if _direct[0] else None)
             finally:
                 if where != current:
                     cuda.set_device(current)
@@ -213,4 +245,4 @@ def capture(plan: int, pack: int, handle: int, device: int | None, label: str = 
     if not executable:
         _log.debug("%s: cuDNN's execute of this plan cannot be captured; executing it as before", label)
         return False
-    return Replay(executable)
+    return Replay(executable, launches)
