@@ -155,7 +155,6 @@ def _bwd(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor, value: 
 # fallbacks above among them) runs torch's own kernel, taken from the dispatcher before the
 # override (``torch.library.get_kernel``): without it (torch < 2.9) the worker ops are left alone.
 
-_WORKER_OPS = ("_cudnn_attention_forward", "_cudnn_attention_backward")
 _torch_worker: dict[str, Any] = {}  # torch's own CUDA kernels of the worker ops, while overridden
 
 
@@ -165,10 +164,9 @@ def _worker_kernels() -> dict[str, Any]:
     get_kernel = getattr(torch.library, "get_kernel", None)
     if get_kernel is None:
         return {}
-    names = [f"aten::{n}" for n in _WORKER_OPS]
-    if not all(torch._C._dispatch_has_kernel_for_dispatch_key(n, "CUDA") for n in names):
+    if not all(torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{n}", "CUDA") for n in WORKER_OPS):
         return {}
-    return {n: get_kernel(f"aten::{n}", "CUDA") for n in _WORKER_OPS}
+    return {n: get_kernel(f"aten::{n}", "CUDA") for n in WORKER_OPS}
 
 
 def _nested_reason(attn_bias: Any, cum_seq_k: Any, dropout_p: float, debug: bool = False,
