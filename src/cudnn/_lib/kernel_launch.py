@@ -42,11 +42,15 @@ class LaunchConfig(ctypes.Structure):
                 ("attrs", ctypes.POINTER(LaunchAttribute)), ("numAttrs", ctypes.c_uint)]
 
 
-# CUlaunchAttributeID values a kernel node may carry that its launch must repeat (cuda.h);
-# the others are graph-only (device-updatable nodes), events, or hints to the L2 cache
-ATTRIBUTES = {"COOPERATIVE": 2, "SYNCHRONIZATION_POLICY": 3, "CLUSTER_DIMENSION": 4,
-              "CLUSTER_SCHEDULING_POLICY_PREFERENCE": 5, "PRIORITY": 8, "MEM_SYNC_DOMAIN_MAP": 9,
-              "MEM_SYNC_DOMAIN": 10, "PREFERRED_CLUSTER_DIMENSION": 11, "PREFERRED_SHARED_MEMORY_CARVEOUT": 14}
+# CUlaunchAttributeID values valid for graph nodes (cuda.h) that a kernel's launch must repeat;
+# the others are for streams or launches only, graph-only (device-updatable nodes), events, or
+# hints to the L2 cache. Every CUDA 12 driver answers for the first six: a node whose answer is
+# missing is not read back (a cooperative or cluster kernel launched without its attribute
+# could hang); the last two are newer (12.8), and a driver that does not know them set neither.
+ATTRIBUTES = {"COOPERATIVE": 2, "CLUSTER_DIMENSION": 4, "CLUSTER_SCHEDULING_POLICY_PREFERENCE": 5, "PRIORITY": 8,
+              "MEM_SYNC_DOMAIN_MAP": 9, "MEM_SYNC_DOMAIN": 10, "PREFERRED_CLUSTER_DIMENSION": 11,
+              "PREFERRED_SHARED_MEMORY_CARVEOUT": 14}
+_NEWER_ATTRIBUTES = frozenset({11, 14})
 PROGRAMMATIC_STREAM_SERIALIZATION = 6
 _NODE_KERNEL, _NODE_MEMSET, _NODE_EMPTY = 0, 2, 5  # CUgraphNodeType
 _EDGE_DEFAULT, _EDGE_PROGRAMMATIC = 0, 1  # CUgraphDependencyType
@@ -220,9 +224,14 @@ def _kernel(drv: Any, node: Any, programmatic: bool) -> _Kernel | None:
     params = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
     attrs = []
     for attr in ATTRIBUTES.values():
-        got = drv.cuGraphKernelNodeGetAttribute(node, drv.CUkernelNodeAttrID(attr))
+        try:
+            got = drv.cuGraphKernelNodeGetAttribute(node, drv.CUkernelNodeAttrID(attr))
+        except ValueError:  # an id this cuda-bindings does not know
+            got = (1,)
         if int(got[0]):
-            continue
+            if attr in _NEWER_ATTRIBUTES:
+                continue
+            return None
         raw = ctypes.string_at(got[1].getPtr(), 64)
         if raw.strip(b"\0"):
             attrs.append(LaunchAttribute(attr, b"", (ctypes.c_ubyte * 64).from_buffer_copy(raw)))
