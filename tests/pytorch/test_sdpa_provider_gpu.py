@@ -35,6 +35,14 @@ def close(name: str, got: torch.Tensor, ref: torch.Tensor, tol: float = 2e-2) ->
     torch.testing.assert_close(got.float(), ref.float(), atol=tol * mag, rtol=tol, msg=lambda m: f"{name}: {m}")
 
 
+def grads_close(grads: dict[str, torch.Tensor], want: dict[str, torch.Tensor]) -> None:
+    """Parameter gradients by relative L2 norm < 5e-2 (bf16 kernels of different make on each side)."""
+    for name, g in grads.items():
+        ref = want[name].float()
+        err = float((g.float() - ref).norm() / ref.norm().clamp_min(1e-6))
+        assert err < 5e-2, f"{name}: relative L2 error {err:.3g}"
+
+
 @pytest.fixture
 def provider() -> Iterator[ct.SdpaOverrides]:
     handle = ct.install_sdpa_overrides()
@@ -174,10 +182,7 @@ def test_llama_model_through_the_provider() -> None:
     assert served["fwd"] == config.num_hidden_layers and served["bwd"] == config.num_hidden_layers, served
     assert served["fwd_cpp"] == served["bwd_cpp"] == 0, served
     close("logits", logits, want_logits, tol=5e-2)
-    for name, g in grads.items():
-        ref = want_grads[name].float()
-        err = float((g.float() - ref).norm() / ref.norm().clamp_min(1e-6))
-        assert err < 5e-2, f"{name}: relative L2 error {err:.3g}"
+    grads_close(grads, want_grads)
 
 
 # -- masks, dropout and a padded batch through the provider ---------------------------------------
@@ -286,10 +291,7 @@ def test_llama_padded_batch_every_call_served() -> None:
     assert served["fwd"] == served["bwd"] == layers and served["fwd_cpp"] == served["bwd_cpp"] == 0, served
     real = mask.bool()
     close("logits", logits[real], want_logits[real], tol=5e-2)
-    for name, g in grads.items():
-        ref = want_grads[name].float()
-        err = float((g.float() - ref).norm() / ref.norm().clamp_min(1e-6))
-        assert err < 5e-2, f"{name}: relative L2 error {err:.3g}"
+    grads_close(grads, want_grads)
 
     model, _ = _llama(dropout=0.1)
     model.train()
@@ -366,10 +368,7 @@ def test_llama_padded_batch_under_torch_compile() -> None:
     assert counter.frame_count == frames, "the second step recompiled"
     real = mask.bool()
     close("logits", logits[real], want_logits[real], tol=5e-2)
-    for name, g in grads.items():
-        ref = want_grads[name].float()
-        err = float((g.float() - ref).norm() / ref.norm().clamp_min(1e-6))
-        assert err < 5e-2, f"{name}: relative L2 error {err:.3g}"
+    grads_close(grads, want_grads)
 
 
 def test_mask_and_dropout_compile_fullgraph(provider: ct.SdpaOverrides) -> None:

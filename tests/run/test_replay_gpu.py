@@ -239,32 +239,34 @@ def ops_steps() -> dict[str, Any]:
     return {"layer_norm": layer_norm, "attention": attention, "batch_norm": batch_norm, "conv": conv}
 
 
+def run_ops(step: Any) -> list[list[torch.Tensor]]:
+    """Twelve calls of ``step`` on fresh inputs in one buffer, with the same parameters each time;
+    the outputs of each call, on the host."""
+    torch.manual_seed(4)
+    p = {"w": torch.randn(512, device="cuda", dtype=torch.bfloat16),
+         "b": torch.randn(512, device="cuda", dtype=torch.bfloat16),
+         "mean": torch.zeros(64, device="cuda"), "var": torch.ones(64, device="cuda"),
+         "gamma": torch.randn(64, device="cuda", dtype=torch.bfloat16),
+         "beta": torch.randn(64, device="cuda", dtype=torch.bfloat16),
+         "k": torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last),
+         "kb": torch.randn(64, device="cuda", dtype=torch.bfloat16)}
+    x = torch.empty(16, 512, device="cuda", dtype=torch.bfloat16)
+    out = []
+    for _ in range(12):  # outputs cycle through a few blocks: each pack repeats every few calls
+        x.copy_(torch.randn(16, 512, device="cuda", dtype=torch.bfloat16))
+        out.append([t.cpu() for t in step(x, p)])  # kept on the host: the GPU blocks keep cycling
+    torch.cuda.synchronize()
+    return out
+
+
 @pytest.mark.parametrize("name", ["layer_norm", "attention", "batch_norm", "conv"])
 def test_ops_give_the_same_bits_replayed_or_executed(name: str, launches: list[int]) -> None:
     step = ops_steps()[name]
-
-    def run() -> list[list[torch.Tensor]]:
-        torch.manual_seed(4)
-        p = {"w": torch.randn(512, device="cuda", dtype=torch.bfloat16),
-             "b": torch.randn(512, device="cuda", dtype=torch.bfloat16),
-             "mean": torch.zeros(64, device="cuda"), "var": torch.ones(64, device="cuda"),
-             "gamma": torch.randn(64, device="cuda", dtype=torch.bfloat16),
-             "beta": torch.randn(64, device="cuda", dtype=torch.bfloat16),
-             "k": torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last),
-             "kb": torch.randn(64, device="cuda", dtype=torch.bfloat16)}
-        x = torch.empty(16, 512, device="cuda", dtype=torch.bfloat16)
-        out = []
-        for _ in range(12):  # outputs cycle through a few blocks: each pack repeats every few calls
-            x.copy_(torch.randn(16, 512, device="cuda", dtype=torch.bfloat16))
-            out.append([t.cpu() for t in step(x, p)])  # kept on the host: the GPU blocks keep cycling
-        torch.cuda.synchronize()
-        return out
-
-    replayed = run()
+    replayed = run_ops(step)
     assert launches, f"{name}: no execute was replayed"
     cudnn.set_execute_replay(False)
     count = len(launches)
-    executed = run()
+    executed = run_ops(step)
     assert len(launches) == count
     for a, b in zip(replayed, executed):
         for u, v in zip(a, b):
@@ -279,7 +281,7 @@ def test_direct_replays_give_the_execute_bits(name: str, monkeypatch: pytest.Mon
     from cudnn._lib import kernel_launch
 
     step = ops_steps()[name]
-    direct: list[int] = []
+    direct: list[bool] = []
     launch = kernel_launch.Launches.launch
 
     def counted(self: kernel_launch.Launches, stream: int) -> bool:
@@ -288,34 +290,16 @@ def test_direct_replays_give_the_execute_bits(name: str, monkeypatch: pytest.Mon
         return done
 
     monkeypatch.setattr(kernel_launch.Launches, "launch", counted)
-
-    def run() -> list[list[torch.Tensor]]:
-        torch.manual_seed(4)
-        p = {"w": torch.randn(512, device="cuda", dtype=torch.bfloat16),
-             "b": torch.randn(512, device="cuda", dtype=torch.bfloat16),
-             "mean": torch.zeros(64, device="cuda"), "var": torch.ones(64, device="cuda"),
-             "gamma": torch.randn(64, device="cuda", dtype=torch.bfloat16),
-             "beta": torch.randn(64, device="cuda", dtype=torch.bfloat16),
-             "k": torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last),
-             "kb": torch.randn(64, device="cuda", dtype=torch.bfloat16)}
-        x = torch.empty(16, 512, device="cuda", dtype=torch.bfloat16)
-        out = []
-        for _ in range(12):
-            x.copy_(torch.randn(16, 512, device="cuda", dtype=torch.bfloat16))
-            out.append([t.cpu() for t in step(x, p)])
-        torch.cuda.synchronize()
-        return out
-
     cudnn.ops.CACHE.clear()  # new graphs: their packs are captured with direct on
     try:
         cudnn.set_execute_replay(True, direct=True)
-        replayed = run()
+        replayed = run_ops(step)
     finally:
         cudnn.set_execute_replay(True, direct=False)
     assert direct and all(direct), f"{name}: direct launches {direct}"
     cudnn.set_execute_replay(False)
     try:
-        executed = run()
+        executed = run_ops(step)
     finally:
         cudnn.set_execute_replay(True)
     for a, b in zip(replayed, executed):

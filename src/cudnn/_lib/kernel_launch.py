@@ -112,11 +112,10 @@ class _Memset:
 class Launches:
     """The steps of one captured execute; ``launch(stream)`` issues them on ``stream``."""
 
-    __slots__ = ("steps", "kernels", "_lock")
+    __slots__ = ("steps", "_lock")
 
     def __init__(self, steps: list[_Kernel | _Memset]) -> None:
         self.steps = steps
-        self.kernels = sum(isinstance(s, _Kernel) for s in steps)
         self._lock = threading.Lock()  # the prepared configs take the stream of one launch at a time
 
     def launch(self, stream: int) -> bool:
