@@ -19,7 +19,9 @@ fusions, zero-centered gamma, BN finalize) must build.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -373,6 +375,102 @@ def test_layernorm_fp32_affine_autotune_times_both_lowerings(tmp_path: Path) -> 
             close("INV_VARIANCE", outs[2], inv, STATS_TOL)
     finally:
         cache.directory = old_dir
+
+
+def _decisions(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "lowering trial" in r.getMessage()]
+
+
+def test_layernorm_fp32_affine_lowering_trial(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A default build runs the single norm. After `TRIAL_AFTER` executes the affine epilogue is
+    built on the trial thread, then both plans run alternately, timed on the executes themselves;
+    every output through the switch matches float64, the trial decides, and the plan cache hands
+    the lowering it kept to the next build of the same graph."""
+    from cudnn._graph.build.trial import TRIAL_AFTER
+
+    cache = cudnn.plan_cache
+    old_dir = cache.directory
+    cache.directory = tmp_path
+    cache.clear(disk=False)
+    cudnn.set_lowering_trials(True)
+    try:
+        x, w, b = affine_inputs(torch.bfloat16, (2048, 4096))
+
+        def layer_norm_graph() -> tuple[cudnn.pygraph, dict[cudnn.tensor, torch.Tensor], list[torch.Tensor]]:
+            g = new_graph()
+            X, S, B = tensor(g, "x", x), tensor(g, "scale", w), tensor(g, "bias", b)
+            outs = [t.set_output(True) for t in g.layernorm(TRAIN, X, S, B, EPS, name="ln")]
+            g.validate()
+            bufs = [poisoned(t) for t in outs]
+            return g, {X: x, S: w, B: b, **dict(zip(outs, bufs))}, bufs
+
+        ref = F.layer_norm(x.double(), (4096,), w.double().reshape(-1), b.double().reshape(-1), EPS)
+        mean, inv = layer_stats(x, [-1])
+        g, pack, bufs = layer_norm_graph()
+        build(g, must_support=True)
+        assert _lowering_of(g) == "NORM" and g.lowering_trial_pending()
+        ran = set()
+        deadline = time.monotonic() + 120  # the other plan compiles its kernel on the trial thread
+        with caplog.at_level(logging.INFO, logger="cudnn.graph"):
+            calls = 0
+            while g.lowering_trial_pending() and time.monotonic() < deadline:
+                runner = g.runner(sized=True)  # as cudnn.ops runs it: a workspace of the Runner's own size
+                ran.add(id(runner))
+                ws = torch.empty(max(runner.workspace_size, 1), device="cuda", dtype=torch.uint8)
+                for buf in bufs:
+                    buf.fill_(float("nan"))
+                runner.run(pack, ws, None)
+                torch.cuda.synchronize()
+                close("Y", bufs[0], ref, TOL[torch.bfloat16])
+                close("MEAN", bufs[1], mean, STATS_TOL)
+                close("INV_VARIANCE", bufs[2], inv, STATS_TOL)
+                calls += 1
+        said = _decisions(caplog)
+        print(calls, said)
+        assert not g.lowering_trial_pending(), f"no decision after {calls} executes: {said}"
+        assert calls > TRIAL_AFTER and len(ran) == 2, said  # both lowerings' plans ran
+        kept = "AFFINE_EPILOGUE" if said[-1].endswith("AFFINE_EPILOGUE kept") else "NORM"
+        hits = cache.hits
+        g2, pack2, bufs2 = layer_norm_graph()
+        g2.build(HEURISTICS)
+        assert cache.hits == hits + 1 and _lowering_of(g2) == kept and not g2.lowering_trial_pending()
+        assert any(r.status == "selected" and r.source == "autotuned cache" for r in g2.describe_plans())
+        ws = torch.empty(max(g2.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
+        g2.execute(pack2, ws)
+        torch.cuda.synchronize()
+        close("Y", bufs2[0], ref, TOL[torch.bfloat16])
+    finally:
+        cudnn.set_lowering_trials(None)
+        cache.directory = old_dir
+
+
+def test_ops_layer_norm_through_a_lowering_trial(caplog: pytest.LogCaptureFixture) -> None:
+    """``cudnn.ops.layer_norm`` of a bf16 X with float32 weight and bias: each call's output
+    matches float64 while its graph's trial builds, times and switches lowerings."""
+    from cudnn.ops import _runtime as rt
+
+    cudnn.set_lowering_trials(True)
+    rt.CACHE.clear()
+    try:
+        x, w, b = affine_inputs(torch.bfloat16, (1024, 2048))
+        w, b = w.reshape(-1), b.reshape(-1)
+        ref = F.layer_norm(x.double(), (2048,), w.double(), b.double(), EPS)
+        deadline = time.monotonic() + 120
+        with caplog.at_level(logging.INFO, logger="cudnn.graph"):
+            calls = 0
+            while not _decisions(caplog) and time.monotonic() < deadline:
+                y = cudnn.ops.layer_norm(x, (2048,), w, b, EPS)
+                torch.cuda.synchronize()
+                close("Y", y, ref, TOL[torch.bfloat16])
+                calls += 1
+            for _ in range(5):  # after the decision: the lowering kept
+                close("Y", cudnn.ops.layer_norm(x, (2048,), w, b, EPS), ref, TOL[torch.bfloat16])
+        said = _decisions(caplog)
+        print(calls, said)
+        assert said and ("kept" in said[-1]), f"no decision after {calls} calls"
+    finally:
+        cudnn.set_lowering_trials(None)
+        rt.CACHE.clear()
 
 
 def test_layernorm_fp32_affine_replays_in_a_cuda_graph() -> None:

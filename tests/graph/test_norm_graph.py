@@ -781,6 +781,28 @@ def test_fp32_affine_scratch_is_a_filled_unit_scale_and_a_zeroed_bias() -> None:
     assert expand(g16.nodes, g16.context, 91900)[1].scratch[0].fill == b"\x00\x3c" * 768  # fp16 1.0
 
 
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm"])
+def test_fp32_affine_is_the_lowering_a_default_build_tries(op: str) -> None:
+    """The expansion a build makes offers the affine epilogue as its trial (`build.trial`); one
+    that prefers a lowering (autotune's, a forced one), a float X or an older cuDNN offers none."""
+    from cudnn._graph.families.norm_nodes import NormLowering
+
+    def trial(io: Any, version: int = 91900, prefer: Any = None, lowering: str = "auto") -> Any:
+        g = graph(io)
+        X, S, B = ln_inputs(g)
+        outputs(*getattr(g, op)(TRAIN, X, S, B, 1e-5, name="n", lowering=lowering))
+        g.validate()
+        return expand(g.nodes, g.context, version, prefer)[1].trial
+
+    assert trial(dt.BFLOAT16) is NormLowering.AFFINE_EPILOGUE
+    assert trial(dt.HALF) is NormLowering.AFFINE_EPILOGUE
+    assert trial(dt.BFLOAT16, prefer=NormLowering.AFFINE_EPILOGUE) is None
+    assert trial(dt.BFLOAT16, prefer=NormLowering.NORM) is None
+    assert trial(dt.BFLOAT16, lowering="norm") is None
+    assert trial(dt.BFLOAT16, version=91800) is None
+    assert trial(dt.FLOAT) is None
+
+
 @pytest.mark.parametrize("with_bias", [False, True], ids=["no-bias", "bias"])
 def test_rmsnorm_fp32_affine_needs_no_bias_in_the_norm(with_bias: bool) -> None:
     g = graph(dt.BFLOAT16)

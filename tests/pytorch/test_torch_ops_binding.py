@@ -77,8 +77,11 @@ def bound(monkeypatch: pytest.MonkeyPatch) -> Bound:
         def get_workspace_size(self, *_: Any, **__: Any) -> int:
             return 0
 
-        def runner(self) -> Any:
+        def runner(self, sized: bool = False) -> Any:
             return Recorder(self, log)
+
+        def lowering_trial_pending(self) -> bool:
+            return False
 
     class Built(rt.Built):
         def __init__(self, graph: pygraph, ports: dict, device: int = 0) -> None:

@@ -357,6 +357,8 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
         pinned = self._pinned_candidate()
         if pinned is None:
             self._pipeline.build_plans(policy)
+            if policy == build_plan_policy.HEURISTICS_CHOICE:
+                self._pipeline.start_trial(_remember_trial_winner)
             return
         if policy == build_plan_policy.ALL:
             try:
@@ -399,6 +401,8 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
         cached = plan_reuse.adopt_cached(self._pipeline, modes)
         if cached is not None:
             self._pipeline = cached
+            if cached.plans().selected.source != plan_reuse.TUNED_SOURCE:  # type: ignore[union-attr]
+                cached.start_trial(_remember_trial_winner)  # a heuristic record: no choice made yet
             return
         self.build_operation_graph()
         self.create_execution_plans(modes)
@@ -520,9 +524,16 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
         return (f"{self.label()}: {op}() before build: no plan is built yet. Call build() (or "
                 "build_operation_graph(), create_execution_plans([...]), check_support() and build_plans()) first")
 
-    def runner(self) -> Any:
-        """The Runner of the selected plan: what ``execute`` calls (for wrappers that keep it)."""
-        return self._pipeline.current_runner()
+    def runner(self, sized: bool = False) -> Any:
+        """The Runner of the selected plan: what ``execute`` calls (for wrappers that keep it).
+        ``sized``: the caller passes a workspace of the Runner's own ``workspace_size``, not
+        ``get_workspace_size()``'s, so a lowering trial may route it to the other lowering."""
+        return self._pipeline.current_runner(sized)
+
+    def lowering_trial_pending(self) -> bool:
+        """Whether a lowering trial (`cudnn.set_lowering_trials`) may still change which Runner
+        `runner` returns: callers that keep a Runner ask for it again until this is False."""
+        return self._pipeline.trial_pending()
 
     # -- autotuning, serialization, CUDA graphs ------------------------------------------------
 
@@ -546,6 +557,7 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
             self.build_operation_graph()
             self.create_execution_plans(DEFAULT_HEURISTICS)
         p = self._pipeline  # read after the heuristics: build_operation_graph may start a new pipeline
+        p.end_trial()  # autotuning times every lowering itself
         winner, report = autotune(p, variant_pack, workspace, handle, warmup, repeats, progress,
                                   alternatives=p.alternatives(), max_plans=max_plans)
         self._pipeline = winner
@@ -604,6 +616,11 @@ class pygraph(PlanQueries, GraphText, _OpMethods):  # the documented name
                           cuda_graph: Any) -> None:
         """Point a CUDA graph populated by this plan at new buffers."""
         plan_reuse.cuda_graph_call(self._pipeline, handle, variant_pack, workspace, cuda_graph, update=True)
+
+
+def _remember_trial_winner(winner: Pipeline) -> None:
+    """A lowering trial's choice, kept by the plan cache as an autotuned one."""
+    plan_reuse.store(winner, DEFAULT_HEURISTICS, autotuned=True)
 
 
 def _heuristics_arg(op: str, heuristics: Any, heur_modes: Any) -> list[heur_mode]:

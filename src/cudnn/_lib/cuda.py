@@ -405,6 +405,16 @@ class Event:
     def elapsed_ms(self, end: Event) -> float:
         return float(_rt("cudaEventElapsedTime", runtime().cudaEventElapsedTime(self.handle, end.handle)))
 
+    def query(self) -> bool:
+        """Whether the work before the event's latest record has run (it never waits)."""
+        rt = runtime()
+        result = rt.cudaEventQuery(self.handle)
+        err = result[0] if isinstance(result, tuple) else result
+        if err == rt.cudaError_t.cudaErrorNotReady:
+            return False
+        _rt("cudaEventQuery", result)
+        return True
+
 
 def _destroy_event(handle: Any) -> None:
     try:

@@ -27,10 +27,14 @@ class Handle:
 
     __slots__ = ("address", "device", "last_stream", "_finalizer", "__weakref__")
 
-    def __init__(self, device: int | None = None) -> None:
+    def __init__(self, device: int | None = None, *, drain: bool = True) -> None:
+        """A new handle on ``device`` (the current one when None). ``drain=False`` runs none of
+        the queued releases first: for a helper thread, which must not release objects another
+        thread's capture could still be recording."""
         if _forked[0]:
             raise fork_error()
-        release.drain()  # a known point: dead handles and plans go before another handle comes
+        if drain:
+            release.drain()  # a known point: dead handles and plans go before another handle comes
         if device is None or device == cuda.current_device():  # cudnnCreate binds the current device
             status, ptr = marshal.create_handle()
         else:

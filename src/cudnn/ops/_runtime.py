@@ -137,19 +137,31 @@ class Built:
     cache hit repeats none of that work. ``uids`` are the roles' uids in the order the op
     passes their addresses to `run` (set once by `bind`). ``derived``: what the op's eager
     backward finds once per forward graph (its backward graphs, by the layouts and types of
-    what they read), so a backward call builds no cache key."""
+    what they read), so a backward call builds no cache key. While the graph's lowering trial
+    is pending (``following``), each call asks the graph for its Runner (`follow`)."""
 
-    __slots__ = ("derived", "device", "graph", "info", "ports", "runner", "uids", "workspace")
+    __slots__ = ("derived", "device", "following", "graph", "info", "ports", "runner", "uids", "workspace")
 
     def __init__(self, graph: pygraph, ports: dict[str, Tensor], device: int = 0) -> None:
         self.graph = graph
         self.ports = ports
-        self.workspace = graph.get_workspace_size()
         self.device = torch.device("cuda", device)
         self.info: Any = None
-        self.runner = graph.runner()  # the selected plan's Runner (run_pointers: no per-call checks)
+        # the Runner run_pointers runs (no per-call checks), and the workspace `run` allocates for it
+        self.runner = graph.runner(sized=True)
+        self.workspace = graph.get_workspace_size()
+        self.following = graph.lowering_trial_pending()
         self.uids: tuple[int, ...] = ()
         self.derived: dict[Hashable, Any] = {}
+
+    def follow(self) -> Any:
+        """The Runner the graph's lowering trial routes this call to; once the trial has decided,
+        the one every call runs from then on."""
+        runner = self.graph.runner(sized=True)
+        if not self.graph.lowering_trial_pending():
+            self.runner, self.workspace = runner, runner.workspace_size
+            self.following = False
+        return runner
 
     def bind(self, *roles: str) -> Built:
         """Fix the roles (and their order) whose addresses `run` is given on every call."""
@@ -302,18 +314,22 @@ def run(built: Built, device: int, pointers: tuple[int, ...], uids: tuple[int, .
     h = handle(device)
     stream = h.last_stream  # torch's current stream, which `handle` just set
     uids = built.uids if uids is None else uids
-    size = built.workspace
+    if built.following:
+        runner = built.follow()
+        size = runner.workspace_size
+    else:
+        runner, size = built.runner, built.workspace
     if not size:
-        built.runner.run_pointers(uids, pointers, 0, h, stream)
+        runner.run_pointers(uids, pointers, 0, h, stream)
     elif _RAW_BLOCKS and _current_device() == device:  # type: ignore[misc]
         ws = _raw_alloc(size, stream)  # type: ignore[misc]
         try:
-            built.runner.run_pointers(uids, pointers, ws, h, stream)
+            runner.run_pointers(uids, pointers, ws, h, stream)
         finally:
             _raw_delete(ws)  # type: ignore[misc]
     else:  # another device is current (the raw allocator takes the current one), or an old torch
         block = torch.empty(size, dtype=torch.uint8, device=built.device)
-        built.runner.run_pointers(uids, pointers, block.data_ptr(), h, stream)
+        runner.run_pointers(uids, pointers, block.data_ptr(), h, stream)
 
 
 def execute(built: Built, device: int, pack: dict[str, torch.Tensor]) -> None:

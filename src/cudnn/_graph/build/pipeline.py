@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..model.graph_view import GraphView
     from ..model.node import Node
     from ..model.tensor import Tensor
+    from .trial import Trial
 
 DEFAULT_HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 OVERRIDE_SHAPE_SINCE = 92100  # CUDNN_ATTR_OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED
@@ -97,14 +98,16 @@ class Lowered(Record):
     """The validated graph as the backend sees it: primitive nodes, bindings and scratch.
     ``unused``: tensors of the user's nodes the expansion does not read; ``chosen``: the
     lowerings composites chose (e.g. attention_implementation.UNIFIED); ``alternatives``: the
-    ones they could have chosen instead."""
+    ones they could have chosen instead; ``trial``: the one of those worth trying unasked
+    (`build.trial`), or None."""
 
-    __slots__ = ("nodes", "bindings", "slots", "scratch_bytes", "unused", "chosen", "alternatives")
+    __slots__ = ("nodes", "bindings", "slots", "scratch_bytes", "unused", "chosen", "alternatives", "trial")
 
     def __init__(self, nodes: list[Node], bindings: list[Binding], slots: list[ScratchSlot], scratch_bytes: int,
-                 unused: list[Binding], chosen: tuple[Any, ...] = (), alternatives: tuple[Any, ...] = ()) -> None:
+                 unused: list[Binding], chosen: tuple[Any, ...] = (), alternatives: tuple[Any, ...] = (),
+                 trial: Any = None) -> None:
         self.nodes, self.bindings, self.slots, self.scratch_bytes = nodes, bindings, slots, scratch_bytes
-        self.unused, self.chosen, self.alternatives = unused, chosen, alternatives
+        self.unused, self.chosen, self.alternatives, self.trial = unused, chosen, alternatives, trial
 
 
 class Pipeline:
@@ -126,6 +129,7 @@ class Pipeline:
         self._plans: PlanSet | None = None
         self._runners: dict[int, Runner] = {}
         self._active: Runner | None = None
+        self._trial: Trial | None = None  # the trial of another lowering, while it routes executes
 
     # -- handle and device ----------------------------------------------------------------------
 
@@ -199,7 +203,7 @@ class Pipeline:
             bindings = [b for b in bound if b.uid in used and b.uid not in scratch_uids]
             unused = [b for b in bound if b.uid not in used]
             self._lowered = Lowered(nodes, bindings, slots, offset, unused, tuple(ex.chosen),
-                                    tuple(ex.alternatives))
+                                    tuple(ex.alternatives), ex.trial)
         return self._lowered
 
     def identity(self) -> tuple[int, int, tuple[int, ...]]:
@@ -387,15 +391,41 @@ class Pipeline:
             self._runners[id(cand)] = runner
         return runner
 
-    def current_runner(self) -> Runner:
-        """The Runner of the selected plan (what execute() uses)."""
+    def current_runner(self, sized: bool = False) -> Runner:
+        """The Runner of the selected plan (what execute() uses); while a lowering trial runs, or
+        after it found the other lowering faster, the Runner it routes this execute to. ``sized``:
+        the caller sizes the workspace for the Runner it is given (its ``workspace_size``);
+        otherwise it passes ``workspace_size()``, and only a Runner that fits in that is given."""
         active = self._active
         if active is None or self._plans is None or active.candidate is not self._plans.selected:
             plans = self._plans
             if plans is None or plans.selected is None:
                 raise GraphStateError(f"{self.label}: execute() before build(); build the graph first")
             active = self._active = self.runner(plans.selected)
-        return active
+        trial = self._trial
+        return active if trial is None else trial.route(active, sized)
+
+    # -- the lowering trial ---------------------------------------------------------------------
+
+    def start_trial(self, remember: Callable[[Pipeline], None]) -> None:
+        """Try the other lowering this graph offers unasked (`build.trial`), where it offers one
+        and trials are on; ``remember(winner)`` is called once the trial has decided."""
+        from .trial import Trial, trials_enabled
+
+        alternative = self.lowered().trial
+        if alternative is not None and self._trial is None and trials_enabled() and self._plans is not None \
+                and self.graph.kernel_cache is None and not self.graph.is_dynamic_shape_enabled \
+                and self.graph.device_property is None:
+            self._trial = Trial(self, Pipeline(self.graph, alternative), remember)
+
+    def end_trial(self) -> None:
+        """Route every execute to the selected plan again (the trial decided for it, or gave up)."""
+        self._trial = None
+
+    def trial_pending(self) -> bool:
+        """Whether a lowering trial has yet to decide which lowering executes run."""
+        trial = self._trial
+        return trial is not None and not trial.decided
 
 
 # -- uids and bindings ------------------------------------------------------------------------

@@ -498,8 +498,10 @@ def canonical_views(node: NormNode) -> dict[str, tuple[list[int], list[int]]]:
 #
 # The default (``lowering="auto"``) builds the single norm, as the official frontend does:
 # the faster engines compile their kernel at build time, several times the build of the single
-# norm. The affine epilogue is the graph's alternative lowering, which autotuning times and keeps
-# when faster (the plan cache then remembers that choice), or ``lowering="affine_epilogue"``.
+# norm. The affine epilogue is the graph's alternative lowering and its trial (`build.trial`):
+# built off the caller's thread once the graph has run a few times, timed against the single norm
+# on its executes, and kept when faster (the plan cache then remembers that choice); autotuning
+# times both too, and ``lowering="affine_epilogue"`` forces it.
 
 VERIFIED_SINCE = 91900  # the alternative applies from the cuDNN it was measured and tested on
 _ONE = {data_type.BFLOAT16: b"\x80\x3f", data_type.HALF: b"\x00\x3c"}  # 1.0, little-endian
@@ -546,7 +548,7 @@ def choose(node: NormForward, ex: Expander) -> NormLowering:
     forced = LOWERINGS[node.lowering] if node.lowering != "auto" else None
     if forced is not None or ex.version < VERIFIED_SINCE or affine_refusal(node):
         return forced or NormLowering.NORM
-    return ex.choose(NormLowering.NORM, (NormLowering.NORM, NormLowering.AFFINE_EPILOGUE))
+    return ex.choose(NormLowering.NORM, (NormLowering.NORM, NormLowering.AFFINE_EPILOGUE), trial=True)
 
 
 def affine_epilogue(node: NormForward, ex: Expander) -> list[Node]:

@@ -115,8 +115,10 @@ def layernorm(self: GraphOps, norm_forward_phase: Any, input: Any, scale: Any, b
     ``graph.autotune(...)`` picks the fastest. cuDNN has only a generic engine for fp32
     SCALE/BIAS with a 16-bit X; for that mix, ``lowering="affine_epilogue"`` builds a unit-scale
     norm with the fp32 affine step in fused pointwise ops (nodes.norm_affine): faster engines,
-    longer builds. The default (``lowering="auto"``) builds the single norm operation and lets
-    ``autotune`` time both; ``lowering="norm"`` forces the single norm."""
+    longer builds. The default (``lowering="auto"``) builds the single norm operation; once the
+    graph has run a few times, its lowering trial (``cudnn.set_lowering_trials``) builds the
+    affine epilogue on a thread of its own, times both on the graph's executes and keeps the
+    faster, as ``autotune`` would; ``lowering="norm"`` forces the single norm."""
     return _forward(self, "layernorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
                          name, zero_centered_gamma, ["Y", "MEAN", "INV_VARIANCE"], lowering=lowering)
 
@@ -128,8 +130,9 @@ def rmsnorm(self: GraphOps, norm_forward_phase: Any, input: Any, scale: Any, bia
     """RMS norm (bias optional; epsilon required); returns [Y, INV_VARIANCE] (TRAINING) or
     [Y, None] (INFERENCE). INV_VARIANCE = 1 / sqrt(mean(x^2) + epsilon).
 
-    Speed: as layernorm (fp32 SCALE/BIAS with a 16-bit X: the single norm by default,
-    ``lowering="affine_epilogue"`` or ``autotune`` for the fused affine step)."""
+    Speed: as layernorm (fp32 SCALE/BIAS with a 16-bit X: the single norm at first, the fused
+    affine step where the lowering trial or ``autotune`` finds it faster, or with
+    ``lowering="affine_epilogue"``)."""
     return _forward(self, "rmsnorm", norm_forward_phase, input, scale, bias, epsilon, compute_data_type,
                          name, zero_centered_gamma, ["Y", "INV_VARIANCE"], bias_optional=True, lowering=lowering)
 

@@ -50,17 +50,22 @@ class Expander:
         self.constants: list[Tensor] = []
         self.chosen: list[Any] = []
         self.alternatives: list[Any] = []
+        self.trial: Any = None  # an alternative worth trying without being asked (see `choose`)
 
-    def choose(self, default: Any, possible: Sequence[Any]) -> Any:
+    def choose(self, default: Any, possible: Sequence[Any], trial: bool = False) -> Any:
         """The lowering a composite with several ``possible`` ones builds: the expansion's
         preference where possible (autotuning expands a graph once per alternative), else
-        ``default``. The others are recorded as alternatives the graph could be built with."""
+        ``default``. The others are recorded as alternatives the graph could be built with.
+        ``trial``: the first other lowering is worth trying without autotuning, once the default
+        one is built (`build.trial`); only a graph expanded without a preference offers it."""
         choice = next((c for c in possible if c is self.prefer), default)
         if not any(c is choice for c in self.chosen):
             self.chosen.append(choice)
         for c in possible:
             if c is not choice and not any(c is a for a in self.alternatives):
                 self.alternatives.append(c)
+                if trial and self.prefer is None and self.trial is None:
+                    self.trial = c
         return choice
 
     def add_scratch(self, tensor: Tensor, fill: bytes | None = None, zero: bool = False) -> Tensor:

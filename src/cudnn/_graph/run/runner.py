@@ -74,7 +74,7 @@ class Runner:
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
                  "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
                  "identity", "prepared", "tensor", "data_ptr", "key_of", "backend_execute", "capture", "candidate",
-                 "checks", "layouts", "replays", "windows")
+                 "checks", "layouts", "replays", "windows", "probe")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
@@ -116,6 +116,9 @@ class Runner:
         # write other bits than its execute, see Node.replayable)
         self.replays = replays
         self.checks = BufferChecks(label, device, self.workspace_size)  # the first call's buffer checks
+        # what times the next launch (a lowering trial's `Sample`: started(handle, stream) before
+        # it, ended() after); None almost always
+        self.probe: Any = None
 
     @property
     def workspace_size(self) -> int:
@@ -239,6 +242,8 @@ class Runner:
         stream is ``stream`` where the caller knows it): ``replay``'s graph when it launches,
         else one ``cudnnBackendExecute``. Returns the handle's address after an execute, 0
         after a replay."""
+        if self.probe is not None:
+            return self._launch_timed(pack, fills, replay, handle, stream)
         if type(handle) is int:
             if not is_live_handle(handle):  # a destroyed or made-up address: cuDNN would read it
                 raise unknown_handle_error(handle)
@@ -256,6 +261,16 @@ class Runner:
         if status:
             self.failed(status, handle)
         return h
+
+    def _launch_timed(self, pack: int, fills: tuple[tuple[int, ScratchSlot], ...],
+                      replay: Replay | Literal[False] | None, handle: Any, stream: int | None) -> int:
+        """`_launch` between the probe's marks; the probe times this launch alone."""
+        probe, self.probe = self.probe, None
+        probe.started(handle, stream)
+        try:
+            return self._launch(pack, fills, replay, handle, stream)
+        finally:
+            probe.ended()
 
     def _capture(self, pack: int, handle: int) -> Replay | Literal[False] | None:
         """The replay of ``pack``'s execute (`backend.replay.capture`): False where it cannot be

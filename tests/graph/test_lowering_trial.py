@@ -1,0 +1,278 @@
+"""Lowering trials (`cudnn._graph.build.trial`): how a trial routes executes between the default
+plan and the other lowering's, when it starts, how it decides, and when it gives up.
+
+The pipelines, Runners and CUDA-event timings here are stand-ins that record what the trial asks
+of them: the routing and the decision are the trial's own logic. The GPU test that builds both
+lowerings and checks every output through the switch is in test_norm_gpu.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, ClassVar
+
+import pytest
+
+import cudnn
+from cudnn._graph.build import trial as trial_mod
+from cudnn._graph.build.trial import (
+    GIVE_UP_AFTER,
+    SAMPLES,
+    TRIAL_AFTER,
+    Trial,
+    set_lowering_trials,
+    trials_enabled,
+)
+
+
+class Runner:
+    """A Runner's part a trial sees: its workspace and the probe its next launch consumes."""
+
+    def __init__(self, stream: int, workspace: int) -> None:
+        self.stream, self.workspace_size, self.probe = stream, workspace, None
+        self.launches = 0
+
+    def run(self) -> None:
+        """What Runner._launch does with a probe: marks around the launch, the probe then cleared."""
+        probe, self.probe = self.probe, None
+        if probe is not None:
+            probe.started(None, self.stream)
+        self.launches += 1
+        if probe is not None:
+            probe.ended()
+
+
+class Sample:
+    """A timing that reads its time from ``times`` by the stream it ran on (a=1, b=2)."""
+
+    times: ClassVar[dict[int, float]] = {}
+    done = True  # whether the GPU has reached the end event
+
+    def __init__(self) -> None:
+        self.stream: int | None = None
+
+    def started(self, handle: Any, stream: int | None) -> None:
+        self.stream = stream
+
+    def ended(self) -> None:
+        pass
+
+    def ms(self) -> float | None:
+        return self.times[self.stream] if self.done and self.stream is not None else None
+
+
+class Plans:
+    selected: Any = None
+
+
+class Pipe:
+    """The pipelines a trial compares: what it calls, recorded."""
+
+    def __init__(self, name: str, runner: Runner | None = None, plans_error: Exception | None = None) -> None:
+        self.label, self.name, self._runner = f"graph ({name})", name, runner
+        self.calls: list[str] = []
+        self.plans_error = plans_error
+        self._plans = Plans()
+
+    def device(self) -> int:
+        return 0
+
+    def create_plans(self, modes: Any) -> None:
+        self.calls.append("create_plans")
+        if self.plans_error is not None:
+            raise self.plans_error
+
+    def plans(self) -> Any:
+        return self._plans
+
+    def select(self, cand: Any) -> None:
+        self.calls.append(f"select {cand}")
+
+    def runner(self, cand: Any) -> Runner:
+        assert self._runner is not None
+        return self._runner
+
+    def lowering_name(self) -> str:
+        return self.name
+
+    def end_trial(self) -> None:
+        self.calls.append("end_trial")
+
+
+class Worker:
+    """The trial thread's submit: jobs kept, finished by the test."""
+
+    def __init__(self) -> None:
+        self.jobs: list[Any] = []
+
+    def submit(self, job: Any) -> None:
+        self.jobs.append(job)
+
+    def finish(self, selected: Any = "cand", error: BaseException | None = None) -> None:
+        for job in self.jobs:
+            job.selected, job.error = selected, error
+            job.done.set()
+
+
+@pytest.fixture
+def setup(monkeypatch: pytest.MonkeyPatch) -> Any:
+    worker = Worker()
+    monkeypatch.setattr(trial_mod, "_worker", worker)
+    monkeypatch.setattr(trial_mod, "Sample", Sample)
+    monkeypatch.setattr(Sample, "times", {1: 1.0, 2: 0.5})
+    monkeypatch.setattr(Sample, "done", True)
+    a, b = Runner(1, 256), Runner(2, 256)
+    p, q = Pipe("NORM"), Pipe("AFFINE_EPILOGUE", b)
+    remembered: list[Any] = []
+    return Trial(p, q, remembered.append), a, b, p, q, worker, remembered
+
+
+def execute(t: Trial, a: Runner, sized: bool = True) -> Runner:
+    runner = t.route(a, sized)
+    runner.run()
+    return runner
+
+
+def test_the_default_runs_until_the_other_plan_is_built(setup: Any) -> None:
+    t, a, b, p, q, worker, remembered = setup
+    for _ in range(TRIAL_AFTER - 1):
+        assert execute(t, a) is a
+    assert not worker.jobs and not q.calls  # nothing started before TRIAL_AFTER executes
+    assert execute(t, a) is a
+    assert q.calls == ["create_plans"] and len(worker.jobs) == 1  # ranked here, finalized on the thread
+    for _ in range(5):
+        assert execute(t, a) is a  # still building
+    assert a.launches == TRIAL_AFTER + 5 and b.launches == 0 and not remembered
+
+
+def run_trial(t: Trial, a: Runner, worker: Worker, sized: bool = True, limit: int = 100) -> list[Runner]:
+    """Executes until the trial decides; the Runners they ran, in order, after the build."""
+    for _ in range(TRIAL_AFTER):
+        execute(t, a, sized)
+    worker.finish()
+    ran = []
+    for _ in range(limit):
+        if t.decided or t.ended:
+            break
+        ran.append(execute(t, a, sized))
+    return ran
+
+
+def test_a_faster_other_lowering_is_kept_and_remembered(setup: Any) -> None:
+    t, a, b, p, q, worker, remembered = setup
+    ran = run_trial(t, a, worker)
+    timed = ran[:2 * SAMPLES]
+    assert timed[:4] == [a, b, a, b]  # alternated, each execute timed
+    assert timed.count(a) == SAMPLES and timed.count(b) == SAMPLES
+    assert ran[2 * SAMPLES:] == [b]  # the execute that found the timings done runs the winner
+    assert t.decided and q.calls == ["create_plans", "select cand"] and "end_trial" not in p.calls
+    assert remembered == [q]  # the plan cache keeps the other lowering's plan
+    assert execute(t, a) is b and execute(t, a, sized=False) is b  # it needs no more workspace
+
+
+def test_a_slower_other_lowering_ends_the_trial(setup: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    t, a, b, p, q, worker, remembered = setup
+    monkeypatch.setattr(Sample, "times", {1: 1.0, 2: 0.98})  # within MARGIN: the default stays
+    run_trial(t, a, worker)
+    assert not t.decided and p.calls == ["end_trial"] and remembered == [p]
+
+
+def test_timings_not_yet_done_on_the_gpu_are_waited_for(setup: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    t, a, b, p, q, worker, remembered = setup
+    monkeypatch.setattr(Sample, "done", False)
+    ran = run_trial(t, a, worker, limit=30)
+    assert ran.count(b) == SAMPLES and ran[2 * SAMPLES:] == [a] * (30 - 2 * SAMPLES)  # no extra timings
+    assert not t.decided and not remembered
+    monkeypatch.setattr(Sample, "done", True)
+    assert execute(t, a) is b and t.decided and remembered == [q]
+
+
+def test_a_larger_workspace_is_only_given_to_callers_that_size_it(setup: Any) -> None:
+    t, a, b, p, q, worker, remembered = setup
+    b.workspace_size = a.workspace_size + 1
+    ran = run_trial(t, a, worker, sized=False, limit=40)
+    assert b not in ran and not t.decided  # a caller passing the default's workspace never runs b
+    ran = [execute(t, a, sized=True) for _ in range(2 * SAMPLES + 1)]
+    assert ran.count(b) == SAMPLES + 1 and t.decided
+    assert execute(t, a, sized=True) is b and execute(t, a, sized=False) is a
+
+
+@pytest.mark.parametrize("failure", ["plans", "build"])
+def test_a_lowering_that_does_not_build_leaves_the_default(setup: Any, failure: str) -> None:
+    t, a, b, p, q, worker, remembered = setup
+    if failure == "plans":
+        q.plans_error = cudnn.GraphError("no engine")
+    for _ in range(TRIAL_AFTER + 1):
+        assert execute(t, a) is a
+    if failure == "build":
+        worker.finish(selected=None, error=cudnn.cudnnGraphNotSupportedError(3000, "finalize", "", ""))
+        assert execute(t, a) is a
+    assert p.calls == ["end_trial"] and not remembered and b.launches == 0
+
+
+def test_a_trial_without_timings_gives_up(setup: Any) -> None:
+    t, a, b, p, q, worker, remembered = setup
+    for _ in range(TRIAL_AFTER):
+        execute(t, a)
+    worker.finish()
+    for _ in range(GIVE_UP_AFTER + 1):
+        t.route(a, True)  # handed a probe each time, never launched (say, a capture that never runs)
+    assert p.calls == ["end_trial"] and not remembered
+
+
+def test_a_trial_keeps_no_reference_to_the_pipeline_that_owns_it() -> None:
+    """The pipeline owns its trial; the trial refers back weakly, so dropping the pipeline
+    releases both at once (no reference cycle left for the garbage collector)."""
+    import gc
+    import weakref
+
+    p = Pipe("NORM")
+    p.trial = Trial(p, Pipe("AFFINE_EPILOGUE"), print)  # type: ignore[attr-defined]
+    gone = weakref.ref(p)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        del p
+        assert gone() is None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def test_setting_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cudnn.set_lowering_trials is set_lowering_trials
+    try:
+        monkeypatch.delenv(trial_mod.ENV, raising=False)
+        set_lowering_trials(None)
+        assert trials_enabled()
+        monkeypatch.setenv(trial_mod.ENV, "0")
+        assert not trials_enabled()
+        set_lowering_trials(True)
+        assert trials_enabled()
+        set_lowering_trials(False)
+        monkeypatch.delenv(trial_mod.ENV)
+        assert not trials_enabled()
+        with pytest.raises(TypeError, match="set_lowering_trials: expected True, False or None, got 1"):
+            set_lowering_trials(1)  # type: ignore[arg-type]
+    finally:
+        set_lowering_trials(None)
+
+
+def test_the_trial_thread_runs_jobs_in_turn_and_is_joined() -> None:
+    class Job(trial_mod._Job):
+        def run(self, handles: dict[int, Any]) -> None:
+            ran.append(threading.current_thread().name)
+            self.done.set()
+
+    ran: list[str] = []
+    worker = trial_mod._Worker()
+    jobs = [Job(0, None) for _ in range(3)]  # type: ignore[arg-type]
+    for job in jobs:
+        worker.submit(job)
+    assert all(job.done.wait(10) for job in jobs)
+    assert ran == ["cudnn-py lowering trials"] * 3
+    worker.stop()
+    late = Job(0, None)  # type: ignore[arg-type]
+    worker.submit(late)  # a new thread after a stop
+    assert late.done.wait(10)
+    worker.stop()
