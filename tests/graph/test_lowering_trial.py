@@ -197,6 +197,21 @@ def test_a_larger_workspace_is_only_given_to_callers_that_size_it(setup: Any) ->
     assert execute(t, a, sized=True) is b and execute(t, a, sized=False) is a
 
 
+def test_the_reserve_lets_a_default_sized_workspace_run_the_other_plan(setup: Any) -> None:
+    """A graph under trial reports its default plan's workspace plus the other lowering's scratch
+    (the reserve) as get_workspace_size(): a caller passing that size runs the other plan too."""
+    t, a, b, _p, q, worker, remembered = setup
+    t.reserve = a.workspace_size + 100
+    b.workspace_size = a.workspace_size + 100
+    ran = run_trial(t, a, worker, sized=False)
+    assert ran.count(b) == SAMPLES + 1 and t.decided and remembered == [q]
+    assert execute(t, a, sized=False) is b
+    b.workspace_size += 1  # had it needed more than the reserve, such callers would have kept a
+    p2 = Pipe("NORM")  # the pipeline owns its trial (which refers to it weakly)
+    t2 = Trial(p2, Pipe("AFFINE_EPILOGUE", b), print, reserve=a.workspace_size + 100)
+    assert b not in run_trial(t2, a, worker, sized=False, limit=30)
+
+
 @pytest.mark.parametrize("failure", ["plans", "build"])
 def test_a_lowering_that_does_not_build_leaves_the_default(setup: Any, failure: str) -> None:
     t, a, b, p, q, worker, remembered = setup

@@ -29,7 +29,7 @@ from ...backend import engine as eng
 from ...backend.descriptor import Descriptor
 from ...backend.handle import Handle, as_handle_ptr, default_handle, release_point
 from ..model.expand import expand
-from ..model.graph_errors import GraphStateError
+from ..model.graph_errors import GraphError, GraphStateError
 from ..model.lower import Lowering
 from ..model.tensor import filling
 from ..plans.candidates import Candidate, PlanSet
@@ -369,11 +369,15 @@ class Pipeline:
         self._active = None
 
     def workspace_size(self, cand: Candidate | None = None) -> int:
-        """Workspace the caller passes for ``cand`` (the selected plan): scratch, then the plan's."""
+        """Workspace the caller passes for ``cand`` (the selected plan): scratch, then the plan's.
+        For the selected plan while a lowering trial routes executes, at least the trial's
+        ``reserve``, so that a caller's workspace of this size can run the other lowering too."""
+        trial = self._trial if cand is None else None
         cand = cand if cand is not None else self.plans().require_selected()
         plan_ws = int(cand.workspace or 0)
         scratch = self.lowered().scratch_bytes
-        return scratch + plan_ws if plan_ws else scratch
+        size = scratch + plan_ws if plan_ws else scratch
+        return size if trial is None else max(size, trial.reserve)
 
     # -- runners --------------------------------------------------------------------------------
 
@@ -413,10 +417,18 @@ class Pipeline:
         from .trial import Trial, trials_enabled
 
         alternative = self.lowered().trial
-        if alternative is not None and self._trial is None and trials_enabled() and self._plans is not None \
-                and self.graph.kernel_cache is None and not self.graph.is_dynamic_shape_enabled \
-                and self.graph.device_property is None:
-            self._trial = Trial(self, Pipeline(self.graph, alternative), remember)
+        if alternative is None or self._trial is not None or not trials_enabled() or self._plans is None \
+                or self.graph.kernel_cache is not None or self.graph.is_dynamic_shape_enabled \
+                or self.graph.device_property is not None:
+            return
+        other = Pipeline(self.graph, alternative)
+        try:
+            # room for the other lowering's scratch beside this plan's workspace (expanding it
+            # here is Python alone: its operation graph and plans wait for the trial to start)
+            reserve = self.workspace_size() + other.lowered().scratch_bytes
+        except GraphError:
+            return
+        self._trial = Trial(self, other, remember, reserve)
 
     def end_trial(self) -> None:
         """Route every execute to the selected plan again (the trial decided for it, or gave up)."""

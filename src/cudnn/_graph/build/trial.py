@@ -18,10 +18,12 @@ so a cold build costs what the official's does. A graph executed `TRIAL_AFTER` t
    default, and hands the winner to the plan cache as an autotuned choice: a later build of the
    graph, in this process or another, starts with it.
 
-An execute is routed to the other lowering's plan only where its workspace fits: callers that
-size the workspace for the Runner they are given (``cudnn.ops``) always can; a caller that passes
-``get_workspace_size()`` bytes of the default plan can where the other plan needs no more. The
-rest run the default plan in this process and get the winner from the plan cache in the next.
+An execute is routed to the other lowering's plan only where its workspace fits. Callers that
+size the workspace for the Runner they are given (``cudnn.ops``) always can. For the others, a
+graph under trial reports as ``get_workspace_size()`` the default plan's workspace plus the other
+lowering's scratch (its ``reserve``), which the other plan fits in unless its own workspace is
+larger than the default's; where it does not fit, they run the default plan in this process and
+get the winner from the plan cache in the next.
 
 A trial never raises into an execute: a lowering that cannot be built, or a trial with no
 timing after `GIVE_UP_AFTER` routed executes, leaves the default in place (logged at INFO by
@@ -148,9 +150,11 @@ class Trial:
     which owns the trial: the trial refers to it weakly, so that a graph no longer used is
     released at once, not at a collection of reference cycles."""
 
-    def __init__(self, p: TrialPipeline, q: TrialPipeline, remember: Callable[[Any], None]) -> None:
+    def __init__(self, p: TrialPipeline, q: TrialPipeline, remember: Callable[[Any], None], reserve: int = 0) -> None:
         self.p: TrialPipeline = weakref.proxy(p)
         self.q = q
+        # what p's get_workspace_size() reports meanwhile: room for q's scratch beside p's workspace
+        self.reserve = reserve
         self.remember = remember  # the plan cache's store of the winner
         self.decided = False  # True once the other lowering won: executes that fit run it
         self.ended = False  # True once the default was kept: every execute runs it
@@ -159,7 +163,7 @@ class Trial:
         self._job: _Job | None = None
         self._a: Runner | None = None
         self._b: Runner | None = None
-        self._b_fits = False  # the other plan needs no more workspace than the default's
+        self._b_fits = False  # the other plan fits in the workspace get_workspace_size() reports
         self._samples: dict[int, list[Sample]] = {}
         self._turn = 0
         self._routed = 0
@@ -191,12 +195,15 @@ class Trial:
                 return a
         if self._decide():
             return self._b if self.decided and self._b is not None and (sized or self._b_fits) else a
-        if not (sized or self._b_fits):
-            return a  # this caller's workspace is the default plan's
         self._routed += 1
         if self._routed > GIVE_UP_AFTER:
-            self._give_up(f"no timing after {GIVE_UP_AFTER} executes")
+            b = self._b
+            self._give_up(f"no timing after {GIVE_UP_AFTER} executes" if self._b_fits else
+                          f"its plan needs {b.workspace_size} bytes of workspace, more than the {self.reserve} "
+                          f"get_workspace_size() reported, and the executes were given that")
             return a
+        if not (sized or self._b_fits):
+            return a  # this caller's workspace is what get_workspace_size() reported
         runners = (self._a, self._b)
         for _ in range(2):  # alternate; a plan with its timings complete is skipped
             runner = runners[self._turn]
@@ -240,7 +247,7 @@ class Trial:
         except (CudnnError, GraphError) as exc:
             self._give_up(f"its plan could not run: {exc}")
             return
-        self._b_fits = self._b.workspace_size <= a.workspace_size
+        self._b_fits = self._b.workspace_size <= max(a.workspace_size, self.reserve)
 
     def _decide(self) -> bool:
         """Decide once both plans have all their timings; True when decided."""
