@@ -55,3 +55,24 @@ def host_time(fn: Callable[[], Any], calls: int = 200, repeats: int = 5) -> floa
         times.append((time.perf_counter() - t0) / calls)
     torch.cuda.synchronize()
     return statistics.median(times)
+
+
+def settle(fn: Callable[[], Any], limit_s: float = 60.0) -> tuple[int, float, bool]:
+    """Call ``fn`` (synchronized) until the lowering trials it started have decided
+    (`cudnn.lowering_trials_pending` back to its count before the first call), at most
+    ``limit_s`` seconds: (calls, seconds, settled). A graph whose norm offers a faster lowering
+    switches to it only after a few executes (docs/guide/plans-and-caches.md); timing it before
+    that would time the trial."""
+    import cudnn
+
+    before = cudnn.lowering_trials_pending()
+    t0 = time.perf_counter()
+    calls = 0
+    fn()
+    torch.cuda.synchronize()
+    calls += 1
+    while cudnn.lowering_trials_pending() > before and time.perf_counter() - t0 < limit_s:
+        fn()
+        torch.cuda.synchronize()
+        calls += 1
+    return calls, time.perf_counter() - t0, cudnn.lowering_trials_pending() <= before

@@ -14,10 +14,12 @@ and for bf16 layer norm inference at 16384 x 4096 the time of every candidate pl
    Like with like: layer/RMS norm scale and bias in the input's dtype, as PyTorch takes them;
    batch norm's in fp32 (PyTorch's mixed-precision batch norm); instance norm's in the input's.
    Extra rows per layer/RMS norm give fp32 scale/bias with the bf16 input, inference and
-   training, in the affine-epilogue lowering (lowering="affine_epilogue": a unit-scale norm with
-   the fp32 affine step in fused pointwise ops, _graph/families/norm_nodes.py; what autotuning picks) and
-   as the single norm operation (the default, as the official builds it: cuDNN 9.19 has only its
-   generic engine eng1 for that mix). PyTorch
+   training: the default ([default]: built as the single norm, then its lowering trial, run
+   until it decides, which the row's plan column names), the affine-epilogue lowering
+   (lowering="affine_epilogue": a unit-scale norm with the fp32 affine step in fused pointwise
+   ops, _graph/families/norm_nodes.py; what autotuning picks) and the single norm operation
+   (lowering="norm", as the official builds it: cuDNN 9.19 has only its generic engine eng1 for
+   that mix). PyTorch
    refuses fp32 weights with a bf16 input, so its row is F.layer_norm with them cast to bf16
    (the cast outside the timed call).
    GB/s = bytes every kernel must move (inputs read once, outputs written once) / time.
@@ -73,6 +75,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from _timing import settle
 
 import cudnn
 
@@ -175,8 +178,10 @@ def plan_name(g: cudnn.pygraph) -> str:
 
 
 def runners(g: cudnn.pygraph, inputs: dict[cudnn.tensor, str], outs: list[cudnn.tensor],
-            sets: list[dict[str, torch.Tensor]]) -> list[Callable[[], None]]:
-    """Build g (the default plan) and return one execute closure per buffer set."""
+            sets: list[dict[str, torch.Tensor]]) -> tuple[list[Callable[[], None]], str]:
+    """Build g (the default plan) and return one execute closure per buffer set, and the plan
+    the executes run: the built one, or where the graph tried another lowering (fp32 scale/bias
+    with a 16-bit X), the plan it kept, after executes until the trial decided (`settle`)."""
     g.build(HEURISTICS)
     ws = torch.empty(max(g.get_workspace_size(), 1), device="cuda", dtype=torch.uint8)
     fns = []
@@ -186,7 +191,13 @@ def runners(g: cudnn.pygraph, inputs: dict[cudnn.tensor, str], outs: list[cudnn.
             pack[t] = torch.empty_strided(t.get_dim(), t.get_stride(), device="cuda",
                                           dtype=TORCH[t.get_data_type()])
         fns.append(lambda pack=pack: g.execute(pack, ws))
-    return fns
+    plan = plan_name(g)
+    if g.lowering_trial_pending():
+        calls, seconds, settled = settle(fns[0])
+        running = g.runner().candidate
+        plan += (f" -> {running.name if running is not None else '?'} (lowering trial "
+                 f"{'decided' if settled else 'undecided'} after {calls} executes, {seconds:.1f} s)")
+    return fns, plan
 
 
 def feature_graph(op: str, phase: Any, s: dict[str, torch.Tensor], backward: bool, lowering: str = "auto"
@@ -254,7 +265,8 @@ class Case:
         name = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}[self.dtype]
         layout = " NHWC" if self.channels else ""
         extra = " fp32 scale*" if self.fp32_params else ""
-        extra += f" [{self.lowering}]" if self.lowering != "auto" else ""
+        if self.fp32_params or self.lowering != "auto":
+            extra += " [default]" if self.lowering == "auto" else f" [{self.lowering}]"
         return f"{self.op} {self.mode} {'x'.join(map(str, self.shape))} {name}{layout}{extra}"
 
     @property
@@ -304,7 +316,7 @@ class Case:
             g, inputs, outs = channel_graph(self.op, phase, sets[0], self.mode == "backward")
         else:
             g, inputs, outs = feature_graph(self.op, phase, sets[0], self.mode == "backward", self.lowering)
-        return runners(g, inputs, outs, sets), plan_name(g)
+        return runners(g, inputs, outs, sets)
 
     def torch_fns(self, sets: list[dict[str, torch.Tensor]]) -> tuple[list[Callable[[], Any]], str]:
         made = [self._torch_backward(s) if self.mode == "backward" else self._torch_forward(s) for s in sets]
@@ -373,7 +385,7 @@ def cases(quick: bool, only: set[str] | None) -> list[Case]:
             out += [Case(op, mode, shape, d) for shape, d in (transformer[:1] if quick else transformer)]
         for mode in ("inference", "training"):
             out += [Case(op, mode, (16384, 4096), bf16, fp32_params=True, lowering=lw)
-                    for lw in ("affine_epilogue", "norm")]
+                    for lw in ("auto", "affine_epilogue", "norm")]
         out.append(Case(op, "backward", (16384, 4096), bf16))
     for op in ("batchnorm", "instancenorm"):
         out += [Case(op, mode, (32, 256, 56, 56), fp16) for mode in ("inference", "training", "backward")]
@@ -406,9 +418,10 @@ def bench_cases(args: argparse.Namespace, peak: float) -> None:
         del sets, c_fns, t_fns
         torch.cuda.empty_cache()
     print("  * fp32 scale/bias with a bf16 input: the single norm [norm] gets only eng1, cuDNN 9.19's generic "
-          "engine;\n    [affine_epilogue] splits off the fp32 affine step (_graph/families/norm_nodes.py); PyTorch runs with "
-          "the weights cast\n    to bf16 (it refuses fp32 weights with a bf16 input), and in float32 (the same "
-          "numerics) on the\n    line below. Instance norm: forward ~7% of peak for both, backward ~0.71x PyTorch "
+          "engine;\n    [affine_epilogue] splits off the fp32 affine step (_graph/families/norm_nodes.py); "
+          "[default] builds\n    [norm], then tries [affine_epilogue] on its executes and keeps the faster. PyTorch "
+          "runs with the\n    weights cast to bf16 (it refuses fp32 weights with a bf16 input), and in float32 (the "
+          "same numerics) on the\n    line below. Instance norm: forward ~7% of peak for both, backward ~0.71x PyTorch "
           "on an H200\n    (noted, not pursued).")
 
 

@@ -80,6 +80,7 @@ _EXPORTS: dict[str, str] = {
     "set_execute_replay": ".backend.replay",
     "set_build_processes": "._graph.plans.threads",
     "set_lowering_trials": "._graph.build.trial",
+    "lowering_trials_pending": "._graph.build.trial",
     "execute_replay": ".backend.replay",
     "release_pending": "._lib.release",
     "set_log_level": ".log",
@@ -128,6 +129,7 @@ if TYPE_CHECKING:
     from . import sdpa as sdpa
     from . import torch as torch
     from . import wrapper as wrapper
+    from ._graph.build.trial import lowering_trials_pending as lowering_trials_pending
     from ._graph.build.trial import set_lowering_trials as set_lowering_trials
     from ._graph.helpers import graph as graph
     from ._graph.helpers import graph_cache as graph_cache

@@ -160,7 +160,10 @@ def run_trial(t: Trial, a: Runner, worker: Worker, sized: bool = True, limit: in
 
 def test_a_faster_other_lowering_is_kept_and_remembered(setup: Any) -> None:
     t, a, b, p, q, worker, remembered = setup
+    pending = cudnn.lowering_trials_pending()
+    assert pending >= 1
     ran = run_trial(t, a, worker)
+    assert cudnn.lowering_trials_pending() == pending - 1
     timed = ran[:2 * SAMPLES]
     assert timed[:4] == [a, b, a, b]  # alternated, each execute timed
     assert timed.count(a) == SAMPLES and timed.count(b) == SAMPLES
@@ -173,8 +176,10 @@ def test_a_faster_other_lowering_is_kept_and_remembered(setup: Any) -> None:
 def test_a_slower_other_lowering_ends_the_trial(setup: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     t, a, b, p, q, worker, remembered = setup
     monkeypatch.setattr(Sample, "times", {1: 1.0, 2: 0.98})  # within MARGIN: the default stays
+    pending = cudnn.lowering_trials_pending()
     run_trial(t, a, worker)
     assert not t.decided and p.calls == ["end_trial"] and remembered == [p]
+    assert cudnn.lowering_trials_pending() == pending - 1
 
 
 def test_timings_not_yet_done_on_the_gpu_are_waited_for(setup: Any, monkeypatch: pytest.MonkeyPatch) -> None:

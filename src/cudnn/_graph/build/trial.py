@@ -63,6 +63,7 @@ HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 
 _log = logging.getLogger("cudnn.graph")
 _asked: list[bool | None] = [None]  # set_lowering_trials's; None: $CUDNN_PY_LOWERING_TRIALS's
+_open: weakref.WeakSet[Trial] = weakref.WeakSet()  # trials of live graphs that have not decided
 
 
 def set_lowering_trials(enabled: bool | None) -> None:
@@ -74,6 +75,13 @@ def set_lowering_trials(enabled: bool | None) -> None:
     if enabled is not None and not isinstance(enabled, bool):
         raise TypeError(f"set_lowering_trials: expected True, False or None, got {enabled!r}")
     _asked[0] = enabled
+
+
+def lowering_trials_pending() -> int:
+    """How many graphs alive in this process have a lowering trial still to decide (each
+    progresses with its graph's executes): a benchmark runs a graph until this count drops
+    before it times the graph."""
+    return len(_open)
 
 
 def trials_enabled() -> bool:
@@ -167,6 +175,7 @@ class Trial:
         self._samples: dict[int, list[Sample]] = {}
         self._turn = 0
         self._routed = 0
+        _open.add(self)
 
     # -- routing ----------------------------------------------------------------------------
 
@@ -267,6 +276,7 @@ class Trial:
         _log.info("%s: lowering trial: %s %.1f us against the default %.1f us (medians of %d): %s kept",
                   self.p.label, self.q.lowering_name(), other * 1e3, default * 1e3, SAMPLES,
                   self.q.lowering_name() if won else "the default")
+        _open.discard(self)
         if won:
             self.decided = True
         else:
@@ -285,6 +295,7 @@ class Trial:
         self._b = None
         self._samples.clear()
         self.ended = True
+        _open.discard(self)
         self.p.end_trial()
 
 
