@@ -230,6 +230,23 @@ def test_a_lowering_that_does_not_build_leaves_the_default(setup: Any, failure: 
     assert p.calls == ["end_trial"] and not remembered and b.launches == 0
 
 
+def test_an_error_inside_the_trial_never_reaches_the_execute(setup: Any, monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    t, a, b, p, q, worker, remembered = setup
+
+    def broken(cand: Any) -> Runner:
+        raise RuntimeError("a Runner could not be made")
+
+    monkeypatch.setattr(q, "runner", broken)
+    for _ in range(TRIAL_AFTER):
+        execute(t, a)
+    worker.finish()
+    with caplog.at_level("INFO", logger="cudnn.graph"):
+        assert execute(t, a) is a and execute(t, a) is a
+    assert t.ended and p.calls == ["end_trial"] and not remembered and b.launches == 0
+    assert "RuntimeError: a Runner could not be made" in caplog.text
+
+
 def test_a_trial_without_timings_gives_up(setup: Any) -> None:
     t, a, b, p, q, worker, remembered = setup
     for _ in range(TRIAL_AFTER):

@@ -187,7 +187,11 @@ class Trial:
         if self.ended:
             return a
         with self._lock:
-            return self._step(a, sized)
+            try:
+                return self._step(a, sized)
+            except Exception as exc:  # noqa: BLE001 - a trial never fails an execute: the default stays
+                self._give_up(f"{type(exc).__name__}: {exc}")
+                return a
 
     def _step(self, a: Runner, sized: bool) -> Runner:
         if self.decided or self.ended:  # another thread decided meanwhile
@@ -285,7 +289,7 @@ class Trial:
             self.p.end_trial()
         try:
             self.remember(self.q if won else self.p)
-        except (CudnnError, GraphError, OSError) as exc:
+        except Exception as exc:  # noqa: BLE001 - the choice stands in this process all the same
             _log.info("%s: lowering trial: the plan cache did not keep the choice: %s", self.p.label, exc)
         return True
 
