@@ -387,6 +387,7 @@ def cases(quick: bool, only: set[str] | None) -> list[Case]:
             out += [Case(op, mode, (16384, 4096), bf16, fp32_params=True, lowering=lw)
                     for lw in ("auto", "affine_epilogue", "norm")]
         out.append(Case(op, "backward", (16384, 4096), bf16))
+        out.append(Case(op, "backward", (16384, 4096), bf16, fp32_params=True))  # mixed-precision training
     for op in ("batchnorm", "instancenorm"):
         out += [Case(op, mode, (32, 256, 56, 56), fp16) for mode in ("inference", "training", "backward")]
     return [c for c in out if only is None or c.op in only]
