@@ -348,7 +348,9 @@ class Pipeline:
         plans.append(cand)
 
     def select(self, cand: Candidate) -> None:
+        """Make ``cand`` the selected plan: a choice (select_plan, autotune) that ends any lowering trial."""
         self.plans().selected = cand
+        self._trial = None
 
     def adopt(self, plan: Descriptor, workspace: int, name: str, lowered: Lowered | None = None,
               source: str = "cache") -> None:
