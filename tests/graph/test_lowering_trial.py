@@ -313,3 +313,54 @@ def test_the_trial_thread_runs_jobs_in_turn_and_is_joined() -> None:
     worker.submit(late)  # a new thread after a stop
     assert late.done.wait(10)
     worker.stop()
+
+
+# -- the pipeline's side: which graphs start a trial, and what get_workspace_size() reports -----
+
+def norm_graph(lowering: str = "auto", io: Any = cudnn.data_type.BFLOAT16,
+               hidden: int = 768) -> cudnn.pygraph:
+    """A layer norm of a 16-bit X with float32 SCALE/BIAS (the mix whose default offers a trial)."""
+    g = cudnn.pygraph(io_data_type=io, intermediate_data_type=cudnn.data_type.FLOAT,
+                      compute_data_type=cudnn.data_type.FLOAT)
+    X = g.tensor(name="x", dim=[512, hidden, 1, 1], stride=[hidden, 1, hidden, hidden])
+    S, B = (g.tensor(name=n, dim=[1, hidden, 1, 1], stride=[hidden, 1, hidden, hidden],
+                     data_type=cudnn.data_type.FLOAT) for n in ("scale", "bias"))
+    for t in g.layernorm(cudnn.norm_forward_phase.TRAINING, X, S, B, 1e-5, name="ln", lowering=lowering):
+        t.set_output(True)
+    g.validate()
+    return g
+
+
+def built(g: cudnn.pygraph, workspace: int = 128) -> Any:
+    """The graph's pipeline with a plan adopted as if built (no GPU here: a stand-in descriptor)."""
+    from cudnn._graph.build.pipeline import Pipeline
+
+    p = Pipeline(g)
+    p.adopt(object(), workspace, "eng1")  # type: ignore[arg-type]
+    return p
+
+
+def test_a_default_norm_build_starts_a_trial_and_reserves_the_other_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(trial_mod, "_asked", [True])
+    g = norm_graph()  # the pipeline refers to its graph weakly
+    p = built(g)
+    assert p.workspace_size() == 128 and not p.trial_pending()
+    p.start_trial(print)
+    assert p.trial_pending()
+    # the unit scale and zero bias of the affine epilogue: 768 bf16 each, in 256-byte slots
+    assert p.workspace_size() == 128 + 2 * 1536
+    assert p.workspace_size(p.plans().selected) == 128  # the plan itself needs no more
+    p.select(p.plans().selected)  # a plan chosen by hand ends the trial
+    assert not p.trial_pending() and p.workspace_size() == 128
+
+
+@pytest.mark.parametrize("why", ["forced lowering", "float X", "trials off", "kernel cache"])
+def test_graphs_that_start_no_trial(monkeypatch: pytest.MonkeyPatch, why: str) -> None:
+    monkeypatch.setattr(trial_mod, "_asked", [why != "trials off"])
+    g = norm_graph(lowering="norm" if why == "forced lowering" else "auto",
+                   io=cudnn.data_type.FLOAT if why == "float X" else cudnn.data_type.BFLOAT16)
+    if why == "kernel cache":
+        g.kernel_cache = object()  # a graph built with a kernel cache keeps its dynamic-shape plans
+    p = built(g)
+    p.start_trial(print)
+    assert not p.trial_pending() and p.workspace_size() == 128
