@@ -430,7 +430,7 @@ class Pipeline:
             reserve = self.workspace_size() + other.lowered().scratch_bytes
         except GraphError:
             return
-        self._trial = Trial(self, other, remember, reserve)
+        self._trial = Trial(self, other, remember, reserve, DEFAULT_HEURISTICS)
 
     def end_trial(self) -> None:
         """Route every execute to the selected plan again (the trial decided for it, or gave up)."""

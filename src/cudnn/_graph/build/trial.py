@@ -41,7 +41,7 @@ import queue
 import statistics
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._lib import cuda
@@ -59,7 +59,6 @@ TRIAL_AFTER = 16  # executes of the default plan before the other lowering is bu
 SAMPLES = 5  # timed executes of each plan
 MARGIN = 0.97  # the other lowering is kept where its median is below this times the default's
 GIVE_UP_AFTER = 256  # routed executes after the other plan is built, with timings still missing
-HEURISTICS = (heur_mode.A, heur_mode.FALLBACK)
 
 _log = logging.getLogger("cudnn.graph")
 _asked: list[bool | None] = [None]  # set_lowering_trials's; None: $CUDNN_PY_LOWERING_TRIALS's
@@ -116,13 +115,13 @@ class Sample:
     """One timed execute: CUDA events around it on the stream it ran on. A Runner given this as
     its ``probe`` calls `started` and `ended` around its next launch."""
 
-    __slots__ = ("start", "end", "stream", "ended_at")
+    __slots__ = ("start", "end", "stream", "recorded")
 
     def __init__(self) -> None:
         self.start = cuda.Event()
         self.end = cuda.Event()
         self.stream: int | None = None  # set when the start was recorded
-        self.ended_at = False
+        self.recorded = False  # both marks recorded
 
     def started(self, handle: Any, stream: int | None) -> None:
         try:
@@ -141,12 +140,12 @@ class Sample:
             except cuda.CudaError:
                 self.stream = None  # untimed, taken again
                 return
-            self.ended_at = True
+            self.recorded = True
 
     def ms(self) -> float | None:
         """The execute's GPU time, once it has run; None before (or if it was never timed)."""
         try:
-            if not self.ended_at or not self.end.query():
+            if not self.recorded or not self.end.query():
                 return None
             return self.start.elapsed_ms(self.end)
         except cuda.CudaError:
@@ -158,9 +157,11 @@ class Trial:
     which owns the trial: the trial refers to it weakly, so that a graph no longer used is
     released at once, not at a collection of reference cycles."""
 
-    def __init__(self, p: TrialPipeline, q: TrialPipeline, remember: Callable[[Any], None], reserve: int = 0) -> None:
+    def __init__(self, p: TrialPipeline, q: TrialPipeline, remember: Callable[[Any], None], reserve: int = 0,
+                 heuristics: Sequence[heur_mode] = (heur_mode.A, heur_mode.FALLBACK)) -> None:
         self.p: TrialPipeline = weakref.proxy(p)
         self.q = q
+        self.heuristics = heuristics  # the modes q's plans are ranked by (the default build's)
         # what p's get_workspace_size() reports meanwhile: room for q's scratch beside p's workspace
         self.reserve = reserve
         self.remember = remember  # the plan cache's store of the winner
@@ -172,7 +173,7 @@ class Trial:
         self._a: Runner | None = None
         self._b: Runner | None = None
         self._b_fits = False  # the other plan fits in the workspace get_workspace_size() reports
-        self._samples: dict[int, list[Sample]] = {}
+        self._samples: tuple[list[Sample], list[Sample]] = ([], [])  # the default's, the other's
         self._turn = 0
         self._routed = 0
         _open.add(self)
@@ -219,10 +220,9 @@ class Trial:
             return a  # this caller's workspace is what get_workspace_size() reported
         runners = (self._a, self._b)
         for _ in range(2):  # alternate; a plan with its timings complete is skipped
-            runner = runners[self._turn]
+            runner, done = runners[self._turn], self._samples[self._turn]
             self._turn ^= 1
             assert runner is not None
-            done = self._samples.setdefault(id(runner), [])
             if len(done) < SAMPLES or any(s.stream is None for s in done):
                 done[:] = [s for s in done if s.stream is not None]  # untimed (captured) ones again
                 sample = Sample()
@@ -237,7 +237,7 @@ class Trial:
         """Expand the other lowering and rank its plans here; finalize the first on the trial thread."""
         q = self.q
         try:
-            q.create_plans(HEURISTICS)
+            q.create_plans(self.heuristics)
             plans = q.plans()
         except (CudnnError, GraphError) as exc:
             self._give_up(f"its plans could not be listed: {exc}")
@@ -265,8 +265,7 @@ class Trial:
     def _decide(self) -> bool:
         """Decide once both plans have all their timings; True when decided."""
         times: list[list[float]] = []
-        for runner in (self._a, self._b):
-            done = self._samples.get(id(runner), [])
+        for done in self._samples:
             ms = [t for s in done if (t := s.ms()) is not None]
             if len(ms) < SAMPLES:
                 return False
@@ -275,7 +274,7 @@ class Trial:
             default, other = statistics.median(times[0]), statistics.median(times[1])
         except statistics.StatisticsError:
             return False
-        self._samples.clear()  # the events are released at the next release point
+        self._samples = ([], [])  # the events are released at the next release point
         won = other < MARGIN * default
         _log.info("%s: lowering trial: %s %.1f us against the default %.1f us (medians of %d): %s kept",
                   self.p.label, self.q.lowering_name(), other * 1e3, default * 1e3, SAMPLES,
@@ -297,7 +296,7 @@ class Trial:
         _log.info("%s: lowering trial of %s ended, the default kept: %s", self.p.label,
                   self.q.lowering_name(), why)
         self._b = None
-        self._samples.clear()
+        self._samples = ([], [])
         self.ended = True
         _open.discard(self)
         self.p.end_trial()
