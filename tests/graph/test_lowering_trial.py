@@ -98,6 +98,9 @@ class Pipe:
     def end_trial(self) -> None:
         self.calls.append("end_trial")
 
+    def take_over(self, other: Pipe) -> None:
+        self.calls.append(f"take_over {other.name}")
+
 
 class Worker:
     """The trial thread's submit: jobs kept, finished by the test."""
@@ -168,7 +171,8 @@ def test_a_faster_other_lowering_is_kept_and_remembered(setup: Any) -> None:
     assert timed[:4] == [a, b, a, b]  # alternated, each execute timed
     assert timed.count(a) == SAMPLES and timed.count(b) == SAMPLES
     assert ran[2 * SAMPLES:] == [b]  # the execute that found the timings done runs the winner
-    assert t.decided and q.calls == ["create_plans", "select cand"] and "end_trial" not in p.calls
+    assert t.decided and q.calls == ["create_plans", "select cand"]
+    assert p.calls == ["take_over AFFINE_EPILOGUE"]  # every caller fits it: the graph's pipeline becomes q's
     assert remembered == [q]  # the plan cache keeps the other lowering's plan
     assert execute(t, a) is b and execute(t, a, sized=False) is b  # it needs no more workspace
 
@@ -199,6 +203,7 @@ def test_a_larger_workspace_is_only_given_to_callers_that_size_it(setup: Any) ->
     assert b not in ran and not t.decided  # a caller passing the default's workspace never runs b
     ran = [execute(t, a, sized=True) for _ in range(2 * SAMPLES + 1)]
     assert ran.count(b) == SAMPLES + 1 and t.decided
+    assert not p.calls  # not taken over: the trial routes each execute by what its caller can run
     assert execute(t, a, sized=True) is b and execute(t, a, sized=False) is a
 
 
@@ -364,3 +369,22 @@ def test_graphs_that_start_no_trial(monkeypatch: pytest.MonkeyPatch, why: str) -
     p = built(g)
     p.start_trial(print)
     assert not p.trial_pending() and p.workspace_size() == 128
+
+
+def test_a_pipeline_takes_the_kept_lowering_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the other lowering won and fits every caller, the default's pipeline becomes the
+    other's: its plans, lowering and workspace are what the graph reports from then on."""
+    from cudnn._graph.build.pipeline import Pipeline
+    from cudnn._graph.families.norm_nodes import NormLowering
+
+    monkeypatch.setattr(trial_mod, "_asked", [True])
+    g = norm_graph()
+    p = built(g)
+    p.start_trial(print)
+    q = Pipeline(g, NormLowering.AFFINE_EPILOGUE)
+    q.adopt(object(), 64, "eng5")  # type: ignore[arg-type]
+    assert p.lowering_name() == "NORM" and p.trial_pending()
+    p.take_over(q)
+    assert p.lowering_name() == "AFFINE_EPILOGUE" and not p.trial_pending()
+    assert p.plans() is q.plans() and p.workspace_size() == q.workspace_size() == 64 + 2 * 1536
+    assert p.lowered().trial is None  # the kept lowering offers no trial of its own

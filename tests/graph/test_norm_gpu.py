@@ -443,6 +443,8 @@ def test_layernorm_fp32_affine_lowering_trial(tmp_path: Path, caplog: pytest.Log
             assert caller == "execute" and "bytes of workspace" in said[-1], said
             return
         kept = "AFFINE_EPILOGUE" if said[-1].endswith("AFFINE_EPILOGUE kept") else "NORM"
+        if caller == "execute":  # it ran through g.execute, so it fits every caller: g now reports it
+            assert _lowering_of(g) == kept
         hits = cache.hits
         g2, pack2, bufs2 = layer_norm_graph()
         g2.build(HEURISTICS)

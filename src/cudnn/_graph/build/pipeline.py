@@ -436,6 +436,16 @@ class Pipeline:
         """Route every execute to the selected plan again (the trial decided for it, or gave up)."""
         self._trial = None
 
+    def take_over(self, other: Pipeline) -> None:
+        """Become ``other``, a pipeline of the same graph in another lowering, with its plan built
+        and selected (the lowering trial kept it): its lowering, operation graph, plans and
+        Runners; executes, plan queries and serialization then see that plan alone."""
+        self.lowering = other.lowering
+        self._lowered, self._identity, self._op_graph = other._lowered, other._identity, other._op_graph
+        self._knobs, self._plans, self._runners = other._knobs, other._plans, other._runners
+        self._active = other._active
+        self._trial = None
+
     def trial_pending(self) -> bool:
         """Whether a lowering trial has yet to decide which lowering executes run."""
         trial = self._trial

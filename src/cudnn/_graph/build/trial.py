@@ -16,7 +16,10 @@ so a cold build costs what the official's does. A graph executed `TRIAL_AFTER` t
    `SAMPLES` timings;
 4. keeps the other lowering where its median is below `MARGIN` times the default's, else the
    default, and hands the winner to the plan cache as an autotuned choice: a later build of the
-   graph, in this process or another, starts with it.
+   graph, in this process or another, starts with it. Where every caller's workspace fits the
+   other plan, the graph's pipeline takes the other lowering over (`Pipeline.take_over`): plan
+   queries, ``get_workspace_size()``, serialization and executes all see that plan alone, and
+   executes no longer pass through the trial.
 
 An execute is routed to the other lowering's plan only where its workspace fits. Callers that
 size the workspace for the Runner they are given (``cudnn.ops``) always can. For the others, a
@@ -109,6 +112,8 @@ class TrialPipeline(Protocol):
     def lowering_name(self) -> str: ...
 
     def end_trial(self) -> None: ...
+
+    def take_over(self, other: Any) -> None: ...
 
 
 class Sample:
@@ -280,7 +285,10 @@ class Trial:
                   self.p.label, self.q.lowering_name(), other * 1e3, default * 1e3, SAMPLES,
                   self.q.lowering_name() if won else "the default")
         _open.discard(self)
-        if won:
+        if won and self._b_fits:  # every caller can run it: the default's pipeline becomes the other's
+            self.p.take_over(self.q)
+            self.decided = True
+        elif won:  # callers that size the workspace per Runner run it from now on
             self.decided = True
         else:
             self._b = None
