@@ -188,8 +188,7 @@ class Trial:
     def route(self, a: Runner, sized: bool) -> Runner:
         """The Runner this execute runs: ``a`` (the default plan's) or the other plan's."""
         if self.decided:
-            b = self._b
-            return b if b is not None and (sized or self._b_fits) else a
+            return self._kept(a, sized)
         if self.ended:
             return a
         with self._lock:
@@ -199,9 +198,14 @@ class Trial:
                 self._give_up(f"{type(exc).__name__}: {exc}")
                 return a
 
+    def _kept(self, a: Runner, sized: bool) -> Runner:
+        """After the decision: the other plan's Runner where it was kept and this caller can run it."""
+        b = self._b
+        return b if self.decided and b is not None and (sized or self._b_fits) else a
+
     def _step(self, a: Runner, sized: bool) -> Runner:
         if self.decided or self.ended:  # another thread decided meanwhile
-            return self._b if self.decided and self._b is not None and (sized or self._b_fits) else a
+            return self._kept(a, sized)
         self._calls += 1
         if self._job is None:
             if self._calls >= TRIAL_AFTER:
@@ -213,7 +217,7 @@ class Trial:
             if self._b is None:
                 return a
         if self._decide():
-            return self._b if self.decided and self._b is not None and (sized or self._b_fits) else a
+            return self._kept(a, sized)
         self._routed += 1
         if self._routed > GIVE_UP_AFTER:
             b = self._b
@@ -275,10 +279,7 @@ class Trial:
             if len(ms) < SAMPLES:
                 return False
             times.append(ms)
-        try:
-            default, other = statistics.median(times[0]), statistics.median(times[1])
-        except statistics.StatisticsError:
-            return False
+        default, other = statistics.median(times[0]), statistics.median(times[1])
         self._samples = ([], [])  # the events are released at the next release point
         won = other < MARGIN * default
         _log.info("%s: lowering trial: %s %.1f us against the default %.1f us (medians of %d): %s kept",
