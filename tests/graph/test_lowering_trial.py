@@ -294,6 +294,12 @@ def test_setting_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         set_lowering_trials(False)
         monkeypatch.delenv(trial_mod.ENV)
         assert not trials_enabled()
+        set_lowering_trials(None)
+        monkeypatch.setenv(trial_mod.ENV, "Off")
+        assert not trials_enabled()
+        monkeypatch.setenv(trial_mod.ENV, "maybe")
+        with pytest.raises(ValueError, match="CUDNN_PY_LOWERING_TRIALS must be 1 or 0 .*, got 'maybe'"):
+            trials_enabled()
         with pytest.raises(TypeError, match="set_lowering_trials: expected True, False or None, got 1"):
             set_lowering_trials(1)  # type: ignore[arg-type]
     finally:

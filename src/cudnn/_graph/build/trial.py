@@ -91,7 +91,12 @@ def trials_enabled() -> bool:
     asked = _asked[0]
     if asked is not None:
         return asked
-    return os.environ.get(ENV, "").strip() not in ("0", "false", "False", "off")
+    text = os.environ.get(ENV, "").strip().lower()
+    if text in ("", "1", "on", "true", "yes"):
+        return True
+    if text in ("0", "off", "false", "no"):
+        return False
+    raise ValueError(f"{ENV} must be 1 or 0 (trials on or off), got {os.environ[ENV]!r}")
 
 
 class TrialPipeline(Protocol):
