@@ -773,6 +773,7 @@ def test_fp32_affine_scratch_is_a_filled_unit_scale_and_a_zeroed_bias() -> None:
     unit, zero = ex.scratch
     assert unit.tensor.get_name() == "ln::UNIT_SCALE" and unit.fill == b"\x80\x3f" * 768 and not unit.zero
     assert zero.tensor.get_name() == "ln::ZERO_BIAS" and zero.fill is None and zero.zero
+    assert unit.constant and zero.constant  # only read: written once, outside the workspace
     assert [t.tensor.get_data_type() for t in ex.scratch] == [dt.BFLOAT16] * 2
     g16 = graph(dt.HALF)
     X, S, B = ln_inputs(g16)

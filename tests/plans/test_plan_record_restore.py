@@ -159,3 +159,25 @@ def test_records_written_before_windows_and_scratch_were_recorded_still_load() -
     old = PlanRecord.from_bytes(json.dumps(raw))
     assert old.scratch == [] and old.scratch_bytes == 0 and old.tensors[0].window_uid is None
     assert plan_store.restored_lowering(old).slots == []
+
+
+def test_constant_scratch_survives_a_round_trip_and_older_records_load() -> None:
+    """The affine epilogue's unit scale and zero bias are constant scratch (outside the
+    workspace); a record keeps them so. A record written before constant scratch existed
+    restores its slots as workspace scratch, written before each execute, as it was built."""
+    g = cudnn.pygraph(io_data_type=dt.BFLOAT16, intermediate_data_type=F, compute_data_type=F)
+    X = g.tensor(name="x", dim=[64, 256, 1, 1], stride=[256, 1, 256, 256])
+    S, B = (g.tensor(name=n, dim=[1, 256, 1, 1], stride=[256, 1, 256, 256], data_type=F) for n in ("scale", "bias"))
+    Y, _, _ = g.layernorm(cudnn.norm_forward_phase.INFERENCE, X, S, B, 1e-5, name="ln", lowering="affine_epilogue")
+    Y.set_output(True)
+    original, restored = round_trip(g)
+    assert [s.constant for s in original.slots] == [True, True] and original.scratch_bytes == 0
+    assert restored.slots == original.slots and restored.scratch_bytes == 0
+    tensors, scratch, scratch_bytes = plan_store.binding_records(Pipeline(g))
+    raw = json.loads(PlanRecord("eng0", "{}", 0, tensors, 91900, "GPU", [9, 0], scratch=scratch,
+                                scratch_bytes=scratch_bytes).to_bytes())
+    for s in raw["scratch"]:
+        del s["constant"]
+    old = plan_store.restored_lowering(PlanRecord.from_bytes(json.dumps(raw)))
+    assert [(s.uid, s.fill, s.zero, s.constant) for s in old.slots] == [
+        (s.uid, s.fill, s.zero, False) for s in original.slots]

@@ -207,6 +207,48 @@ def test_scratch_fills_of_one_repeated_unit_become_memsets() -> None:
     assert repeated_unit(b"") is None
 
 
+def test_constant_scratch_is_written_once_outside_the_workspace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The affine epilogue's unit scale and zero bias (constant scratch) live in device memory of
+    the Runner's own, written once with their bytes; every pack binds them there, whatever the
+    workspace, and no execute writes them again (no fills)."""
+    from cudnn._graph.build.pipeline import Pipeline
+    from cudnn._graph.families.norm_nodes import NormLowering
+
+    backend = Backend()
+    backend.install(monkeypatch)
+    dt = cudnn.data_type
+    g = cudnn.pygraph(io_data_type=dt.BFLOAT16, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT)
+    X = g.tensor(name="x", dim=[512, 768, 1, 1], stride=[768, 1, 768, 768])
+    S, B = (g.tensor(name=n, dim=[1, 768, 1, 1], stride=[768, 1, 768, 768], data_type=dt.FLOAT)
+            for n in ("scale", "bias"))
+    Y, _, _ = g.layernorm(cudnn.norm_forward_phase.INFERENCE, X, S, B, 1e-5, name="ln")
+    Y.set_output(True)
+    g.validate()
+    lowered = Pipeline(g, NormLowering.AFFINE_EPILOGUE).lowered()
+    unit, zero = lowered.slots
+    assert (unit.constant, zero.constant, unit.offset, zero.offset) == (True, True, 0, 1536)
+    assert lowered.scratch_bytes == 0  # nothing in the workspace
+    made: list[tuple[bytes, int | None]] = []
+
+    def filled_buffer(data: bytes, device: int | None = None) -> Any:
+        made.append((data, device))
+        return Pack(0x7000)
+
+    monkeypatch.setattr(cuda, "filled_buffer", filled_buffer)
+    runner = Runner("ln", Pack(99), 0, lowered.bindings, 1, 3, lowered.slots, lowered.scratch_bytes, None,
+                    lowered.unused)
+    runner.backend_execute = backend.execute
+    assert runner.workspace_size == 0
+    uids = (X.get_uid(), S.get_uid(), B.get_uid(), Y.get_uid())
+    for workspace in (0, 0x9000, 0):
+        runner.run_pointers(uids, (0x1000, 0x2000, 0x3000, 0x4000), workspace, 1)
+    assert made == [(b"\x80\x3f" * 768 + bytes(1536), 3)]  # bf16 ones, then zeros; on the Runner's device
+    assert len(backend.executed) == 3
+    for bound in backend.executed:
+        assert (bound[unit.uid], bound[zero.uid]) == (0x7000, 0x7000 + 1536)
+        assert (bound[X.get_uid()], bound[Y.get_uid()]) == (0x1000, 0x4000)
+
+
 def test_raw_pointer_calls_bind_in_the_order_given(sub_graph: Any) -> None:
     """run_pointers (the cudnn.ops path): each new set of addresses is one new pack binding
     each uid to the address at its position; the uid order is worked out once per order."""

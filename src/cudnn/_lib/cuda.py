@@ -316,6 +316,30 @@ class DeviceBuffer:
         return out
 
 
+def filled_buffer(data: bytes, device: int | None = None) -> DeviceBuffer:
+    """Device memory on ``device`` (the current one when None) holding ``data``, written before
+    this returns. Allocated and copied in relaxed capture mode, on a stream of its own: a
+    capture under way (on this thread or another) neither records the copy nor is broken by it."""
+    previous = current_device()
+    target = previous if device is None else device
+    with relaxed_capture_mode():
+        switch = target != previous
+        if switch:
+            set_device(target)
+        try:
+            buffer = DeviceBuffer(len(data))
+            stream = create_stream()
+            try:
+                copy_host_to_device_async(buffer.ptr, data, stream)
+                synchronize(stream)
+            finally:
+                destroy_stream(stream)
+        finally:
+            if switch:
+                set_device(previous)
+    return buffer
+
+
 def copy_host_to_device_async(dst: int, data: bytes, stream: int) -> None:
     """Queue a copy of ``data`` to device address ``dst`` on ``stream`` (the bytes are
     copied to pinned staging by CUDA before this returns for pageable memory)."""

@@ -29,7 +29,7 @@ from ...backend import engine as eng
 from ...backend.descriptor import Descriptor
 from ...backend.handle import Handle, as_handle_ptr, default_handle, release_point
 from ..model.expand import expand
-from ..model.graph_errors import GraphError, GraphStateError
+from ..model.graph_errors import GraphStateError
 from ..model.lower import Lowering
 from ..model.tensor import filling
 from ..plans.candidates import Candidate, PlanSet
@@ -190,11 +190,13 @@ class Pipeline:
             with filling(mine):
                 nodes, ex = expand(user_nodes, self.graph.context, version, self.lowering)
                 assign_uids(all_tensors([*user_nodes, *nodes]))
-            slots, offset = [], 0
+            slots, ends = [], [0, 0]  # the ends of the workspace's scratch and of the constant memory
             for s in ex.scratch:
                 size = needed_bytes(s.tensor)
-                slots.append(ScratchSlot(s.tensor.get_uid(), offset, size, s.fill, s.zero))
-                offset += -(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT
+                at = ends[s.constant]
+                slots.append(ScratchSlot(s.tensor.get_uid(), at, size, s.fill, s.zero, s.constant))
+                ends[s.constant] = at + -(-size // SCRATCH_ALIGNMENT) * SCRATCH_ALIGNMENT
+            offset = ends[False]
             scratch_uids = {s.uid for s in slots}
             used = {t.get_uid() for t in all_tensors(nodes)}
             # the user's tensors bind as the user declared them (an expansion may use views of them);
@@ -371,15 +373,11 @@ class Pipeline:
         self._active = None
 
     def workspace_size(self, cand: Candidate | None = None) -> int:
-        """Workspace the caller passes for ``cand`` (the selected plan): scratch, then the plan's.
-        For the selected plan while a lowering trial routes executes, at least the trial's
-        ``reserve``, so that a caller's workspace of this size can run the other lowering too."""
-        trial = self._trial if cand is None else None
+        """Workspace the caller passes for ``cand`` (the selected plan): scratch, then the plan's."""
         cand = cand if cand is not None else self.plans().require_selected()
         plan_ws = int(cand.workspace or 0)
         scratch = self.lowered().scratch_bytes
-        size = scratch + plan_ws if plan_ws else scratch
-        return size if trial is None else max(size, trial.reserve)
+        return scratch + plan_ws if plan_ws else scratch
 
     # -- runners --------------------------------------------------------------------------------
 
@@ -423,14 +421,7 @@ class Pipeline:
                 or self.graph.kernel_cache is not None or self.graph.is_dynamic_shape_enabled \
                 or self.graph.device_property is not None:
             return
-        other = Pipeline(self.graph, alternative)
-        try:
-            # room for the other lowering's scratch beside this plan's workspace (expanding it
-            # here is Python alone: its operation graph and plans wait for the trial to start)
-            reserve = self.workspace_size() + other.lowered().scratch_bytes
-        except GraphError:
-            return
-        self._trial = Trial(self, other, remember, reserve, DEFAULT_HEURISTICS)
+        self._trial = Trial(self, Pipeline(self.graph, alternative), remember, DEFAULT_HEURISTICS)
 
     def end_trial(self) -> None:
         """Route every execute to the selected plan again (the trial decided for it, or gave up)."""

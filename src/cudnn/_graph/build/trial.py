@@ -22,11 +22,11 @@ so a cold build costs what the official's does. A graph executed `TRIAL_AFTER` t
    executes no longer pass through the trial.
 
 An execute is routed to the other lowering's plan only where its workspace fits. Callers that
-size the workspace for the Runner they are given (``cudnn.ops``) always can. For the others, a
-graph under trial reports as ``get_workspace_size()`` the default plan's workspace plus the other
-lowering's scratch (its ``reserve``), which the other plan fits in unless its own workspace is
-larger than the default's; where it does not fit, they run the default plan in this process and
-get the winner from the plan cache in the next.
+size the workspace for the Runner they are given (``cudnn.ops``) always can; the others pass the
+``get_workspace_size()`` of the default plan, which fits the other plan unless that one needs
+more (the affine epilogue's unit scale and zero bias are constant scratch, outside the
+workspace). Where it does not fit, they run the default plan in this process and get the winner
+from the plan cache in the next.
 
 A trial never raises into an execute: a lowering that cannot be built, or a trial with no
 timing after `GIVE_UP_AFTER` routed executes, leaves the default in place (logged at INFO by
@@ -167,13 +167,11 @@ class Trial:
     which owns the trial: the trial refers to it weakly, so that a graph no longer used is
     released at once, not at a collection of reference cycles."""
 
-    def __init__(self, p: TrialPipeline, q: TrialPipeline, remember: Callable[[Any], None], reserve: int = 0,
+    def __init__(self, p: TrialPipeline, q: TrialPipeline, remember: Callable[[Any], None],
                  heuristics: Sequence[heur_mode] = (heur_mode.A, heur_mode.FALLBACK)) -> None:
         self.p: TrialPipeline = weakref.proxy(p)
         self.q = q
         self.heuristics = heuristics  # the modes q's plans are ranked by (the default build's)
-        # what p's get_workspace_size() reports meanwhile: room for q's scratch beside p's workspace
-        self.reserve = reserve
         self.remember = remember  # the plan cache's store of the winner
         self.decided = False  # True once the other lowering won: executes that fit run it
         self.ended = False  # True once the default was kept: every execute runs it
@@ -182,7 +180,7 @@ class Trial:
         self._job: _Job | None = None
         self._a: Runner | None = None
         self._b: Runner | None = None
-        self._b_fits = False  # the other plan fits in the workspace get_workspace_size() reports
+        self._b_fits = False  # the other plan fits in the default's workspace (get_workspace_size())
         self._samples: tuple[list[Sample], list[Sample]] = ([], [])  # the default's, the other's
         self._turn = 0
         self._routed = 0
@@ -227,7 +225,7 @@ class Trial:
         if self._routed > GIVE_UP_AFTER:
             b = self._b
             self._give_up(f"no timing after {GIVE_UP_AFTER} executes" if self._b_fits else
-                          f"its plan needs {b.workspace_size} bytes of workspace, more than the {self.reserve} "
+                          f"its plan needs {b.workspace_size} bytes of workspace, more than the {a.workspace_size} "
                           f"get_workspace_size() reported, and the executes were given that")
             return a
         if not (sized or self._b_fits):
@@ -274,7 +272,7 @@ class Trial:
         except (CudnnError, GraphError) as exc:
             self._give_up(f"its plan could not run: {exc}")
             return
-        self._b_fits = self._b.workspace_size <= max(a.workspace_size, self.reserve)
+        self._b_fits = self._b.workspace_size <= a.workspace_size
 
     def _decide(self) -> bool:
         """Decide once both plans have all their timings; True when decided."""

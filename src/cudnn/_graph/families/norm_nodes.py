@@ -492,9 +492,11 @@ def canonical_views(node: NormNode) -> dict[str, tuple[list[int], list[int]]]:
 # BIAS in fused pointwise ops: the affine step stays in fp32 (no rounding of the user's
 # parameters), and MEAN / INV_VARIANCE do not depend on SCALE or BIAS. cuDNN refuses a unit
 # SCALE computed in the graph (a pointwise op feeding SCALE: NOT_SUPPORTED_GRAPH_PATTERN), so
-# the unit SCALE and zero BIAS are scratch tensors carved from the workspace, filled before
-# each execute. Figures of this and of the lowerings not taken (a separate cast of SCALE/BIAS,
-# a two-graph split, other views): benchmarks/bench_norm.py.
+# the unit SCALE and zero BIAS are constant scratch: device memory of the plan's Runner, written
+# once (they used to be carved from the workspace and written before each execute: two memsets
+# per execute, and workspace the default lowering does not need). Figures of this and of the
+# lowerings not taken (a separate cast of SCALE/BIAS, a two-graph split, other views):
+# benchmarks/bench_norm.py.
 #
 # The default (``lowering="auto"``) builds the single norm, as the official frontend does:
 # the faster engines compile their kernel at build time, several times the build of the single
@@ -553,17 +555,19 @@ def choose(node: NormForward, ex: Expander) -> NormLowering:
 
 def affine_epilogue(node: NormForward, ex: Expander) -> list[Node]:
     """Unit-scale norm into a virtual float Yhat, then Yhat * SCALE (+ BIAS) into Y, every
-    tensor in the [rows, hidden, 1, 1] view; the unit SCALE and zero BIAS are workspace scratch."""
+    tensor in the [rows, hidden, 1, 1] view; the unit SCALE and zero BIAS are constant scratch."""
     tensors = node.port_tensors()
     x, scale, bias, y = tensors["X"], tensors["SCALE"], tensors.get("BIAS"), tensors["Y"]
     xdt, pdims, pstrides = x.get_data_type(), scale.get_dim(), scale.get_stride()
-    unit = ex.add_scratch(Tensor(f"{node.name}::UNIT_SCALE", pdims, pstrides, xdt), fill=_ONE[xdt] * pdims[1])
+    unit = ex.add_scratch(Tensor(f"{node.name}::UNIT_SCALE", pdims, pstrides, xdt), fill=_ONE[xdt] * pdims[1],
+                          constant=True)
     twin = copy.copy(node)
     twin.primitive = True
     twin.inputs = {port: tensors[port] for port in node.inputs if port != "BIAS"}
     twin.inputs["SCALE"] = unit
     if node.kind.op == "layernorm":  # a layer norm node takes a BIAS (the measured form): zero
-        twin.inputs["BIAS"] = ex.add_scratch(Tensor(f"{node.name}::ZERO_BIAS", pdims, pstrides, xdt), zero=True)
+        twin.inputs["BIAS"] = ex.add_scratch(Tensor(f"{node.name}::ZERO_BIAS", pdims, pstrides, xdt), zero=True,
+                                             constant=True)
     yhat = ex.virtual(f"{node.name}::NORMALIZED", x.get_dim(), FLOAT, x.get_stride())
     twin.outputs = {port: tensors[port] for port in node.outputs}
     twin.outputs["Y"] = yhat

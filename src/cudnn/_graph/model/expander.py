@@ -21,12 +21,14 @@ class Scratch(Record):
     """A non-virtual tensor of an expansion that lives in the workspace, not in a user buffer.
 
     ``fill`` is copied from the host before every execute (e.g. ALiBi slopes); ``zero`` asks
-    for a memset to 0 instead; with neither the memory is left as it is."""
+    for a memset to 0 instead; with neither the memory is left as it is. ``constant``: the
+    graph only reads it, so it is written once, in device memory of the plan's Runner, and takes
+    no workspace (the unit scale of a norm's affine epilogue)."""
 
-    __slots__ = ("tensor", "fill", "zero")
+    __slots__ = ("tensor", "fill", "zero", "constant")
 
-    def __init__(self, tensor: Tensor, fill: bytes | None = None, zero: bool = False) -> None:
-        self.tensor, self.fill, self.zero = tensor, fill, zero
+    def __init__(self, tensor: Tensor, fill: bytes | None = None, zero: bool = False, constant: bool = False) -> None:
+        self.tensor, self.fill, self.zero, self.constant = tensor, fill, zero, constant
 
 
 def swapped(t: Tensor, i: int = 2, j: int = 3) -> Tensor:
@@ -68,9 +70,13 @@ class Expander:
                     self.trial = c
         return choice
 
-    def add_scratch(self, tensor: Tensor, fill: bytes | None = None, zero: bool = False) -> Tensor:
-        """Declare ``tensor`` (non-virtual, dims/strides/dtype set) as workspace-backed scratch."""
-        self.scratch.append(Scratch(tensor, fill, zero))
+    def add_scratch(self, tensor: Tensor, fill: bytes | None = None, zero: bool = False,
+                    constant: bool = False) -> Tensor:
+        """Declare ``tensor`` (non-virtual, dims/strides/dtype set) as scratch: in the workspace,
+        or with ``constant`` (only read by the graph, ``fill`` or ``zero`` given) written once."""
+        if constant and fill is None and not zero:
+            raise ValueError(f"{tensor.get_name()}: constant scratch needs its contents (fill or zero)")
+        self.scratch.append(Scratch(tensor, fill, zero, constant))
         return tensor
 
     def constant(self, value: float, dtype: data_type, name: str, rank: int = 4) -> Tensor:

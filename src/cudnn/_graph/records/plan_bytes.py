@@ -68,12 +68,15 @@ def record_tensors(records: list[TensorRecord]) -> list[Tensor]:
 
 class ScratchRecord(Record):
     """A scratch tensor's place in the workspace and what is written there before each execute
-    (`execute.ScratchSlot`): host bytes (hex) to copy, or zeros."""
+    (`execute.ScratchSlot`): host bytes (hex) to copy, or zeros; ``constant``: in the Runner's
+    constant memory instead, written once (absent from records written before it existed)."""
 
-    __slots__ = ("uid", "offset", "nbytes", "fill", "zero")
+    __slots__ = ("uid", "offset", "nbytes", "fill", "zero", "constant")
 
-    def __init__(self, uid: int, offset: int, nbytes: int, fill: str | None = None, zero: bool = False) -> None:
+    def __init__(self, uid: int, offset: int, nbytes: int, fill: str | None = None, zero: bool = False,
+                 constant: bool = False) -> None:
         self.uid, self.offset, self.nbytes, self.fill, self.zero = uid, offset, nbytes, fill, zero
+        self.constant = constant
 
 
 class PlanRecord(Record):

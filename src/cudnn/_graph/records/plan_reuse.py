@@ -249,8 +249,8 @@ def binding_records(p: Pipeline) -> tuple[list[TensorRecord], list[ScratchRecord
     the plan does not read included), the workspace scratch and the bytes the scratch takes."""
     lowered = p.lowered()
     tensors = [_tensor_record(b) for b in lowered.bindings] + [_tensor_record(b, True) for b in lowered.unused]
-    scratch = [ScratchRecord(s.uid, s.offset, s.nbytes, s.fill.hex() if s.fill is not None else None, s.zero)
-               for s in lowered.slots]
+    scratch = [ScratchRecord(s.uid, s.offset, s.nbytes, s.fill.hex() if s.fill is not None else None, s.zero,
+                             s.constant) for s in lowered.slots]
     return tensors, scratch, lowered.scratch_bytes
 
 
@@ -261,8 +261,8 @@ def restored_lowering(rec: PlanRecord) -> Lowered:
     for t, tensor in zip(rec.tensors, record_tensors(rec.tensors)):
         const = HostScalar(t.value, data_type[t.data_type]) if t.value is not None else None
         (unused if t.unused else bound).append(Binding(t.uid, tensor, t.node, t.port, const))
-    slots = [ScratchSlot(s.uid, s.offset, s.nbytes, bytes.fromhex(s.fill) if s.fill is not None else None, s.zero)
-             for s in rec.scratch]
+    slots = [ScratchSlot(s.uid, s.offset, s.nbytes, bytes.fromhex(s.fill) if s.fill is not None else None, s.zero,
+                         s.constant) for s in rec.scratch]
     return Lowered([], bound, slots, rec.scratch_bytes, unused)
 
 
@@ -320,7 +320,7 @@ def cuda_graph_call(p: Pipeline, handle: Any, variant_pack: Mapping[Any, Any], w
                                      "select_behavior_notes([cudnn.behavior_note.SUPPORTS_CUDA_GRAPH_NATIVE_API]) "
                                      "before build_plans, or capture execute() with stream capture instead")
     runner = p.runner(cand)
-    if runner.slots and any(s.fill is not None or s.zero for s in runner.slots):
+    if any((s.fill is not None or s.zero) and not s.constant for s in runner.slots):
         raise GraphNotSupportedError(f"{p.label}: this graph initialises workspace scratch before each "
                                      "execute, which the native CUDA graph API does not record; capture "
                                      "execute() with stream capture instead")

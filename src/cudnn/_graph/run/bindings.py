@@ -69,13 +69,16 @@ class Binding(Record):
 
 class ScratchSlot(Record):
     """A scratch tensor's place in the workspace, and what to write there before each execute:
-    ``fill``'s host bytes, a memset to 0 (``zero``), or nothing."""
+    ``fill``'s host bytes, a memset to 0 (``zero``), or nothing. A ``constant`` slot (the graph
+    only reads it) is at ``offset`` in the Runner's own constant memory instead, written once."""
 
-    __slots__ = ("uid", "offset", "nbytes", "fill", "zero", "__dict__")  # __dict__: cached properties
+    __slots__ = ("uid", "offset", "nbytes", "fill", "zero", "constant", "__dict__")  # __dict__: cached properties
     frozen = True
 
-    def __init__(self, uid: int, offset: int, nbytes: int, fill: bytes | None = None, zero: bool = False) -> None:
+    def __init__(self, uid: int, offset: int, nbytes: int, fill: bytes | None = None, zero: bool = False,
+                 constant: bool = False) -> None:
         self.uid, self.offset, self.nbytes, self.fill, self.zero = uid, offset, nbytes, fill, zero
+        self.constant = constant
 
     @functools.cached_property
     def unit(self) -> tuple[int, int] | None:

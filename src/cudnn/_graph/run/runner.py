@@ -10,6 +10,8 @@ allocate every buffer as the graph declares it.
 
 Scratch tensors of composite nodes live in the first ``scratch_bytes`` of the workspace; the
 plan's own workspace follows. Their host-side initial values are copied before each execute.
+Constant scratch (only read by the graph) lives in device memory of the Runner's own instead,
+written once.
 
 A pack executed `REPLAY_AFTER` times has its execute captured into a CUDA graph, and later
 calls launch that graph on the handle's stream (`cudnn.backend.replay`): the same kernels on
@@ -74,7 +76,7 @@ class Runner:
     __slots__ = ("label", "plan", "plan_ptr", "plan_workspace", "scratch_bytes", "slots", "device",
                  "default_handle", "by_uid", "by_tensor", "unused_tensors", "unused_uids", "required", "packs",
                  "identity", "prepared", "tensor", "data_ptr", "key_of", "backend_execute", "capture", "candidate",
-                 "checks", "layouts", "replays", "windows", "probe")
+                 "checks", "layouts", "replays", "windows", "probe", "constant_bytes", "constant_memory")
 
     def __init__(self, label: str, plan: Any, plan_workspace: int, bindings: list[Binding], default_handle: Any,
                  device: int | None, slots: Sequence[ScratchSlot] = (), scratch_bytes: int = 0,
@@ -85,6 +87,10 @@ class Runner:
         self.plan_workspace = plan_workspace
         self.scratch_bytes = scratch_bytes
         self.slots = tuple(slots)
+        # constant scratch (`ScratchSlot.constant`): device memory of this Runner's own, written
+        # once, when its first pack is made (`_constant_memory`)
+        self.constant_bytes = max((s.offset + s.nbytes for s in self.slots if s.constant), default=0)
+        self.constant_memory: cuda.DeviceBuffer | None = None
         self.device = device
         self.default_handle = default_handle  # a Handle, or an int cudnnHandle_t
         # slices read in place (Tensor.window_of): bound at their source's address plus an offset,
@@ -199,9 +205,23 @@ class Runner:
         ptrs = given + layout.constants + [given[k] + offset for k, offset in layout.windows]
         fills: tuple[tuple[int, ScratchSlot], ...] = ()
         if self.slots:
-            ptrs += [workspace + slot.offset for slot in self.slots]
-            fills = tuple((workspace + slot.offset, slot) for slot in self.slots if slot.fill is not None or slot.zero)
+            held = self._constant_memory() if self.constant_bytes else 0
+            ptrs += [(held if slot.constant else workspace) + slot.offset for slot in self.slots]
+            fills = tuple((workspace + slot.offset, slot) for slot in self.slots
+                          if not slot.constant and (slot.fill is not None or slot.zero))
         return ptrs, (workspace + self.scratch_bytes if self.plan_workspace else 0), fills
+
+    def _constant_memory(self) -> int:
+        """The address of the constant scratch: the slots' fills (zeros elsewhere), written on
+        first use on the Runner's device (`cuda.filled_buffer`), freed with the Runner."""
+        memory = self.constant_memory
+        if memory is None:
+            data = bytearray(self.constant_bytes)
+            for slot in self.slots:
+                if slot.constant and slot.fill is not None:
+                    data[slot.offset:slot.offset + len(slot.fill)] = slot.fill
+            memory = self.constant_memory = cuda.filled_buffer(bytes(data), self.device)
+        return memory.ptr
 
     def _layout(self, uids: tuple[int, ...]) -> _Layout:
         """What every pack for ``uids`` shares, worked out (and checked) once: which of the given
